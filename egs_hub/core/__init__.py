@@ -1,0 +1,1 @@
+"""Pure domain of egs-hub: no I/O, no clock (``now`` is always a parameter)."""

@@ -1,0 +1,29 @@
+"""Domain exceptions; the service maps each class to one HTTP status."""
+
+
+class EGSError(Exception):
+    """Base of every domain error; ``str(e)`` is a message for people."""
+
+
+class InvalidRequest(EGSError):
+    """Input is malformed; ``field`` names the part that is wrong (HTTP 400)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class PolicyViolation(EGSError):
+    """Input is well formed but not acceptable here (HTTP 422)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class IllegalTransition(EGSError):
+    """A GPR cannot move from its status to the one asked (HTTP 409)."""
+
+
+class Conflict(EGSError):
+    """The request clashes with current state (HTTP 409)."""

@@ -1,0 +1,187 @@
+"""Domain records of egs-hub, as plain frozen dataclasses.
+
+Vocabulary (DESIGN.md): a *cluster* holds *nodes*; a node offers GPUs of one
+*GPU shape*; a *slice* is a team workspace with a quota and a policy; a *GPR*
+(GPU Provision Request) asks for GPUs for a *window* [start, start + duration).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+PRIORITY_MIN = 1
+PRIORITY_MAX = 300
+PRIORITY_DEFAULT = 101
+
+
+class Status(enum.StrEnum):
+    """Where a GPR is in its lifecycle (DESIGN.md, "GPR lifecycle")."""
+
+    PENDING_APPROVAL = "pending-approval"
+    QUEUED = "queued"
+    PROVISIONING = "provisioning"
+    PROVISIONED = "provisioned"
+    RELEASING = "releasing"
+    COMPLETE = "complete"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATUSES
+
+    @property
+    def holds_gpus(self) -> bool:
+        """The GPR's GPUs are bound (or being bound or unbound) to its slice."""
+        return self in HOLDING_STATUSES
+
+
+FINAL_STATUSES = frozenset({Status.COMPLETE, Status.REJECTED, Status.CANCELLED, Status.FAILED})
+HOLDING_STATUSES = frozenset({Status.PROVISIONING, Status.PROVISIONED, Status.RELEASING})
+
+
+class EndReason(enum.StrEnum):
+    """Why a provisioned GPR left its GPUs; the side exits of the lifecycle."""
+
+    WINDOW_ENDED = "window-ended"
+    RELEASED_EARLY = "released-early"
+    IDLE_RELEASED = "idle-released"
+    EVICTED = "evicted"
+
+
+def priority_band(priority: int) -> str:
+    """EGS's bands: low 1-100, medium 101-200, high 201-300."""
+    if priority <= 100:
+        return "low"
+    if priority <= 200:
+        return "medium"
+    return "high"
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """What a node offers, e.g. ``H100-80GB x8``."""
+
+    model: str
+    memory_gb: int
+    gpus_per_node: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.memory_gb}GB x{self.gpus_per_node}"
+
+    def matches(self, wanted: str | None) -> bool:
+        """A GPR's ``shape`` names a shape, its GPU type or its model; None is any."""
+        if wanted is None:
+            return True
+        wanted = wanted.strip().lower()
+        return wanted in {
+            self.name.lower(),
+            self.name.replace(" ", "").lower(),
+            f"{self.model}-{self.memory_gb}GB".lower(),
+            self.model.lower(),
+        }
+
+
+@dataclass(frozen=True)
+class GPU:
+    uuid: str
+    index: int
+    node: str
+    cluster: str
+    model: str
+    memory_mib: int
+    declared: bool = False
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine; ``gpus`` are UUIDs in index order."""
+
+    name: str
+    cluster: str
+    shape: Shape
+    gpus: tuple[str, ...]
+    schedulable: bool = True
+    declared: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.cluster, self.name)
+
+
+@dataclass(frozen=True)
+class SlicePolicy:
+    """A slice's quota and rules. ``None`` means no limit.
+
+    max_gpus: GPUs the slice may hold at once; a GPR asking more needs approval
+    (once approved it runs while the slice holds nothing else).
+    max_duration: longest window without approval.
+    max_priority: highest priority members may ask for.
+    auto_approve_max_gpus: larger GPRs wait for an admin's approval.
+    max_active_gprs: GPRs of the slice holding GPUs at the same time (EGS: 1).
+    restart_servers: restart the slice's running servers when GPUs are bound,
+    instead of only telling their owners to restart.
+    """
+
+    max_gpus: int | None = None
+    max_duration: timedelta | None = None
+    max_priority: int = PRIORITY_MAX
+    auto_approve_max_gpus: int | None = None
+    max_active_gprs: int = 1
+    restart_servers: bool = False
+
+
+@dataclass(frozen=True)
+class GPRSpec:
+    """What a GPR asks for: exactly one of ``gpus`` and ``nodes`` is set."""
+
+    slice: str
+    duration: timedelta
+    gpus: int | None = None
+    nodes: int | None = None
+    name: str = ""
+    priority: int = PRIORITY_DEFAULT
+    shape: str | None = None
+    cluster: str | None = None
+    start_after: datetime | None = None
+    idle_timeout: timedelta | None = None
+    preemptible: bool = True
+
+
+@dataclass(frozen=True)
+class GPR:
+    """A GPU Provision Request with its lifecycle state."""
+
+    id: int
+    spec: GPRSpec
+    requested_by: str
+    status: Status
+    created_at: datetime
+    updated_at: datetime
+    status_reason: str = ""
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    ended_at: datetime | None = None
+    end_reason: EndReason | None = None
+    bound_gpus: tuple[str, ...] = ()
+    bound_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Event:
+    """An audit record: every state change has one, with actor and reason."""
+
+    kind: str
+    actor: str
+    reason: str
+    time: datetime
+    gpr_id: int | None = None
+    slice: str | None = None
+    from_status: Status | None = None
+    to_status: Status | None = None
+    data: dict = field(default_factory=dict)

@@ -1,0 +1,367 @@
+"""Request bodies of the REST API as dataclasses, parsed and validated.
+
+Each body class lists its fields once; the metadata of a field holds its
+parser (``value -> typed value``, raising InvalidRequest naming the field) and
+its JSON schema, so validation and the OpenAPI document cannot disagree.
+A field left out of a body is ``MISSING`` (PATCH bodies) or its default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from .errors import InvalidRequest
+from .model import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
+from .units import parse_duration, parse_time
+
+SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}")
+USER_NAME_RE = re.compile(r"[^/\s?#%]{1,255}")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+
+DURATION_SCHEMA = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "description": "seconds"},
+        {"type": "string", "pattern": r"^(\d+|(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?)$"},
+    ],
+    "description": 'seconds, or units largest first like "1d2h30m"',
+}
+TIME_SCHEMA = {"type": "string", "format": "date-time"}
+
+
+def _field(parse: Callable[[Any, str], Any], schema: dict, default: Any = MISSING) -> Any:
+    metadata = {"parse": parse, "schema": schema}
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=dict, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def parse_body(cls: type, body: object, *, partial: bool = False, prefix: str = ""):
+    """Build ``cls`` from a decoded JSON body; ``partial`` allows any field to be left out.
+
+    ``prefix`` names the enclosing field of a nested object in error messages.
+    """
+    if not isinstance(body, Mapping):
+        where = prefix.rstrip(".")
+        raise InvalidRequest(where or "body", f"{where or 'the request body'} must be a JSON object")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for key in body:
+        if key not in known:
+            raise InvalidRequest(
+                f"{prefix}{key}",
+                f"unknown field {prefix + key!r}; known fields: {', '.join(sorted(known))}",
+            )
+    values = {}
+    for name, f in known.items():
+        if name in body:
+            values[name] = f.metadata["parse"](body[name], f"{prefix}{name}")
+        elif f.default is MISSING and not partial:
+            raise InvalidRequest(f"{prefix}{name}", f"{prefix}{name} is required")
+        elif partial:
+            values[name] = MISSING
+    made = cls(**values)
+    check = getattr(made, "check", None)
+    if check is not None:
+        check(partial=partial)
+    return made
+
+
+def body_schema(cls: type, *, partial: bool = False) -> dict:
+    """The JSON schema of a body class, for the OpenAPI document."""
+    fields = dataclasses.fields(cls)
+    schema: dict = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {f.name: f.metadata["schema"] for f in fields},
+    }
+    required = [f.name for f in fields if f.default is MISSING and not partial]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+# Field parsers: (value, field name) -> typed value, or InvalidRequest.
+
+
+def optional(parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    def parse_optional(value: Any, field: str) -> Any:
+        return None if value is None else parse(value, field)
+
+    return parse_optional
+
+
+def parse_int_between(low: int, high: int) -> Callable[[Any, str], int]:
+    def parse_int(value: Any, field: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidRequest(field, f"{field} must be a whole number from {low} to {high}")
+        if not low <= value <= high:
+            raise InvalidRequest(field, f"{field} must be from {low} to {high}, not {value}")
+        return value
+
+    return parse_int
+
+
+def parse_bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest(field, f"{field} must be true or false")
+    return value
+
+
+def parse_text(max_length: int) -> Callable[[Any, str], str]:
+    def parse(value: Any, field: str) -> str:
+        if not isinstance(value, str):
+            raise InvalidRequest(field, f"{field} must be a string")
+        if len(value) > max_length:
+            raise InvalidRequest(field, f"{field} must be at most {max_length} characters")
+        if any(ord(c) < 32 for c in value):
+            raise InvalidRequest(field, f"{field} must not contain control characters")
+        return value.strip()
+
+    return parse
+
+
+def parse_matching(pattern: re.Pattern, what: str) -> Callable[[Any, str], str]:
+    def parse(value: Any, field: str) -> str:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise InvalidRequest(field, f"{field} must be {what}, not {value!r}")
+        return value
+
+    return parse
+
+
+parse_slice_name = parse_matching(
+    SLICE_NAME_RE, "lower-case letters, digits and '-', starting and ending with a letter or digit"
+)
+
+
+def check_slice_name(name: str) -> str:
+    parse_slice_name(name, "slice")
+    if len(name) > 63:
+        raise InvalidRequest("slice", "slice names are at most 63 characters")
+    return name
+
+
+def parse_slice_ref(value: Any, field: str) -> str:
+    return check_slice_name(parse_slice_name(value, field))
+
+
+def parse_duration_field(value: Any, field: str) -> timedelta:
+    return parse_duration(value, field)
+
+
+def parse_time_field(value: Any, field: str) -> datetime:
+    return parse_time(value, field)
+
+
+_COUNT = parse_int_between(1, 100_000)
+_COUNT_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 100_000}
+_PRIORITY = parse_int_between(PRIORITY_MIN, PRIORITY_MAX)
+_PRIORITY_SCHEMA = {
+    "type": "integer",
+    "minimum": PRIORITY_MIN,
+    "maximum": PRIORITY_MAX,
+    "description": "low 1-100, medium 101-200, high 201-300",
+}
+_NAME = parse_text(100)
+_SELECTOR = optional(parse_text(100))
+_SELECTOR_SCHEMA = {"type": ["string", "null"], "maxLength": 100}
+
+
+def _check_gpus_or_nodes(gpus: Any, nodes: Any, *, partial: bool) -> None:
+    if gpus and nodes:
+        raise InvalidRequest("gpus", "give either gpus or nodes, not both")
+    if not partial and gpus is None and nodes is None:
+        raise InvalidRequest("gpus", "give gpus (a number of GPUs) or nodes (whole nodes)")
+
+
+@dataclass(frozen=True)
+class GPRCreate:
+    slice: str = _field(parse_slice_ref, {"type": "string"})
+    duration: timedelta = _field(parse_duration_field, DURATION_SCHEMA)
+    gpus: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
+    nodes: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
+    name: str = _field(_NAME, {"type": "string", "maxLength": 100}, "")
+    priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
+    shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
+    cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
+    start_after: datetime | None = _field(
+        optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None
+    )
+    idle_timeout: timedelta | None = _field(
+        optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}, None
+    )
+    preemptible: bool = _field(parse_bool, {"type": "boolean"}, True)
+
+    def check(self, partial: bool) -> None:
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
+
+    def to_spec(self) -> GPRSpec:
+        return GPRSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+
+@dataclass(frozen=True)
+class GPRUpdate:
+    """PATCH /gprs/{id}: the owner edits before provisioning; admins change priority."""
+
+    duration: timedelta = _field(parse_duration_field, DURATION_SCHEMA)
+    gpus: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]})
+    nodes: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]})
+    name: str = _field(_NAME, {"type": "string", "maxLength": 100})
+    priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA)
+    shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
+    cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
+    start_after: datetime | None = _field(
+        optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}
+    )
+    idle_timeout: timedelta | None = _field(
+        optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}
+    )
+    preemptible: bool = _field(parse_bool, {"type": "boolean"})
+
+    def check(self, partial: bool) -> None:
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
+
+    def changes(self) -> dict[str, Any]:
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not MISSING
+        }
+
+    def apply(self, spec: GPRSpec) -> GPRSpec:
+        """The spec with these changes; giving gpus clears nodes and the other way round."""
+        changes = self.changes()
+        if changes.get("gpus"):
+            changes["nodes"] = None
+        if changes.get("nodes"):
+            changes["gpus"] = None
+        updated = dataclasses.replace(spec, **changes)
+        _check_gpus_or_nodes(updated.gpus, updated.nodes, partial=False)
+        return updated
+
+
+@dataclass(frozen=True)
+class WaitTimeQuery:
+    slice: str = _field(parse_slice_ref, {"type": "string"})
+    duration: timedelta = _field(parse_duration_field, DURATION_SCHEMA)
+    gpus: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
+    nodes: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
+    priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
+    shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
+    cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
+    start_after: datetime | None = _field(
+        optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None
+    )
+
+    def check(self, partial: bool) -> None:
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
+
+    def to_spec(self) -> GPRSpec:
+        return GPRSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Body of approve, deny, release and cancel: an optional reason for the audit log."""
+
+    reason: str = _field(parse_text(500), {"type": "string", "maxLength": 500}, "")
+
+
+parse_user_name = parse_matching(USER_NAME_RE, "a JupyterHub user name")
+
+
+def parse_user_list(value: Any, field: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) > 1000:
+        raise InvalidRequest(field, f"{field} must be a list of at most 1000 user names")
+    return tuple(dict.fromkeys(parse_user_name(name, field) for name in value))
+
+
+def nested(cls: type, *, partial: bool = False) -> Callable[[Any, str], Any]:
+    def parse(value: Any, field: str) -> Any:
+        return parse_body(cls, value, partial=partial, prefix=f"{field}.")
+
+    return parse
+
+
+_LIMIT = optional(parse_int_between(1, 100_000))
+_LIMIT_SCHEMA = {"type": ["integer", "null"], "minimum": 1, "maximum": 100_000}
+
+
+@dataclass(frozen=True)
+class QuotaBody:
+    max_gpus: int | None = _field(_LIMIT, {**_LIMIT_SCHEMA, "description": "GPUs held at once"}, None)
+
+
+@dataclass(frozen=True)
+class PolicyBody:
+    max_duration: timedelta | None = _field(
+        optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}, None
+    )
+    max_priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_MAX)
+    auto_approve_max_gpus: int | None = _field(_LIMIT, _LIMIT_SCHEMA, None)
+    max_active_gprs: int = _field(
+        parse_int_between(1, 1000), {"type": "integer", "minimum": 1, "maximum": 1000}, 1
+    )
+    restart_servers: bool = _field(parse_bool, {"type": "boolean"}, False)
+
+
+def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:
+    """``{cluster: [namespace, ...]}``, names as Kubernetes allows them."""
+    if not isinstance(value, Mapping):
+        raise InvalidRequest(field, f"{field} must be an object of cluster name to namespace list")
+    namespaces = {}
+    for cluster, names in value.items():
+        where = f"{field}.{cluster}"
+        _SELECTOR(cluster, where)
+        if not isinstance(names, list) or not names:
+            raise InvalidRequest(where, f"{where} must be a non-empty list of namespace names")
+        namespaces[cluster] = tuple(parse_slice_ref(name, where) for name in names)
+    return namespaces
+
+
+_NAMESPACES_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+}
+
+
+@dataclass(frozen=True)
+class SliceCreate:
+    name: str = _field(parse_slice_ref, {"type": "string", "pattern": SLICE_NAME_RE.pattern})
+    display_name: str = _field(_NAME, {"type": "string", "maxLength": 100}, "")
+    group: str | None = _field(
+        optional(parse_matching(GROUP_NAME_RE, "a JupyterHub group name")),
+        {"type": ["string", "null"], "description": "hub group of members; default: the slice name"},
+        None,
+    )
+    quota: QuotaBody = _field(nested(QuotaBody), body_schema(QuotaBody), QuotaBody())
+    policy: PolicyBody = _field(nested(PolicyBody), body_schema(PolicyBody), PolicyBody())
+    namespaces: dict = _field(parse_namespaces, _NAMESPACES_SCHEMA, {})
+    members: tuple[str, ...] = _field(
+        parse_user_list, {"type": "array", "items": {"type": "string"}, "maxItems": 1000}, ()
+    )
+
+
+@dataclass(frozen=True)
+class SliceUpdate:
+    """PATCH /slices/{name}: the fields given replace the slice's; quota and policy per key."""
+
+    display_name: str = _field(_NAME, {"type": "string", "maxLength": 100})
+    quota: QuotaBody = _field(nested(QuotaBody, partial=True), body_schema(QuotaBody, partial=True))
+    policy: PolicyBody = _field(nested(PolicyBody, partial=True), body_schema(PolicyBody, partial=True))
+    namespaces: dict = _field(parse_namespaces, _NAMESPACES_SCHEMA)
