@@ -38,9 +38,7 @@ def _move(
     gpr: GPR, to: Status, *, kind: str, actor: str, reason: str, now: datetime, **changes
 ) -> tuple[GPR, Event]:
     if to not in TRANSITIONS[gpr.status]:
-        raise IllegalTransition(
-            f"GPR {gpr.id} is {gpr.status}; it cannot become {to} ({kind})"
-        )
+        raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; it cannot become {to} ({kind})")
     moved = dataclasses.replace(gpr, status=to, status_reason=reason, updated_at=now, **changes)
     event = Event(
         kind=kind,
@@ -83,12 +81,20 @@ def submit(
 
 
 def approve(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
+    # releasing -> queued is requeue's edge (evicted GPRs only), not approval's.
+    if gpr.status is not Status.PENDING_APPROVAL:
+        raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; only pending GPRs are approved")
     return _move(gpr, Status.QUEUED, kind="approved", actor=actor, reason=reason or "approved", now=now)
 
 
 def deny(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
     return _move(
-        gpr, Status.REJECTED, kind="rejected", actor=actor, reason=reason or "denied", now=now,
+        gpr,
+        Status.REJECTED,
+        kind="rejected",
+        actor=actor,
+        reason=reason or "denied",
+        now=now,
         ended_at=now,
     )
 
@@ -96,14 +102,17 @@ def deny(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
 def cancel(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
     """Only before provisioning: a GPR holding GPUs is released, not cancelled."""
     return _move(
-        gpr, Status.CANCELLED, kind="cancelled", actor=actor, reason=reason or "cancelled",
-        now=now, ended_at=now,
+        gpr,
+        Status.CANCELLED,
+        kind="cancelled",
+        actor=actor,
+        reason=reason or "cancelled",
+        now=now,
+        ended_at=now,
     )
 
 
-def admit(
-    gpr: GPR, gpus: tuple[str, ...], nodes: tuple[str, ...], now: datetime
-) -> tuple[GPR, Event]:
+def admit(gpr: GPR, gpus: tuple[str, ...], nodes: tuple[str, ...], now: datetime) -> tuple[GPR, Event]:
     """The planner gives the GPR its GPUs; its window starts now."""
     moved, event = _move(
         gpr,
@@ -122,8 +131,12 @@ def admit(
 
 def mark_provisioned(gpr: GPR, actor: str, now: datetime) -> tuple[GPR, Event]:
     return _move(
-        gpr, Status.PROVISIONED, kind="provisioned", actor=actor,
-        reason="GPUs bound to the slice; restart your server to use them", now=now,
+        gpr,
+        Status.PROVISIONED,
+        kind="provisioned",
+        actor=actor,
+        reason="GPUs bound to the slice; restart your server to use them",
+        now=now,
     )
 
 
@@ -146,16 +159,26 @@ def begin_release(
     if end_reason is EndReason.WINDOW_ENDED and gpr.status is not Status.PROVISIONED:
         raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; only a provisioned window ends")
     return _move(
-        gpr, Status.RELEASING, kind=_END_KINDS[end_reason], actor=actor,
-        reason=reason or end_reason.value, now=now, end_reason=end_reason,
+        gpr,
+        Status.RELEASING,
+        kind=_END_KINDS[end_reason],
+        actor=actor,
+        reason=reason or end_reason.value,
+        now=now,
+        end_reason=end_reason,
     )
 
 
 def complete(gpr: GPR, actor: str, now: datetime) -> tuple[GPR, Event]:
     """The backend has taken the GPUs back."""
     return _move(
-        gpr, Status.COMPLETE, kind="complete", actor=actor, reason="GPUs returned to the pool",
-        now=now, ended_at=now,
+        gpr,
+        Status.COMPLETE,
+        kind="complete",
+        actor=actor,
+        reason="GPUs returned to the pool",
+        now=now,
+        ended_at=now,
     )
 
 
@@ -164,8 +187,17 @@ def requeue(gpr: GPR, actor: str, now: datetime) -> tuple[GPR, Event]:
     if gpr.end_reason is not EndReason.EVICTED:
         raise IllegalTransition(f"GPR {gpr.id} was not evicted; only evicted GPRs are re-queued")
     return _move(
-        gpr, Status.QUEUED, kind="requeued", actor=actor, reason="evicted; queued again",
-        now=now, window_start=None, window_end=None, end_reason=None, bound_gpus=(), bound_nodes=(),
+        gpr,
+        Status.QUEUED,
+        kind="requeued",
+        actor=actor,
+        reason="evicted; queued again",
+        now=now,
+        window_start=None,
+        window_end=None,
+        end_reason=None,
+        bound_gpus=(),
+        bound_nodes=(),
     )
 
 
@@ -173,12 +205,14 @@ def change_priority(gpr: GPR, priority: int, actor: str, now: datetime) -> tuple
     """Admins change priority at any time; it moves the GPR in the queue."""
     if gpr.status.is_final:
         raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; its priority no longer matters")
-    changed = dataclasses.replace(
-        gpr, spec=dataclasses.replace(gpr.spec, priority=priority), updated_at=now
-    )
+    changed = dataclasses.replace(gpr, spec=dataclasses.replace(gpr.spec, priority=priority), updated_at=now)
     event = Event(
-        kind="priority-changed", actor=actor, reason=f"priority {gpr.spec.priority} -> {priority}",
-        time=now, gpr_id=gpr.id, slice=gpr.spec.slice,
+        kind="priority-changed",
+        actor=actor,
+        reason=f"priority {gpr.spec.priority} -> {priority}",
+        time=now,
+        gpr_id=gpr.id,
+        slice=gpr.spec.slice,
         data={"from": gpr.spec.priority, "to": priority},
     )
     return changed, event
@@ -187,14 +221,17 @@ def change_priority(gpr: GPR, priority: int, actor: str, now: datetime) -> tuple
 def edit(gpr: GPR, spec: GPRSpec, actor: str, now: datetime) -> tuple[GPR, Event]:
     """The owner changes the request before it is provisioned."""
     if gpr.status not in (Status.PENDING_APPROVAL, Status.QUEUED):
-        raise IllegalTransition(
-            f"GPR {gpr.id} is {gpr.status}; only pending or queued GPRs can be edited"
-        )
+        raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; only pending or queued GPRs can be edited")
     changed_fields = sorted(
         f.name for f in dataclasses.fields(spec) if getattr(spec, f.name) != getattr(gpr.spec, f.name)
     )
     event = Event(
-        kind="edited", actor=actor, reason="changed " + (", ".join(changed_fields) or "nothing"),
-        time=now, gpr_id=gpr.id, slice=gpr.spec.slice, data={"fields": changed_fields},
+        kind="edited",
+        actor=actor,
+        reason="changed " + (", ".join(changed_fields) or "nothing"),
+        time=now,
+        gpr_id=gpr.id,
+        slice=gpr.spec.slice,
+        data={"fields": changed_fields},
     )
     return dataclasses.replace(gpr, spec=spec, updated_at=now), event

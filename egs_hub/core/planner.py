@@ -101,7 +101,8 @@ def queue_key(request: Request) -> tuple:
 def plan(snapshot: Snapshot, now: datetime) -> Plan:
     """Windows to end, GPRs to admit now, and an estimate for every queued GPR."""
     ends = tuple(
-        b.gpr_id for b in sorted(snapshot.bookings, key=lambda b: (b.end, b.gpr_id))
+        b.gpr_id
+        for b in sorted(snapshot.bookings, key=lambda b: (b.end, b.gpr_id))
         if not b.releasing and b.end <= now
     )
     timeline = _Timeline.of(snapshot, now)
@@ -134,7 +135,8 @@ def eligible_nodes(nodes: Iterable[Node], spec: GPRSpec) -> list[Node]:
     """Nodes of the cluster and shape the spec allows, that accept new work."""
     return sorted(
         (
-            n for n in nodes
+            n
+            for n in nodes
             if n.schedulable
             and (spec.cluster is None or n.cluster == spec.cluster)
             and n.shape.matches(spec.shape)
@@ -176,9 +178,7 @@ def _groups(nodes: Iterable[Node]) -> dict[tuple[str, Shape], list[Node]]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].name)))
 
 
-def _place(
-    nodes: list[Node], free: Mapping[tuple[str, str], list[str]], spec: GPRSpec
-) -> Placement | None:
+def _place(nodes: list[Node], free: Mapping[tuple[str, str], list[str]], spec: GPRSpec) -> Placement | None:
     """Exact GPUs for ``spec`` among ``free`` GPUs (per node key, in index order).
 
     ``gpus`` that fit one node go on the node with the fewest free GPUs that
@@ -259,9 +259,14 @@ class _Timeline:
                 n.key: [g for g in n.gpus if g not in self.unhealthy and self._free(g, start, end)]
                 for n in nodes
             }
-            placement = _place(nodes, free, spec)
-            if placement is not None and self._slice_allows(spec.slice, start, end, len(placement.gpus)):
-                return start, placement
+            # A ``nodes`` request holds more GPUs on larger nodes: when the slice's
+            # limits refuse the first placement, a smaller (cluster, shape) may do.
+            placements = [_place(nodes, free, spec)]
+            if spec.nodes is not None:
+                placements += [_place(group, free, spec) for group in _groups(nodes).values()]
+            for placement in placements:
+                if placement is not None and self._slice_allows(spec.slice, start, end, len(placement.gpus)):
+                    return start, placement
         return None
 
     def _free(self, gpu: str, start: datetime, end: datetime) -> bool:

@@ -31,7 +31,5 @@ def approval_reasons(spec: GPRSpec, gpu_count: int, policy: SlicePolicy) -> list
     if policy.max_gpus is not None and gpu_count > policy.max_gpus:
         reasons.append(f"{gpu_count} GPUs is over the slice's quota of {policy.max_gpus} GPUs")
     if policy.auto_approve_max_gpus is not None and gpu_count > policy.auto_approve_max_gpus:
-        reasons.append(
-            f"{gpu_count} GPUs is over the auto-approval limit of {policy.auto_approve_max_gpus}"
-        )
+        reasons.append(f"{gpu_count} GPUs is over the auto-approval limit of {policy.auto_approve_max_gpus}")
     return reasons

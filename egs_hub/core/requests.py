@@ -149,15 +149,15 @@ parse_slice_name = parse_matching(
 )
 
 
-def check_slice_name(name: str) -> str:
-    parse_slice_name(name, "slice")
+def check_slice_name(name: str, field: str = "slice") -> str:
+    parse_slice_name(name, field)
     if len(name) > 63:
-        raise InvalidRequest("slice", "slice names are at most 63 characters")
+        raise InvalidRequest(field, f"{field} must be at most 63 characters")
     return name
 
 
 def parse_slice_ref(value: Any, field: str) -> str:
-    return check_slice_name(parse_slice_name(value, field))
+    return check_slice_name(parse_slice_name(value, field), field)
 
 
 def parse_duration_field(value: Any, field: str) -> timedelta:
@@ -365,3 +365,10 @@ class SliceUpdate:
     quota: QuotaBody = _field(nested(QuotaBody, partial=True), body_schema(QuotaBody, partial=True))
     policy: PolicyBody = _field(nested(PolicyBody, partial=True), body_schema(PolicyBody, partial=True))
     namespaces: dict = _field(parse_namespaces, _NAMESPACES_SCHEMA)
+
+
+@dataclass(frozen=True)
+class ServerStart:
+    """PUT servers/{user}[/{server}]: the slice a starting server belongs to."""
+
+    slice: str = _field(parse_slice_ref, {"type": "string"})

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from .errors import InvalidRequest
 
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_DURATION_RE = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION_RE = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", re.ASCII)
 _DURATION_HELP = 'use seconds or units largest first, like "1d2h30m", "45m" or "90s"'
 
 
@@ -23,17 +23,21 @@ def parse_duration(value: object, field: str) -> timedelta:
         raise InvalidRequest(field, f"{field} must be a duration: {_DURATION_HELP}")
     if isinstance(value, str):
         text = value.strip().lower()
-        if text.isdigit():
-            seconds = int(text)
-        else:
-            match = _DURATION_RE.fullmatch(text)
-            if not text or match is None:
-                raise InvalidRequest(field, f"{field} {value!r} is not a duration: {_DURATION_HELP}")
-            seconds = sum(
-                int(part) * scale
-                for part, scale in zip(match.groups(), _UNIT_SECONDS.values(), strict=True)
-                if part
-            )
+        try:
+            # ASCII digits only, as DURATION_SCHEMA's pattern: int() refuses "²" though isdigit() is true.
+            if text.isascii() and text.isdigit():
+                seconds = int(text)
+            else:
+                match = _DURATION_RE.fullmatch(text)
+                if not text or match is None:
+                    raise InvalidRequest(field, f"{field} {value!r} is not a duration: {_DURATION_HELP}")
+                seconds = sum(
+                    int(part) * scale
+                    for part, scale in zip(match.groups(), _UNIT_SECONDS.values(), strict=True)
+                    if part
+                )
+        except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+            raise InvalidRequest(field, f"{field} must be at most ten years") from None
     else:
         if value != value or value in (float("inf"), float("-inf")):
             raise InvalidRequest(field, f"{field} must be a finite number of seconds")
@@ -42,7 +46,10 @@ def parse_duration(value: object, field: str) -> timedelta:
         raise InvalidRequest(field, f"{field} must be longer than zero")
     if seconds > 10 * 365 * 86400:
         raise InvalidRequest(field, f"{field} must be at most ten years")
-    return timedelta(seconds=seconds)
+    duration = timedelta(seconds=seconds)
+    if not duration:  # a float under half a microsecond rounds to zero
+        raise InvalidRequest(field, f"{field} must be longer than zero")
+    return duration
 
 
 def format_duration(duration: timedelta) -> str:
@@ -72,10 +79,11 @@ def parse_time(value: object, field: str) -> datetime:
             field, f"{field} {value!r} is not an ISO-8601 time like 2026-11-22T14:00:00Z"
         ) from None
     if parsed.tzinfo is None:
-        raise InvalidRequest(
-            field, f"{field} {value!r} has no time zone; add one, e.g. 'Z' for UTC"
-        )
-    return parsed.astimezone(UTC)
+        raise InvalidRequest(field, f"{field} {value!r} has no time zone; add one, e.g. 'Z' for UTC")
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise InvalidRequest(field, f"{field} {value!r} is out of range in UTC") from None
 
 
 def format_time(value: datetime | None) -> str | None:

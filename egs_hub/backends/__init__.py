@@ -1,0 +1,55 @@
+"""Where GPUs live and how they are bound to a slice; one backend per cluster.
+
+The service talks to every backend through ``Backend`` and never asks which
+kind it is. A backend gets decisions with the data it needs and returns the
+events to record; it does not read the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from ..core.model import GPR, GPU, Event, Node, SlicePolicy
+
+
+class BindError(Exception):
+    """Binding failed its pre-checks; the message says which and why."""
+
+
+class UnbindError(Exception):
+    """Taking GPUs back did not finish; the reconcile loop tries again."""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a backend found: nodes, their GPUs, and where that came from."""
+
+    nodes: list[Node]
+    gpus: list[GPU]
+    source: str
+
+
+@dataclass(frozen=True)
+class ServerRef:
+    """A user's server running in a slice, with the GPUs it was started with."""
+
+    user: str
+    name: str
+    gpus: tuple[str, ...]
+
+
+class Backend(Protocol):
+    cluster: str
+    kind: str
+
+    async def discover(self) -> Inventory: ...
+
+    async def bind(
+        self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime
+    ) -> list[Event]:
+        """Give the GPR's GPUs to its slice; ``servers`` are the slice's running servers."""
+
+    async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:
+        """Take the GPR's GPUs back; ``servers`` are those started with any of them."""

@@ -1,0 +1,127 @@
+"""The local backend: binding is the set of GPU UUIDs a slice's servers may see.
+
+A server sees GPUs through ``CUDA_VISIBLE_DEVICES``, set when it starts
+(SliceLocalSpawner), so binding and unbinding act on servers: when a window
+starts, the slice's servers are restarted if its policy says so (otherwise
+their owners are told to restart); when it ends, the servers started with
+those GPUs are restarted without them before the GPUs count as returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from datetime import datetime
+from itertools import groupby
+from typing import Protocol
+
+from ...core.model import GPR, GPU, Event, Node, Shape, SlicePolicy
+from .. import BindError, Inventory, ServerRef, UnbindError
+from .declared import DEFAULT_INVENTORY, declared_inventory, load_inventory_file
+from .nvml import NVMLUnavailable, discover_gpus, gpu_model
+
+log = logging.getLogger(__name__)
+
+
+class ServerControl(Protocol):
+    async def restart_server(self, user: str, name: str) -> bool:
+        """Restart a running server; False when it is not running."""
+
+
+class LocalBackend:
+    kind = "local"
+
+    def __init__(
+        self,
+        servers: ServerControl,
+        cluster: str = "local",
+        host: str | None = None,
+        inventory_file: str | None = None,
+    ):
+        self.servers = servers
+        self.cluster = cluster
+        self.host = host or socket.gethostname().lower()
+        self.inventory_file = inventory_file
+        self.uses_nvml = False
+
+    async def discover(self) -> Inventory:
+        try:
+            gpus = discover_gpus(self.host, self.cluster)
+            nvml_note = f"NVML found {len(gpus)} GPU(s)"
+        except NVMLUnavailable as e:
+            gpus, nvml_note = [], f"NVML unavailable ({e})"
+        if gpus:
+            self.uses_nvml = True
+            if self.inventory_file:
+                log.warning("%s; the declared inventory %s is ignored", nvml_note, self.inventory_file)
+            return Inventory(*self._nodes_of(gpus), source="nvml")
+        self.uses_nvml = False
+        if self.inventory_file:
+            data, where = load_inventory_file(self.inventory_file), self.inventory_file
+        else:
+            data, where = DEFAULT_INVENTORY, "the built-in declared inventory"
+        nodes, declared = declared_inventory(data, self.cluster, where)
+        return Inventory(nodes, declared, source=f"declared in {where}; {nvml_note}")
+
+    def _nodes_of(self, gpus: list[GPU]) -> tuple[list[Node], list[GPU]]:
+        """One node per kind of GPU on this host (almost always exactly one)."""
+        key = lambda g: (gpu_model(g.model), round(g.memory_mib / 1024))  # noqa: E731
+        kinds = [(k, list(v)) for k, v in groupby(sorted(gpus, key=key), key=key)]
+        nodes, placed = [], []
+        for (model, memory_gb), members in kinds:
+            name = self.host if len(kinds) == 1 else f"{self.host}-{model.lower()}-{memory_gb}gb"
+            members = sorted(members, key=lambda g: g.index)
+            shape = Shape(model, memory_gb, len(members))
+            nodes.append(
+                Node(name=name, cluster=self.cluster, shape=shape, gpus=tuple(g.uuid for g in members))
+            )
+            placed.extend(GPU(**{**g.__dict__, "node": name}) for g in members)
+        return nodes, placed
+
+    async def bind(
+        self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime
+    ) -> list[Event]:
+        if self.uses_nvml:
+            present = {g.uuid for g in discover_gpus(self.host, self.cluster)}
+            missing = [u for u in gpr.bound_gpus if u not in present]
+            if missing:
+                raise BindError(f"NVML no longer sees GPU(s) {', '.join(missing)}")
+        if not servers:
+            return []
+        if policy.restart_servers:
+            restarted = [s for s in servers if await self.servers.restart_server(s.user, s.name)]
+            return [
+                self._server_event(gpr, "server-restarted", s, "restarted to see the slice's new GPUs", now)
+                for s in restarted
+            ]
+        return [
+            self._server_event(gpr, "restart-to-use-gpus", s, "restart this server to see the new GPUs", now)
+            for s in servers
+        ]
+
+    async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:
+        events = []
+        for server in servers:
+            try:
+                running = await self.servers.restart_server(server.user, server.name)
+            except Exception as e:
+                where = f"{server.user}'s server {server.name!r}"
+                raise UnbindError(f"could not restart {where} without GPR {gpr.id}'s GPUs: {e}") from e
+            if running:
+                events.append(
+                    self._server_event(
+                        gpr, "server-restarted", server, "restarted without the released GPUs", now
+                    )
+                )
+        return events
+
+    def _server_event(self, gpr: GPR, kind: str, server: ServerRef, reason: str, now: datetime) -> Event:
+        return Event(
+            kind=kind,
+            actor="local-backend",
+            reason=reason,
+            time=now,
+            gpr_id=gpr.id,
+            slice=gpr.spec.slice,
+            data={"user": server.user, "server": server.name},
+        )

@@ -1,0 +1,231 @@
+"""The embedded default: JupyterHub, the EGS service and SliceLocalSpawner on one host.
+
+``egs-hub up`` checks what can be checked before anything starts (port,
+proxy, inventory, database), prepares the data directory, then runs
+JupyterHub with ``hub_config/jupyterhub_config.py``, which calls
+``configure_hub`` with the settings passed in ``EGS_*`` variables.
+
+Data directory layout: ``egs.sqlite`` (egs-hub, unless --db-url),
+``jupyterhub.sqlite`` and ``jupyterhub_cookie_secret`` (the hub),
+``egs_service_token`` (the service's hub token, which the spawner also uses),
+``home/<user>`` (servers' working directories).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import sys
+from dataclasses import dataclass
+from importlib.resources import files
+
+from .backends.local.declared import declared_inventory, load_inventory_file
+from .store.db import default_db_url, make_engine, normalize_url, upgrade
+
+SERVICE_NAME = "egs"
+ADMIN_SCOPE = "custom:egs:admin"
+HUB_CONFIG_FILE = str(files("egs_hub") / "hub_config" / "jupyterhub_config.py")
+
+
+class SetupError(Exception):
+    """egs-hub cannot start; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class EmbeddedSettings:
+    ip: str
+    port: int
+    data_dir: str
+    db_url: str
+    inventory: str | None
+    hub_port: int
+    proxy_api_port: int
+    service_port: int
+    proxy: str
+    extra_config: str | None
+
+    def to_env(self) -> dict[str, str]:
+        env = {
+            "EGS_IP": self.ip,
+            "EGS_PORT": str(self.port),
+            "EGS_DATA_DIR": self.data_dir,
+            "EGS_DB_URL": self.db_url,
+            "EGS_HUB_PORT": str(self.hub_port),
+            "EGS_PROXY_API_PORT": str(self.proxy_api_port),
+            "EGS_SERVICE_PORT": str(self.service_port),
+            "EGS_PROXY": self.proxy,
+        }
+        if self.inventory:
+            env["EGS_INVENTORY"] = self.inventory
+        if self.extra_config:
+            env["EGS_HUB_EXTRA_CONFIG"] = self.extra_config
+        return env
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> EmbeddedSettings:
+        try:
+            return cls(
+                ip=env["EGS_IP"],
+                port=int(env["EGS_PORT"]),
+                data_dir=env["EGS_DATA_DIR"],
+                db_url=env["EGS_DB_URL"],
+                inventory=env.get("EGS_INVENTORY") or None,
+                hub_port=int(env["EGS_HUB_PORT"]),
+                proxy_api_port=int(env["EGS_PROXY_API_PORT"]),
+                service_port=int(env["EGS_SERVICE_PORT"]),
+                proxy=env["EGS_PROXY"],
+                extra_config=env.get("EGS_HUB_EXTRA_CONFIG") or None,
+            )
+        except KeyError as e:
+            raise SetupError(f"{e.args[0]} is not set: start the embedded hub with `egs-hub up`") from None
+
+
+def free_port(ip: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return s.getsockname()[1]
+
+
+def check_port(ip: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((ip, port))
+        except OSError as e:
+            raise SetupError(
+                f"cannot listen on {ip}:{port} ({e.strerror}): another program uses it. "
+                "Stop it or choose another port with --port."
+            ) from None
+
+
+def find_proxy() -> str:
+    found = shutil.which("configurable-http-proxy")
+    if found is None:
+        raise SetupError(
+            "configurable-http-proxy (JupyterHub's proxy) is not on PATH. "
+            "Install it with: npm install -g configurable-http-proxy"
+        )
+    return found
+
+
+def service_token(data_dir: str) -> str:
+    """The service's hub API token, made on first start and kept in the data directory."""
+    path = os.path.join(data_dir, "egs_service_token")
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    with open(path) as f:
+        return f.read().strip()
+
+
+def prepare(
+    ip: str, port: int, data_dir: str, db_url: str | None, inventory: str | None, extra_config: str | None
+) -> EmbeddedSettings:
+    """Check everything that can fail before the hub starts; bring the database up to date."""
+    check_port(ip, port)
+    proxy = find_proxy()
+    if inventory is not None:
+        inventory = os.path.abspath(inventory)
+        declared_inventory(load_inventory_file(inventory), "local", inventory)
+    if extra_config is not None:
+        extra_config = os.path.abspath(extra_config)
+        if not os.path.isfile(extra_config):
+            raise SetupError(f"config file {extra_config} does not exist")
+    data_dir = os.path.abspath(data_dir)
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)
+    db_url = normalize_url(db_url or default_db_url(data_dir))
+    try:
+        upgrade(make_engine(db_url))
+    except Exception as e:
+        raise SetupError(f"cannot prepare the database {db_url.split('@')[-1]}: {e}") from None
+    service_token(data_dir)
+    return EmbeddedSettings(
+        ip=ip,
+        port=port,
+        data_dir=data_dir,
+        db_url=db_url,
+        inventory=inventory,
+        hub_port=free_port(),
+        proxy_api_port=free_port(),
+        service_port=free_port(),
+        proxy=proxy,
+        extra_config=extra_config,
+    )
+
+
+def configure_hub(c, env: dict[str, str] | None = None) -> None:
+    """Fill JupyterHub's config ``c`` for the embedded default."""
+    s = EmbeddedSettings.from_env(dict(os.environ if env is None else env))
+    token = service_token(s.data_dir)
+    service_url = f"http://127.0.0.1:{s.service_port}"
+
+    c.JupyterHub.ip = s.ip
+    c.JupyterHub.port = s.port
+    c.JupyterHub.hub_ip = "127.0.0.1"
+    c.JupyterHub.hub_port = s.hub_port
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{s.proxy_api_port}"
+    c.ConfigurableHTTPProxy.command = [s.proxy]
+    c.JupyterHub.db_url = f"sqlite:///{os.path.join(s.data_dir, 'jupyterhub.sqlite')}"
+    c.JupyterHub.cookie_secret_file = os.path.join(s.data_dir, "jupyterhub_cookie_secret")
+
+    c.JupyterHub.authenticator_class = "egs_hub.authenticator.EGSAuthenticator"
+    c.Authenticator.admin_users = {"admin"}
+    c.Authenticator.allow_all = True
+    c.NativeAuthenticator.minimum_password_length = 8
+
+    c.JupyterHub.spawner_class = "egs_hub.spawners.SliceLocalSpawner"
+    c.SliceLocalSpawner.home_dir_template = os.path.join(s.data_dir, "home", "{username}")
+    c.SliceLocalSpawner.egs_api_url = f"{service_url}/services/{SERVICE_NAME}/api/v1/"
+    c.SliceLocalSpawner.egs_api_token = token
+    c.Spawner.default_url = "/lab"
+    c.Spawner.cmd = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser")]
+
+    c.JupyterHub.custom_scopes = {
+        ADMIN_SCOPE: {"description": "Administer egs-hub: slices, members, approvals, priorities."}
+    }
+    c.JupyterHub.extra_user_scopes = [f"access:services!service={SERVICE_NAME}"]
+    c.JupyterHub.load_roles = [
+        {
+            "name": "egs-admin",
+            "description": "egs-hub administrators",
+            "scopes": [ADMIN_SCOPE],
+            "users": sorted(c.Authenticator.admin_users),
+        },
+        {
+            "name": "egs-service",
+            "description": "what the egs-hub control plane does in the hub",
+            "scopes": [
+                "admin:groups",
+                "admin:users",
+                "admin:servers",
+                "list:users",
+                f"access:services!service={SERVICE_NAME}",
+            ],
+            "services": [SERVICE_NAME],
+        },
+    ]
+    c.JupyterHub.services = [
+        {
+            "name": SERVICE_NAME,
+            "display": True,
+            "info": {"description": "Ask for GPUs, see when you get them, manage workspaces"},
+            "url": service_url,
+            "command": [sys.executable, "-m", "egs_hub.service"],
+            "api_token": token,
+            "oauth_no_confirm": True,
+            "oauth_client_allowed_scopes": [ADMIN_SCOPE],
+            "environment": {
+                key: value
+                for key, value in {
+                    "EGS_DATA_DIR": s.data_dir,
+                    "EGS_DB_URL": s.db_url,
+                    "EGS_INVENTORY": s.inventory or "",
+                    "EGS_CONFIG_FILE": s.extra_config or "",
+                }.items()
+                if value
+            },
+        }
+    ]

@@ -1,0 +1,1 @@
+"""The EGS control plane service."""

@@ -1,0 +1,223 @@
+"""The EGS control plane: a tornado app that JupyterHub runs as a managed service.
+
+JupyterHub starts it with its service environment (``JUPYTERHUB_API_TOKEN``,
+``JUPYTERHUB_SERVICE_URL``, ``JUPYTERHUB_SERVICE_PREFIX``, OAuth client
+settings); egs-hub's own options come from ``EGS_*`` variables, a config file
+(``EGS_CONFIG_FILE``) or ``--EGSService.<option>=`` arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+from datetime import UTC, datetime
+from urllib.parse import urlparse
+
+import jinja2
+from jupyterhub.services.auth import HubOAuth
+from tornado import web
+from tornado.httpserver import HTTPServer
+from traitlets import Float, Integer, Unicode, default
+from traitlets.config import Application
+
+from .. import __version__
+from ..backends.local import LocalBackend
+from ..store import queries
+from ..store.db import check_schema, default_db_url, make_engine, make_sessions, transaction
+from .handlers import gprs, inventory, pages, servers, slices
+from .handlers.base import NotFoundHandler
+from .hub import HubClient
+from .reconcile import Reconciler
+
+HERE = os.path.dirname(__file__)
+
+
+class EGSService(Application):
+    name = "egs-hub-service"
+    description = "The egs-hub control plane (run by JupyterHub as the managed service 'egs')."
+    version = __version__
+
+    data_dir = Unicode(
+        help="""Directory for egs-hub's state: the SQLite database (unless db_url points
+        elsewhere) and the cookie secret. Default: $EGS_DATA_DIR, else ./egs-data.""",
+    ).tag(config=True)
+
+    @default("data_dir")
+    def _default_data_dir(self) -> str:
+        return os.path.abspath(os.environ.get("EGS_DATA_DIR", "egs-data"))
+
+    db_url = Unicode(
+        help="""SQLAlchemy URL of the database: sqlite:///PATH or postgresql://USER@HOST/DB.
+        Default: $EGS_DB_URL, else SQLite at <data_dir>/egs.sqlite.""",
+    ).tag(config=True)
+
+    @default("db_url")
+    def _default_db_url(self) -> str:
+        return os.environ.get("EGS_DB_URL") or default_db_url(self.data_dir)
+
+    inventory_file = Unicode(
+        None,
+        allow_none=True,
+        help="""YAML file declaring nodes and GPUs, used when NVML finds no GPUs on this host.
+        Without it (and without NVML GPUs) a built-in declared inventory of one node with 4 GPUs
+        is used. Default: $EGS_INVENTORY.""",
+    ).tag(config=True)
+
+    @default("inventory_file")
+    def _default_inventory_file(self) -> str | None:
+        return os.environ.get("EGS_INVENTORY") or None
+
+    reconcile_interval = Float(
+        1.0,
+        help="""Seconds between reconcile passes when nothing wakes the loop earlier. Windows end
+        within this long of their end time. Changes through the API wake the loop at once.""",
+    ).tag(config=True)
+
+    identity_cache_seconds = Integer(
+        30,
+        help="""Seconds the service caches what the hub says about a token (name, groups, scopes).
+        Membership changed in the hub admin panel shows after at most this long; changes through
+        the egs-hub API show at once.""",
+    ).tag(config=True)
+
+    service_name = Unicode(help="This service's name in JupyterHub. Default: $JUPYTERHUB_SERVICE_NAME.").tag(
+        config=True
+    )
+
+    @default("service_name")
+    def _default_service_name(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_NAME", "egs")
+
+    prefix = Unicode(help="URL prefix of the service. Default: $JUPYTERHUB_SERVICE_PREFIX.").tag(config=True)
+
+    @default("prefix")
+    def _default_prefix(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/egs/")
+
+    service_url = Unicode(help="Where the service listens. Default: $JUPYTERHUB_SERVICE_URL.").tag(
+        config=True
+    )
+
+    @default("service_url")
+    def _default_service_url(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101")
+
+    config_file = Unicode(help="Python config file to load. Default: $EGS_CONFIG_FILE.").tag(config=True)
+
+    @default("config_file")
+    def _default_config_file(self) -> str:
+        return os.environ.get("EGS_CONFIG_FILE", "")
+
+    @default("log_level")
+    def _default_log_level(self) -> int:
+        return logging.INFO
+
+    @staticmethod
+    def clock() -> datetime:
+        return datetime.now(UTC)
+
+    @property
+    def api_prefix(self) -> str:
+        return self.prefix + "api/v1/"
+
+    @property
+    def hub_prefix(self) -> str:
+        return os.environ.get("JUPYTERHUB_BASE_URL", "/") + "hub/"
+
+    def initialize(self, argv=None) -> None:
+        super().initialize(argv)
+        if self.config_file:
+            self.load_config_file(self.config_file)
+        logging.basicConfig(format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+        logging.getLogger("egs_hub").setLevel(self.log_level)
+
+    def forget_identities(self) -> None:
+        """Drop cached token lookups, so membership changes count at once."""
+        self.hub_auth.cache.clear()
+
+    def _cookie_secret(self) -> bytes:
+        path = os.path.join(self.data_dir, "egs_cookie_secret")
+        if not os.path.exists(path):
+            os.makedirs(self.data_dir, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        with open(path) as f:
+            return f.read().strip().encode()
+
+    def make_app(self) -> web.Application:
+        api = self.api_prefix
+        handlers = [
+            (api + r"health", inventory.HealthHandler),
+            (api + r"openapi\.json", inventory.OpenAPIHandler),
+            (api + r"slices", slices.SlicesHandler),
+            (api + r"slices/([^/]+)", slices.SliceHandler),
+            (api + r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
+            (api + r"inventory", inventory.InventoryHandler),
+            (api + r"inventory/schedule", inventory.ScheduleHandler),
+            (api + r"wait-times", gprs.WaitTimesHandler),
+            (api + r"gprs", gprs.GPRsHandler),
+            (api + r"gprs/([^/]+)", gprs.GPRHandler),
+            (api + r"gprs/([^/]+)/release", gprs.ReleaseHandler),
+            (api + r"gprs/([^/]+)/(approve|deny)", gprs.DecisionHandler),
+            (api + r"queue", gprs.QueueHandler),
+            (api + r"events", inventory.EventsHandler),
+            (api + r"servers", servers.ServersHandler),
+            (api + r"servers/([^/]+)", servers.ServerHandler),
+            (api + r"servers/([^/]+)/([^/]+)", servers.ServerHandler),
+            (api + r".*", NotFoundHandler),
+            (self.prefix + r"oauth_callback", pages.OAuthCallbackHandler),
+            (self.prefix, pages.PortalHandler),
+            (self.prefix.rstrip("/"), web.RedirectHandler, {"url": self.prefix}),
+        ]
+        return web.Application(
+            handlers,
+            egs=self,
+            hub_auth=self.hub_auth,
+            cookie_secret=self._cookie_secret(),
+            static_path=os.path.join(HERE, "static"),
+            static_url_prefix=self.prefix + "static/",
+            jinja_env=jinja2.Environment(
+                loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")), autoescape=True
+            ),
+            default_handler_class=NotFoundHandler,
+        )
+
+    async def setup(self) -> None:
+        """Open the database, find the GPUs and connect to the hub."""
+        engine = make_engine(self.db_url)
+        check_schema(engine)
+        self.sessions = make_sessions(engine)
+        self.hub_auth = HubOAuth(cache_max_age=self.identity_cache_seconds)
+        self.hub = HubClient(self.hub_auth.api_url, self.hub_auth.api_token)
+        self.backend = LocalBackend(self.hub, inventory_file=self.inventory_file)
+        found = await self.backend.discover()
+        self.inventory_sources = {self.backend.cluster: found.source}
+        with transaction(self.sessions) as session:
+            for event in queries.sync_inventory(
+                session, self.backend.cluster, self.backend.kind, found.nodes, found.gpus, self.clock()
+            ):
+                queries.add_event(session, event)
+        self.log.info("inventory of %s: %d GPU(s), %s", self.backend.cluster, len(found.gpus), found.source)
+        self.reconciler = Reconciler(self.sessions, self.backend, self.clock, self.reconcile_interval)
+
+    async def serve(self) -> None:
+        await self.setup()
+        url = urlparse(self.service_url)
+        server = HTTPServer(self.make_app(), xheaders=True)
+        server.listen(url.port or 80, url.hostname or "127.0.0.1")
+        self.reconciler.start()
+        self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
+        stopped = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopped.set)
+        await stopped.wait()
+        server.stop()
+        await self.reconciler.stop()
+
+    def start(self) -> None:
+        asyncio.run(self.serve())

@@ -1,0 +1,193 @@
+"""The one base of every API handler.
+
+Vocabulary: the *caller* is the hub user (or service) identified by a hub API
+token or by the OAuth cookie; an *admin* holds the custom scope
+``custom:egs:admin``, or is this service itself; a *member* of a slice belongs
+to the hub group the slice names. Domain errors map to HTTP statuses in one
+table; every error body is ``{"status", "message"}`` plus ``field`` when a
+field is at fault.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
+from sqlalchemy.exc import SQLAlchemyError
+from tornado import web
+
+from ...core.errors import Conflict, IllegalTransition, InvalidRequest, PolicyViolation
+from ..hub import HubAPIError
+
+if TYPE_CHECKING:
+    from ...store.models import Slice
+    from ..app import EGSService
+
+log = logging.getLogger(__name__)
+
+ADMIN_SCOPE = "custom:egs:admin"
+KNOWN_SCOPES = frozenset({ADMIN_SCOPE})
+
+ERROR_STATUS: dict[type[Exception], int] = {
+    InvalidRequest: 400,
+    PolicyViolation: 422,
+    IllegalTransition: 409,
+    Conflict: 409,
+    HubAPIError: 502,
+}
+
+
+def authenticated(method: Callable) -> Callable:
+    """Answer 401 with what to do when no hub user or service is identified."""
+
+    @functools.wraps(method)
+    def wrapper(self: APIHandler, *args, **kwargs):
+        if self.current_user is None:
+            raise web.HTTPError(
+                401,
+                "not logged in: send a JupyterHub API token as 'Authorization: token <token>', "
+                "or log in at the hub first",
+            )
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def needs_scope(scope: str) -> Callable[[Callable], Callable]:
+    """Require a hub scope of the caller; scope names are checked at import time."""
+    if scope not in KNOWN_SCOPES:
+        raise ValueError(f"unknown scope {scope!r}; known: {sorted(KNOWN_SCOPES)}")
+
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        @authenticated
+        def wrapper(self: APIHandler, *args, **kwargs):
+            if not self.has_scope(scope):
+                raise web.HTTPError(403, f"this needs the JupyterHub scope {scope}; ask a hub admin for it")
+            return method(self, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+class APIHandler(HubOAuthenticated, web.RequestHandler):
+    @property
+    def egs(self) -> EGSService:
+        return self.settings["egs"]
+
+    @property
+    def hub_auth(self):
+        return self.settings["hub_auth"]
+
+    async def prepare(self) -> None:
+        """Identify the caller without blocking the loop (the hub answers over HTTP)."""
+        model = await self.hub_auth.get_user(self, sync=False)
+        if model is not None:
+            try:
+                model = self.check_hub_user(model)
+            except UserNotAllowed:
+                model = None
+        self.current_user = model
+
+    def now(self) -> datetime:
+        return self.egs.clock()
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_header("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+        self.set_header("Cache-Control", "no-store")
+
+    def check_xsrf_cookie(self) -> None:
+        return self.hub_auth.check_xsrf_cookie(self)
+
+    # identity
+
+    @property
+    def user_name(self) -> str:
+        return self.current_user["name"]
+
+    def has_scope(self, scope: str) -> bool:
+        user = self.current_user
+        if user is None:
+            return False
+        if user.get("kind") == "service" and user.get("name") == self.egs.service_name:
+            return True
+        return scope in set(user.get("scopes", ()))
+
+    @property
+    def is_admin(self) -> bool:
+        return self.has_scope(ADMIN_SCOPE)
+
+    def is_member(self, slice_row: Slice) -> bool:
+        return self.is_admin or slice_row.group_name in (self.current_user.get("groups") or ())
+
+    def require_member(self, slice_row: Slice) -> None:
+        if not self.is_member(slice_row):
+            raise web.HTTPError(
+                403,
+                f"{self.user_name} is not a member of slice {slice_row.name!r}; "
+                f"an admin adds members to hub group {slice_row.group_name!r}",
+            )
+
+    # bodies and answers
+
+    def json_body(self) -> object:
+        if not self.request.body:
+            return {}
+        try:
+            return json.loads(self.request.body)
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidRequest("body", "the request body is not valid JSON") from None
+
+    def write_json(self, value: object, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(value))
+
+    def int_argument(self, name: str, value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise InvalidRequest(name, f"{name} must be a whole number, not {value!r}") from None
+        if not 0 < number < 2**63:
+            raise InvalidRequest(name, f"{name} {number} is out of range")
+        return number
+
+    def not_found(self, what: str) -> web.HTTPError:
+        return web.HTTPError(404, f"no {what}")
+
+    def log_exception(self, typ, value, tb) -> None:
+        if isinstance(value, tuple(ERROR_STATUS)):
+            log.info("%s %s: %s", self.request.method, self.request.path, value)
+        else:
+            super().log_exception(typ, value, tb)
+
+    def write_error(self, status_code: int, **kwargs) -> None:
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        body: dict = {"status": status_code, "message": self._reason}
+        for cls, status in ERROR_STATUS.items():
+            if isinstance(error, cls):
+                body = {"status": status, "message": str(error)}
+                if getattr(error, "field", None):
+                    body["field"] = error.field
+                break
+        else:
+            if isinstance(error, web.HTTPError) and error.log_message:
+                body["message"] = error.log_message % error.args if error.args else error.log_message
+            elif isinstance(error, SQLAlchemyError):
+                body["message"] = "the database failed; nothing was changed. Try again."
+            elif status_code >= 500:
+                body["message"] = "internal error; the service log has the details"
+        self.set_status(body["status"])
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(body))
+
+
+class NotFoundHandler(APIHandler):
+    def prepare(self) -> None:
+        raise web.HTTPError(404, f"no API path {self.request.path}; see openapi.json")

@@ -1,0 +1,220 @@
+"""GPRs: submit, read, edit, cancel, release early, approve and deny; the queue
+and wait-time estimates. Estimates come from the same planner pass as admission.
+"""
+
+from __future__ import annotations
+
+from tornado import web
+
+from ...core import lifecycle, planner
+from ...core import model as core
+from ...core.errors import Conflict, PolicyViolation
+from ...core.policy import approval_reasons, check_request
+from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
+from ...store import queries
+from ...store.db import transaction
+from ...store.models import GPRRow
+from ...store.models import Slice as SliceRow
+from ..serialize import gpr_json, option_json
+from .base import ADMIN_SCOPE, APIHandler, authenticated, needs_scope
+
+STATUS_VALUES = [s.value for s in core.Status]
+
+
+class GPRBase(APIHandler):
+    def load_gpr(self, session, gpr_id: str, *, lock: bool = False) -> GPRRow:
+        row = queries.get_gpr_row(session, self.int_argument("id", gpr_id), lock=lock)
+        if row is None:
+            raise self.not_found(f"GPR with id {gpr_id}")
+        return row
+
+    def slice_of(self, session, name: str) -> SliceRow:
+        row = queries.get_slice(session, name)
+        if row is None:
+            raise PolicyViolation("slice", f"no slice named {name!r}; GET /slices lists yours")
+        return row
+
+    def plan_now(self, session) -> planner.Plan:
+        return planner.plan(queries.load_snapshot(session), self.now())
+
+    def check_servable(self, snapshot: planner.Snapshot, spec: core.GPRSpec) -> None:
+        reason = planner.unservable_reason(spec, snapshot.nodes, snapshot.unhealthy_gpus)
+        if reason is None:
+            return
+        field = "nodes" if spec.nodes is not None else "gpus"
+        if not planner.eligible_nodes(snapshot.nodes, spec):
+            field = "shape" if spec.shape else "cluster" if spec.cluster else field
+        raise PolicyViolation(field, reason)
+
+    def view(self, gpr: core.GPR, plan: planner.Plan, member: bool = True) -> dict:
+        return gpr_json(gpr, plan.estimates.get(gpr.id), redact=not member)
+
+    def answer(self, gpr_id: int, status: int = 200) -> None:
+        with self.egs.sessions() as session:
+            gpr = queries.to_gpr(queries.get_gpr_row(session, gpr_id))
+            view = self.view(gpr, self.plan_now(session))
+        self.write_json(view, status)
+
+
+class GPRsHandler(GPRBase):
+    @authenticated
+    def get(self) -> None:
+        slice_name = self.get_argument("slice", None)
+        status = self.get_argument("status", None)
+        if status is not None and status not in STATUS_VALUES:
+            raise PolicyViolation("status", f"status must be one of {', '.join(STATUS_VALUES)}")
+        with self.egs.sessions() as session:
+            if slice_name is not None:
+                slice_row = queries.get_slice(session, slice_name)
+                if slice_row is None:
+                    raise self.not_found(f"slice named {slice_name!r}")
+                self.require_member(slice_row)
+                slices = [slice_name]
+            elif self.is_admin:
+                slices = None
+            else:
+                slices = [r.name for r in queries.all_slices(session) if self.is_member(r)]
+            rows = queries.gpr_rows(session, slices=slices, statuses=[status] if status else None)
+            plan = self.plan_now(session)
+            views = [self.view(queries.to_gpr(r), plan) for r in rows]
+        self.write_json({"gprs": views})
+
+    @authenticated
+    def post(self) -> None:
+        spec = parse_body(GPRCreate, self.json_body()).to_spec()
+        now = self.now()
+        with transaction(self.egs.sessions) as session:
+            slice_row = self.slice_of(session, spec.slice)
+            self.require_member(slice_row)
+            policy = queries.slice_policy(slice_row)
+            check_request(spec, policy)
+            snapshot = queries.load_snapshot(session)
+            self.check_servable(snapshot, spec)
+            reasons = approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
+            row = queries.new_gpr_row(session, spec, self.user_name, now)
+            gpr = queries.apply(session, row, lifecycle.submit(row.id, spec, self.user_name, reasons, now))
+        self.egs.reconciler.wake()
+        self.set_header("Location", f"{self.egs.api_prefix}gprs/{gpr.id}")
+        self.answer(gpr.id, 201)
+
+
+class GPRHandler(GPRBase):
+    @authenticated
+    def get(self, gpr_id: str) -> None:
+        with self.egs.sessions() as session:
+            row = self.load_gpr(session, gpr_id)
+            self.require_member(self.slice_of(session, row.slice))
+            view = self.view(queries.to_gpr(row), self.plan_now(session))
+        self.write_json(view)
+
+    @authenticated
+    def patch(self, gpr_id: str) -> None:
+        update = parse_body(GPRUpdate, self.json_body(), partial=True)
+        changes = update.changes()
+        now = self.now()
+        with transaction(self.egs.sessions) as session:
+            row = self.load_gpr(session, gpr_id, lock=True)
+            slice_row = self.slice_of(session, row.slice)
+            self.require_member(slice_row)
+            gpr = queries.to_gpr(row)
+            if self.is_admin and set(changes) == {"priority"}:
+                queries.apply(
+                    session, row, lifecycle.change_priority(gpr, changes["priority"], self.user_name, now)
+                )
+            else:
+                self._edit(session, row, gpr, update, queries.slice_policy(slice_row), now)
+        self.egs.reconciler.wake()
+        self.answer(row.id)
+
+    def _edit(self, session, row, gpr: core.GPR, update: GPRUpdate, policy: core.SlicePolicy, now) -> None:
+        if not (self.is_admin or gpr.requested_by == self.user_name):
+            raise web.HTTPError(403, f"only {gpr.requested_by} (who asked) or an admin can edit GPR {gpr.id}")
+        spec = update.apply(gpr.spec)
+        if not self.is_admin:
+            check_request(spec, policy)
+        snapshot = queries.load_snapshot(session)
+        self.check_servable(snapshot, spec)
+        reasons = approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
+        if gpr.status is core.Status.QUEUED and reasons and not self.is_admin:
+            raise Conflict(
+                f"this change needs an admin's approval ({'; '.join(reasons)}); "
+                "cancel this GPR and submit a new one"
+            )
+        queries.apply(session, row, lifecycle.edit(gpr, spec, self.user_name, now))
+
+    @authenticated
+    def delete(self, gpr_id: str) -> None:
+        with transaction(self.egs.sessions) as session:
+            row = self.load_gpr(session, gpr_id, lock=True)
+            self.require_member(self.slice_of(session, row.slice))
+            gpr = queries.to_gpr(row)
+            if gpr.status.holds_gpus:
+                raise Conflict(
+                    f"GPR {gpr.id} is {gpr.status} and holds GPUs; release it with POST gprs/{gpr.id}/release"
+                )
+            reason = parse_body(Reason, self.json_body()).reason
+            queries.apply(session, row, lifecycle.cancel(gpr, self.user_name, reason, self.now()))
+        self.egs.reconciler.wake()
+        self.answer(row.id)
+
+
+class ReleaseHandler(GPRBase):
+    @authenticated
+    def post(self, gpr_id: str) -> None:
+        reason = parse_body(Reason, self.json_body()).reason
+        with transaction(self.egs.sessions) as session:
+            row = self.load_gpr(session, gpr_id, lock=True)
+            self.require_member(self.slice_of(session, row.slice))
+            gpr = queries.to_gpr(row)
+            if gpr.status in (core.Status.PENDING_APPROVAL, core.Status.QUEUED):
+                raise Conflict(
+                    f"GPR {gpr.id} is {gpr.status} and holds no GPUs; cancel it with DELETE gprs/{gpr.id}"
+                )
+            change = lifecycle.begin_release(
+                gpr, core.EndReason.RELEASED_EARLY, self.user_name, reason or "released early", self.now()
+            )
+            queries.apply(session, row, change)
+        self.egs.reconciler.wake()
+        self.answer(row.id)
+
+
+class DecisionHandler(GPRBase):
+    """POST gprs/{id}/approve and gprs/{id}/deny."""
+
+    @needs_scope(ADMIN_SCOPE)
+    def post(self, gpr_id: str, decision: str) -> None:
+        reason = parse_body(Reason, self.json_body()).reason
+        decide = lifecycle.approve if decision == "approve" else lifecycle.deny
+        with transaction(self.egs.sessions) as session:
+            row = self.load_gpr(session, gpr_id, lock=True)
+            queries.apply(session, row, decide(queries.to_gpr(row), self.user_name, reason, self.now()))
+        self.egs.reconciler.wake()
+        self.answer(row.id)
+
+
+class WaitTimesHandler(GPRBase):
+    @authenticated
+    def post(self) -> None:
+        spec = parse_body(WaitTimeQuery, self.json_body()).to_spec()
+        with self.egs.sessions() as session:
+            slice_row = self.slice_of(session, spec.slice)
+            self.require_member(slice_row)
+            policy = queries.slice_policy(slice_row)
+            check_request(spec, policy)
+            snapshot = queries.load_snapshot(session)
+        self.check_servable(snapshot, spec)
+        options = planner.wait_times(snapshot, spec, self.now())
+        reasons = approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
+        self.write_json({"options": [option_json(o) for o in options], "needs_approval": reasons})
+
+
+class QueueHandler(GPRBase):
+    @authenticated
+    def get(self) -> None:
+        with self.egs.sessions() as session:
+            plan = self.plan_now(session)
+            member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
+            rows = queries.gpr_rows(session, statuses=[core.Status.QUEUED])
+            views = [self.view(queries.to_gpr(r), plan, r.slice in member_of) for r in rows]
+        views.sort(key=lambda v: v["queue_position"])
+        self.write_json({"queue": views})

@@ -1,0 +1,149 @@
+"""Inventory, the inventory schedule, the audit log, health and the OpenAPI document."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select, text
+
+from ...core import planner
+from ...core.errors import InvalidRequest
+from ...core.units import format_time, parse_time
+from ...store import queries
+from ...store.models import GPU, Allocation, Binding, EventRow, GPRRow, Node
+from ..openapi import openapi_document
+from ..serialize import event_json, inventory_json, window_json
+from .base import APIHandler, authenticated
+
+SCHEDULE_DEFAULT_PAST = timedelta(days=1)
+SCHEDULE_DEFAULT_FUTURE = timedelta(days=7)
+SCHEDULE_MAX_RANGE = timedelta(days=366)
+
+
+class HealthHandler(APIHandler):
+    def get(self) -> None:
+        try:
+            with self.egs.sessions() as session:
+                session.execute(text("SELECT 1"))
+        except Exception as e:
+            self.write_json({"status": "unavailable", "database": f"failing: {type(e).__name__}"}, 503)
+            return
+        self.write_json({"status": "ok", "version": self.egs.version, "database": "ok"})
+
+
+class OpenAPIHandler(APIHandler):
+    def get(self) -> None:
+        self.write_json(openapi_document(self.egs.api_prefix, self.egs.version))
+
+
+class InventoryHandler(APIHandler):
+    @authenticated
+    def get(self) -> None:
+        with self.egs.sessions() as session:
+            bound = {
+                uuid: (slice_name, gpr_id)
+                for uuid, slice_name, gpr_id in session.execute(
+                    select(Binding.gpu_uuid, Binding.slice, Binding.gpr_id)
+                )
+            }
+            view = inventory_json(queries.inventory_rows(session), bound, self.egs.inventory_sources)
+        self.write_json(view)
+
+
+class ScheduleHandler(APIHandler):
+    """Every node's windows in [start, end): past, current and planned."""
+
+    @authenticated
+    def get(self) -> None:
+        now = self.now()
+        start = self._time("start", now - SCHEDULE_DEFAULT_PAST)
+        end = self._time("end", now + SCHEDULE_DEFAULT_FUTURE)
+        if end <= start:
+            raise InvalidRequest("end", "end must be after start")
+        if end - start > SCHEDULE_MAX_RANGE:
+            raise InvalidRequest("end", "the range from start to end must be at most 366 days")
+        with self.egs.sessions() as session:
+            nodes = {}
+            for cluster in queries.inventory_rows(session):
+                for node in cluster.nodes:
+                    if node.present:
+                        nodes[node.name] = {"cluster": cluster.name, "node": node.name, "windows": []}
+            held = session.execute(
+                select(Allocation.gpu_uuid, Allocation.node, GPRRow)
+                .join(GPRRow, GPRRow.id == Allocation.gpr_id)
+                .where(GPRRow.window_start < end)
+                .order_by(GPRRow.window_start, GPRRow.id, Allocation.position)
+            ).all()
+            self._add_held(nodes, held, start, now)
+            plan = planner.plan(queries.load_snapshot(session), now)
+            node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
+            queued = {r.id: r for r in queries.gpr_rows(session, statuses=["queued"])}
+        for estimate in plan.estimates.values():
+            if estimate.start is None or not (estimate.start < end and estimate.end > start):
+                continue
+            row = queued[estimate.gpr_id]
+            per_node: dict[str, list[str]] = {}
+            for uuid in estimate.placement.gpus:
+                per_node.setdefault(node_of[uuid], []).append(uuid)
+            for node, gpus in per_node.items():
+                nodes[node]["windows"].append(
+                    window_json(row.id, row.slice, gpus, estimate.start, estimate.end, "planned", row.status)
+                )
+        self.write_json({"start": format_time(start), "end": format_time(end), "nodes": list(nodes.values())})
+
+    def _add_held(self, nodes: dict, held, start, now) -> None:
+        windows: dict[tuple[int, str], dict] = {}
+        for uuid, node, gpr in held:
+            window_end = gpr.ended_at or gpr.window_end
+            if (window_end is not None and window_end <= start) or node not in nodes:
+                continue
+            key = (gpr.id, node)
+            if key not in windows:
+                state = "past" if gpr.ended_at is not None else "current"
+                windows[key] = window_json(
+                    gpr.id, gpr.slice, [], gpr.window_start, window_end, state, gpr.status
+                )
+                nodes[node]["windows"].append(windows[key])
+            windows[key]["gpus"].append(uuid)
+
+    def _time(self, name: str, default):
+        value = self.get_argument(name, None)
+        return default if value is None else parse_time(value, name)
+
+
+class EventsHandler(APIHandler):
+    @authenticated
+    def get(self) -> None:
+        gpr_arg = self.get_argument("gpr", None)
+        slice_name = self.get_argument("slice", None)
+        since = self.get_argument("since", None)
+        limit = self.int_argument("limit", self.get_argument("limit", "500"))
+        if limit > 5000:
+            raise InvalidRequest("limit", "limit must be at most 5000")
+        query = select(EventRow).order_by(EventRow.time.desc(), EventRow.id.desc()).limit(limit)
+        with self.egs.sessions() as session:
+            if gpr_arg is not None:
+                gpr_id = self.int_argument("gpr", gpr_arg)
+                row = queries.get_gpr_row(session, gpr_id)
+                if row is None:
+                    raise self.not_found(f"GPR with id {gpr_id}")
+                slice_row = queries.get_slice(session, row.slice)
+                if slice_row is not None:
+                    self.require_member(slice_row)
+                elif not self.is_admin:
+                    raise self.not_found(f"GPR with id {gpr_id}")
+                query = query.where(EventRow.gpr_id == gpr_id)
+            if slice_name is not None:
+                slice_row = queries.get_slice(session, slice_name)
+                if slice_row is None and not self.is_admin:
+                    raise self.not_found(f"slice named {slice_name!r}")
+                if slice_row is not None:
+                    self.require_member(slice_row)
+                query = query.where(EventRow.slice == slice_name)
+            if since is not None:
+                query = query.where(EventRow.time >= parse_time(since, "since"))
+            if not self.is_admin:
+                mine = [r.name for r in queries.all_slices(session) if self.is_member(r)]
+                query = query.where(EventRow.slice.in_(mine))
+            events = [event_json(e) for e in session.scalars(query)]
+        self.write_json({"events": events[::-1]})

@@ -1,0 +1,252 @@
+"""Slices (workspaces) and their members.
+
+A slice's members are the members of the hub group it names, so they change
+here and in the hub admin panel alike. Creating a slice touches the hub and the
+database; if the database refuses, the hub change is undone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlalchemy import select
+from tornado import web
+
+from ...core import model as core
+from ...core.errors import Conflict
+from ...core.requests import (
+    MISSING,
+    PolicyBody,
+    SliceCreate,
+    SliceUpdate,
+    check_slice_name,
+    parse_body,
+    parse_user_name,
+)
+from ...store import queries
+from ...store.db import transaction
+from ...store.models import GPRRow, SliceNamespace
+from ...store.models import Slice as SliceRow
+from ..serialize import slice_json
+from .base import ADMIN_SCOPE, APIHandler, authenticated, needs_scope
+
+
+def _policy(
+    quota_max_gpus, body: PolicyBody | None, current: core.SlicePolicy | None = None
+) -> core.SlicePolicy:
+    """The policy a create (``current`` None) or a partial update gives; MISSING keeps a value."""
+    base = current or core.SlicePolicy()
+    changes = {
+        f.name: getattr(body, f.name)
+        for f in (dataclasses.fields(body) if body else ())
+        if getattr(body, f.name) is not MISSING
+    }
+    if quota_max_gpus is not MISSING:
+        changes["max_gpus"] = quota_max_gpus
+    return dataclasses.replace(base, **changes)
+
+
+class SliceBase(APIHandler):
+    def load_slice(self, session, name: str) -> SliceRow:
+        check_slice_name(name)
+        row = queries.get_slice(session, name)
+        if row is None:
+            raise self.not_found(f"slice named {name!r}")
+        return row
+
+    def check_namespaces_free(self, session, namespaces: dict, slice_id: int | None) -> None:
+        for cluster, names in namespaces.items():
+            taken = session.scalars(
+                select(SliceNamespace).where(
+                    SliceNamespace.cluster == cluster, SliceNamespace.namespace.in_(names)
+                )
+            ).all()
+            for ns in taken:
+                if ns.slice_id != slice_id:
+                    where = f"namespace {ns.namespace!r} on cluster {cluster!r}"
+                    raise Conflict(f"{where} belongs to slice {ns.slice.name!r}")
+
+    async def slice_view(self, session, row: SliceRow) -> dict:
+        members = await self.egs.hub.group_members(row.group_name)
+        gpus = [uuid for uuid, _ in queries.slice_usable_gpus(session, row.name)]
+        return slice_json(row, members, gpus)
+
+
+class SlicesHandler(SliceBase):
+    @authenticated
+    async def get(self) -> None:
+        groups = await self.egs.hub.groups()
+        with self.egs.sessions() as session:
+            rows = [r for r in queries.all_slices(session) if self.is_member(r)]
+            views = [
+                slice_json(
+                    r,
+                    groups.get(r.group_name, []),
+                    [uuid for uuid, _ in queries.slice_usable_gpus(session, r.name)],
+                )
+                for r in rows
+            ]
+        self.write_json({"slices": views})
+
+    @needs_scope(ADMIN_SCOPE)
+    async def post(self) -> None:
+        body = parse_body(SliceCreate, self.json_body())
+        group = body.group or body.name
+        now = self.now()
+        with self.egs.sessions() as session:
+            if queries.get_slice(session, body.name) is not None:
+                raise Conflict(f"a slice named {body.name!r} exists already")
+            self.check_namespaces_free(session, body.namespaces, None)
+        created_group = await self.egs.hub.ensure_group(group)
+        try:
+            if body.members:
+                await self.egs.hub.add_members(group, list(body.members))
+            with transaction(self.egs.sessions) as session:
+                row = SliceRow(
+                    name=body.name,
+                    display_name=body.display_name,
+                    group_name=group,
+                    owns_group=created_group,
+                    project_id=queries.project_id(session, now),
+                    created_at=now,
+                    updated_at=now,
+                )
+                queries.write_slice_policy(row, _policy(body.quota.max_gpus, body.policy))
+                session.add(row)
+                session.flush()
+                queries.set_namespaces(session, row, body.namespaces)
+                queries.add_event(
+                    session,
+                    core.Event(
+                        kind="slice-created",
+                        actor=self.user_name,
+                        reason=f"hub group {group!r}" + (" (created)" if created_group else " (existing)"),
+                        time=now,
+                        slice=body.name,
+                        data={"members": list(body.members)},
+                    ),
+                )
+        except Exception:
+            if created_group:
+                await self.egs.hub.delete_group(group)
+            raise
+        self.egs.forget_identities()
+        with self.egs.sessions() as session:
+            view = await self.slice_view(session, queries.get_slice(session, body.name))
+        self.set_header("Location", f"{self.egs.api_prefix}slices/{body.name}")
+        self.write_json(view, 201)
+
+
+class SliceHandler(SliceBase):
+    @authenticated
+    async def get(self, name: str) -> None:
+        with self.egs.sessions() as session:
+            row = self.load_slice(session, name)
+            self.require_member(row)
+            view = await self.slice_view(session, row)
+        self.write_json(view)
+
+    @needs_scope(ADMIN_SCOPE)
+    async def patch(self, name: str) -> None:
+        body = parse_body(SliceUpdate, self.json_body(), partial=True)
+        now = self.now()
+        with transaction(self.egs.sessions) as session:
+            row = self.load_slice(session, name)
+            if body.display_name is not MISSING:
+                row.display_name = body.display_name
+            max_gpus = body.quota.max_gpus if body.quota is not MISSING else MISSING
+            policy_body = body.policy if body.policy is not MISSING else None
+            queries.write_slice_policy(row, _policy(max_gpus, policy_body, queries.slice_policy(row)))
+            if body.namespaces is not MISSING:
+                self.check_namespaces_free(session, body.namespaces, row.id)
+                queries.set_namespaces(session, row, body.namespaces)
+            row.updated_at = now
+            changed = [k for k, v in dataclasses.asdict(body).items() if v is not MISSING]
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="slice-updated",
+                    actor=self.user_name,
+                    reason="changed " + (", ".join(changed) or "nothing"),
+                    time=now,
+                    slice=name,
+                ),
+            )
+        self.egs.reconciler.wake()
+        with self.egs.sessions() as session:
+            view = await self.slice_view(session, self.load_slice(session, name))
+        self.write_json(view)
+
+    @needs_scope(ADMIN_SCOPE)
+    async def delete(self, name: str) -> None:
+        now = self.now()
+        with transaction(self.egs.sessions) as session:
+            row = self.load_slice(session, name)
+            live = session.scalars(
+                select(GPRRow.id).where(
+                    GPRRow.slice == name,
+                    GPRRow.status.notin_([s.value for s in core.FINAL_STATUSES]),
+                )
+            ).all()
+            if live:
+                raise Conflict(
+                    f"slice {name!r} has GPRs that are not finished ({', '.join(map(str, live))}); "
+                    "cancel or release them first"
+                )
+            group, owns_group = row.group_name, row.owns_group
+            for server in queries.slice_servers(session, name):
+                session.delete(server)
+            session.delete(row)
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="slice-deleted", actor=self.user_name, reason="deleted", time=now, slice=name
+                ),
+            )
+        if owns_group:
+            await self.egs.hub.delete_group(group)
+        self.egs.forget_identities()
+        self.set_status(204)
+        self.finish()
+
+
+class MemberHandler(SliceBase):
+    @needs_scope(ADMIN_SCOPE)
+    async def put(self, name: str, user: str) -> None:
+        parse_user_name(user, "user")
+        with self.egs.sessions() as session:
+            group = self.load_slice(session, name).group_name
+        await self.egs.hub.add_members(group, [user])
+        self._record("member-added", name, user)
+        await self._answer(name)
+
+    @needs_scope(ADMIN_SCOPE)
+    async def delete(self, name: str, user: str) -> None:
+        parse_user_name(user, "user")
+        with self.egs.sessions() as session:
+            group = self.load_slice(session, name).group_name
+        if user not in await self.egs.hub.group_members(group):
+            raise web.HTTPError(404, f"{user} is not a member of slice {name!r}")
+        await self.egs.hub.remove_members(group, [user])
+        self._record("member-removed", name, user)
+        await self._answer(name)
+
+    def _record(self, kind: str, name: str, user: str) -> None:
+        self.egs.forget_identities()
+        with transaction(self.egs.sessions) as session:
+            queries.add_event(
+                session,
+                core.Event(
+                    kind=kind,
+                    actor=self.user_name,
+                    reason=user,
+                    time=self.now(),
+                    slice=name,
+                    data={"user": user},
+                ),
+            )
+
+    async def _answer(self, name: str) -> None:
+        with self.egs.sessions() as session:
+            view = await self.slice_view(session, self.load_slice(session, name))
+        self.write_json(view)

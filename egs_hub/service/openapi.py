@@ -1,0 +1,530 @@
+"""The OpenAPI 3.1 document of REST API v1.
+
+Request bodies come from the body dataclasses in ``core.requests`` (the same
+ones the handlers parse with); response schemas are written out here and
+checked against the live service in the tests.
+"""
+
+from __future__ import annotations
+
+from ..core.model import PRIORITY_MAX, PRIORITY_MIN, Status
+from ..core.requests import (
+    GPRCreate,
+    GPRUpdate,
+    Reason,
+    ServerStart,
+    SliceCreate,
+    SliceUpdate,
+    WaitTimeQuery,
+    body_schema,
+)
+
+TIME = {"type": "string", "format": "date-time"}
+NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+NULLABLE_INT = {"type": ["integer", "null"]}
+NULLABLE_STR = {"type": ["string", "null"]}
+STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def _obj(properties: dict, required: list[str] | None = None) -> dict:
+    return {"type": "object", "properties": properties, "required": required or list(properties)}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+SCHEMAS = {
+    "Error": {
+        "type": "object",
+        "properties": {
+            "status": {"type": "integer"},
+            "message": {"type": "string"},
+            "field": {"type": "string"},
+        },
+        "required": ["status", "message"],
+    },
+    "GPR": _obj(
+        {
+            "id": {"type": "integer"},
+            "name": NULLABLE_STR,
+            "slice": {"type": "string"},
+            "requested_by": NULLABLE_STR,
+            "cluster": NULLABLE_STR,
+            "shape": NULLABLE_STR,
+            "gpus": NULLABLE_INT,
+            "nodes": NULLABLE_INT,
+            "priority": {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
+            "duration": {"type": "integer", "description": "seconds"},
+            "start_after": NULLABLE_TIME,
+            "idle_timeout": {**NULLABLE_INT, "description": "seconds; recorded, enforced with GPU metrics"},
+            "preemptible": {"type": "boolean"},
+            "status": {"type": "string", "enum": [s.value for s in Status]},
+            "status_reason": {"type": "string"},
+            "estimated_start": {**NULLABLE_TIME, "description": "queued GPRs: when the planner starts it"},
+            "queue_position": NULLABLE_INT,
+            "planned_gpus": STRINGS,
+            "window_start": NULLABLE_TIME,
+            "window_end": NULLABLE_TIME,
+            "bound_gpus": STRINGS,
+            "bound_nodes": STRINGS,
+            "end_reason": {"type": ["string", "null"]},
+            "created_at": TIME,
+            "updated_at": TIME,
+            "ended_at": NULLABLE_TIME,
+        }
+    ),
+    "Slice": _obj(
+        {
+            "name": {"type": "string"},
+            "display_name": {"type": "string"},
+            "group": {"type": "string"},
+            "members": STRINGS,
+            "quota": _obj({"max_gpus": NULLABLE_INT}),
+            "policy": _obj(
+                {
+                    "max_duration": {**NULLABLE_INT, "description": "seconds"},
+                    "max_priority": {"type": "integer"},
+                    "auto_approve_max_gpus": NULLABLE_INT,
+                    "max_active_gprs": {"type": "integer"},
+                    "restart_servers": {"type": "boolean"},
+                }
+            ),
+            "namespaces": {"type": "object", "additionalProperties": STRINGS},
+            "gpus": {**STRINGS, "description": "GPU UUIDs the slice's servers may use now"},
+            "created_at": TIME,
+            "updated_at": TIME,
+        }
+    ),
+    "Event": _obj(
+        {
+            "id": {"type": "integer"},
+            "time": TIME,
+            "kind": {"type": "string"},
+            "actor": {"type": "string"},
+            "reason": {"type": "string"},
+            "gpr": NULLABLE_INT,
+            "slice": NULLABLE_STR,
+            "from_status": NULLABLE_STR,
+            "to_status": NULLABLE_STR,
+            "data": {"type": "object"},
+        }
+    ),
+    "Shape": _obj(
+        {
+            "name": {"type": "string"},
+            "model": {"type": "string"},
+            "memory_gb": {"type": "integer"},
+            "gpus_per_node": {"type": "integer"},
+        }
+    ),
+    "Inventory": _obj(
+        {
+            "clusters": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "name": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "source": {"type": "string"},
+                        "nodes": {
+                            "type": "array",
+                            "items": _obj(
+                                {
+                                    "name": {"type": "string"},
+                                    "shape": {"type": "string"},
+                                    "schedulable": {"type": "boolean"},
+                                    "declared": {"type": "boolean"},
+                                    "gpus": {
+                                        "type": "array",
+                                        "items": _obj(
+                                            {
+                                                "uuid": {"type": "string"},
+                                                "index": {"type": "integer"},
+                                                "product": {"type": "string"},
+                                                "memory_mib": {"type": "integer"},
+                                                "declared": {"type": "boolean"},
+                                                "healthy": {"type": "boolean"},
+                                                "slice": NULLABLE_STR,
+                                                "gpr": NULLABLE_INT,
+                                            }
+                                        ),
+                                    },
+                                }
+                            ),
+                        },
+                    }
+                ),
+            },
+            "shapes": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "cluster": {"type": "string"},
+                        "name": {"type": "string"},
+                        "model": {"type": "string"},
+                        "memory_gb": {"type": "integer"},
+                        "gpus_per_node": {"type": "integer"},
+                        "gpus": {"type": "integer"},
+                        "free": {"type": "integer"},
+                    }
+                ),
+            },
+            "gpus": {"type": "integer"},
+            "free": {"type": "integer"},
+        }
+    ),
+    "Window": _obj(
+        {
+            "gpr": {"type": "integer"},
+            "slice": {"type": "string"},
+            "gpus": STRINGS,
+            "start": TIME,
+            "end": TIME,
+            "state": {"type": "string", "enum": ["past", "current", "planned"]},
+            "status": {"type": "string"},
+        }
+    ),
+    "Schedule": _obj(
+        {
+            "start": TIME,
+            "end": TIME,
+            "nodes": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "cluster": {"type": "string"},
+                        "node": {"type": "string"},
+                        "windows": {"type": "array", "items": _ref("Window")},
+                    }
+                ),
+            },
+        }
+    ),
+    "WaitTimes": _obj(
+        {
+            "options": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "cluster": {"type": "string"},
+                        "shape": _ref("Shape"),
+                        "estimated_start": TIME,
+                        "wait_seconds": {"type": "integer", "minimum": 0},
+                        "nodes": STRINGS,
+                        "gpus": {"type": "integer"},
+                    }
+                ),
+            },
+            "needs_approval": {**STRINGS, "description": "why a GPR like this would wait for an admin"},
+        }
+    ),
+    "ServerGPUs": _obj(
+        {
+            "user": {"type": "string"},
+            "server": {"type": "string"},
+            "slice": {"type": "string"},
+            "gpus": STRINGS,
+            "gprs": {"type": "array", "items": {"type": "integer"}},
+        }
+    ),
+    "Servers": _obj(
+        {
+            "servers": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "user": {"type": "string"},
+                        "server": {"type": "string"},
+                        "slice": {"type": "string"},
+                        "gpus": STRINGS,
+                        "started_at": TIME,
+                    }
+                ),
+            }
+        }
+    ),
+    "Health": {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string"},
+            "version": {"type": "string"},
+            "database": {"type": "string"},
+        },
+        "required": ["status", "database"],
+    },
+    "GPRCreate": body_schema(GPRCreate),
+    "GPRUpdate": body_schema(GPRUpdate, partial=True),
+    "WaitTimeQuery": body_schema(WaitTimeQuery),
+    "SliceCreate": body_schema(SliceCreate),
+    "SliceUpdate": body_schema(SliceUpdate, partial=True),
+    "Reason": body_schema(Reason),
+    "ServerStart": body_schema(ServerStart),
+}
+
+_ERRORS = {
+    "400": "malformed input; `field` names it",
+    "401": "no hub token or login",
+    "403": "not allowed: not a member, or not an admin",
+    "404": "no such thing",
+    "409": "conflicts with the current state",
+    "422": "well formed but not acceptable (policy, capacity)",
+}
+
+
+def _responses(ok: str, schema: dict | None, *errors: str, status: str = "200") -> dict:
+    responses = {status: {"description": ok}}
+    if schema is not None:
+        responses[status]["content"] = {"application/json": {"schema": schema}}
+    for code in errors:
+        responses[code] = {
+            "description": _ERRORS[code],
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+    return responses
+
+
+def _body(name: str, required: bool = True) -> dict:
+    return {"required": required, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+def _list(key: str, item: str) -> dict:
+    return _obj({key: {"type": "array", "items": _ref(item)}})
+
+
+def _query(name: str, description: str, schema: dict | None = None) -> dict:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema or {"type": "string"},
+    }
+
+
+def _path(name: str, schema: dict | None = None) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": schema or {"type": "string"}}
+
+
+GPR_ID = _path("id", {"type": "integer", "minimum": 1})
+SLICE_NAME = _path("name")
+AUTH_ERRORS = ("401",)
+
+
+def _paths() -> dict:
+    gpr = _ref("GPR")
+    slice_ = _ref("Slice")
+    return {
+        "/health": {
+            "get": {
+                "summary": "Liveness and database check",
+                "security": [],
+                "responses": _responses("healthy", _ref("Health")),
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "security": [],
+                "responses": _responses("the document", {"type": "object"}),
+            }
+        },
+        "/slices": {
+            "get": {
+                "summary": "Slices the caller belongs to (admins: all)",
+                "responses": _responses("slices", _list("slices", "Slice"), *AUTH_ERRORS),
+            },
+            "post": {
+                "summary": "Create a slice (admin)",
+                "requestBody": _body("SliceCreate"),
+                "responses": _responses("created", slice_, "400", "401", "403", "409", "422", status="201"),
+            },
+        },
+        "/slices/{name}": {
+            "parameters": [SLICE_NAME],
+            "get": {
+                "summary": "One slice",
+                "responses": _responses("the slice", slice_, "400", "401", "403", "404"),
+            },
+            "patch": {
+                "summary": "Change a slice (admin)",
+                "requestBody": _body("SliceUpdate"),
+                "responses": _responses("changed", slice_, "400", "401", "403", "404", "409"),
+            },
+            "delete": {
+                "summary": "Delete a slice with no unfinished GPRs (admin)",
+                "responses": _responses("deleted", None, "400", "401", "403", "404", "409", status="204"),
+            },
+        },
+        "/slices/{name}/members/{user}": {
+            "parameters": [SLICE_NAME, _path("user")],
+            "put": {
+                "summary": "Add a member (admin); the hub group changes too",
+                "responses": _responses("the slice", slice_, "400", "401", "403", "404"),
+            },
+            "delete": {
+                "summary": "Remove a member (admin)",
+                "responses": _responses("the slice", slice_, "400", "401", "403", "404"),
+            },
+        },
+        "/inventory": {
+            "get": {
+                "summary": "Clusters, nodes, GPUs, shapes and what is free now",
+                "responses": _responses("inventory", _ref("Inventory"), *AUTH_ERRORS),
+            }
+        },
+        "/inventory/schedule": {
+            "get": {
+                "summary": "Every node's windows in [start, end): past, current and planned",
+                "parameters": [
+                    _query("start", "default: a day ago", TIME),
+                    _query("end", "default: a week ahead", TIME),
+                ],
+                "responses": _responses("schedule", _ref("Schedule"), "400", "401"),
+            }
+        },
+        "/wait-times": {
+            "post": {
+                "summary": "Estimated start on every shape and cluster that could serve a GPR",
+                "requestBody": _body("WaitTimeQuery"),
+                "responses": _responses("options", _ref("WaitTimes"), "400", "401", "403", "422"),
+            }
+        },
+        "/gprs": {
+            "get": {
+                "summary": "GPRs of the caller's slices",
+                "parameters": [
+                    _query("slice", "only this slice"),
+                    _query(
+                        "status", "only this status", {"type": "string", "enum": [s.value for s in Status]}
+                    ),
+                ],
+                "responses": _responses("GPRs", _list("gprs", "GPR"), "401", "403", "404", "422"),
+            },
+            "post": {
+                "summary": "Ask for GPUs",
+                "requestBody": _body("GPRCreate"),
+                "responses": _responses("submitted", gpr, "400", "401", "403", "422", status="201"),
+            },
+        },
+        "/gprs/{id}": {
+            "parameters": [GPR_ID],
+            "get": {
+                "summary": "One GPR",
+                "responses": _responses("the GPR", gpr, "400", "401", "403", "404"),
+            },
+            "patch": {
+                "summary": "Edit before provisioning (owner); change priority any time (admin)",
+                "requestBody": _body("GPRUpdate"),
+                "responses": _responses("changed", gpr, "400", "401", "403", "404", "409", "422"),
+            },
+            "delete": {
+                "summary": "Cancel before provisioning",
+                "requestBody": _body("Reason", required=False),
+                "responses": _responses("cancelled", gpr, "400", "401", "403", "404", "409"),
+            },
+        },
+        "/gprs/{id}/release": {
+            "parameters": [GPR_ID],
+            "post": {
+                "summary": "Release early",
+                "requestBody": _body("Reason", required=False),
+                "responses": _responses("releasing", gpr, "400", "401", "403", "404", "409"),
+            },
+        },
+        "/gprs/{id}/approve": {
+            "parameters": [GPR_ID],
+            "post": {
+                "summary": "Approve (admin)",
+                "requestBody": _body("Reason", required=False),
+                "responses": _responses("approved", gpr, "400", "401", "403", "404", "409"),
+            },
+        },
+        "/gprs/{id}/deny": {
+            "parameters": [GPR_ID],
+            "post": {
+                "summary": "Deny (admin)",
+                "requestBody": _body("Reason", required=False),
+                "responses": _responses("rejected", gpr, "400", "401", "403", "404", "409"),
+            },
+        },
+        "/queue": {
+            "get": {
+                "summary": "Queued GPRs in order, with position and estimated start",
+                "responses": _responses("queue", _list("queue", "GPR"), *AUTH_ERRORS),
+            }
+        },
+        "/events": {
+            "get": {
+                "summary": "The audit log, newest last",
+                "parameters": [
+                    _query("gpr", "only this GPR", {"type": "integer", "minimum": 1}),
+                    _query("slice", "only this slice"),
+                    _query("since", "only events at or after", TIME),
+                    _query(
+                        "limit",
+                        "at most this many (default 500)",
+                        {"type": "integer", "minimum": 1, "maximum": 5000},
+                    ),
+                ],
+                "responses": _responses("events", _list("events", "Event"), "400", "401", "403", "404"),
+            }
+        },
+        "/servers": {
+            "get": {
+                "summary": "Servers started in the caller's slices",
+                "parameters": [_query("slice", "only this slice")],
+                "responses": _responses("servers", _ref("Servers"), "401", "404"),
+            },
+        },
+        "/servers/{user}": {
+            "parameters": [_path("user")],
+            "put": {
+                "summary": "Register a starting default server; answers the GPUs it may use (spawner)",
+                "requestBody": _body("ServerStart"),
+                "responses": _responses("GPUs", _ref("ServerGPUs"), "400", "401", "403", "404"),
+            },
+            "delete": {
+                "summary": "Forget a stopped default server (spawner)",
+                "responses": _responses("forgotten", None, "400", "401", "403", status="204"),
+            },
+        },
+        "/servers/{user}/{server}": {
+            "parameters": [_path("user"), _path("server")],
+            "put": {
+                "summary": "Register a starting named server; answers the GPUs it may use (spawner)",
+                "requestBody": _body("ServerStart"),
+                "responses": _responses("GPUs", _ref("ServerGPUs"), "400", "401", "403", "404"),
+            },
+            "delete": {
+                "summary": "Forget a stopped named server (spawner)",
+                "responses": _responses("forgotten", None, "400", "401", "403", status="204"),
+            },
+        },
+    }
+
+
+def openapi_document(api_prefix: str, version: str) -> dict:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "egs-hub",
+            "version": version,
+            "description": "Elastic GPU Service for JupyterHub. Times are ISO-8601 UTC; durations are "
+            'seconds, or units like "1d2h30m" in requests.',
+        },
+        "servers": [{"url": api_prefix.rstrip("/")}],
+        "security": [{"hubToken": []}],
+        "components": {
+            "securitySchemes": {
+                "hubToken": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "'token <JupyterHub API token>'",
+                }
+            },
+            "schemas": SCHEMAS,
+        },
+        "paths": _paths(),
+    }

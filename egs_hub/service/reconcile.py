@@ -1,0 +1,213 @@
+"""The reconcile loop: snapshot the store, plan, act on the backends.
+
+It runs on every change (``wake``) and on a short tick, and sleeps no longer
+than until the next window ends. The store is the truth: a GPR found
+``provisioning`` is bound (again), one found ``releasing`` is unbound (again),
+so a restarted service picks up exactly where the last one stopped. Backend
+calls run as one task per GPR, so a slow server restart never delays another
+GPR's window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import datetime, timedelta
+from functools import partial
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..backends import Backend, BindError, ServerRef, UnbindError
+from ..core import lifecycle
+from ..core.model import GPR, EndReason, Status
+from ..core.planner import Estimate, Plan, plan
+from ..store import queries
+from ..store.db import transaction
+
+log = logging.getLogger(__name__)
+
+
+def _server_refs(rows) -> list[ServerRef]:
+    return [ServerRef(user=s.user, name=s.server_name, gpus=tuple(s.gpus)) for s in rows]
+
+
+class Reconciler:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        backend: Backend,
+        clock: Callable[[], datetime],
+        interval: float = 1.0,
+        retry_interval: float = 5.0,
+    ):
+        self.sessions = sessions
+        self.backend = backend
+        self.clock = clock
+        self.interval = interval
+        self.retry_interval = retry_interval
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._retry_at: dict[int, datetime] = {}
+        self._runner: asyncio.Task | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._runner = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        tasks = [t for t in [self._runner, *self._tasks.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                next_due = await self.tick()
+            except Exception:
+                log.exception("reconcile pass failed; trying again in %.0f s", self.retry_interval)
+                next_due = self.clock() + timedelta(seconds=self.retry_interval)
+            delay = max(0.0, min(self.interval, (next_due - self.clock()).total_seconds()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            self._wake.clear()
+
+    async def tick(self) -> datetime:
+        """One pass; returns when the next pass is due at the latest."""
+        async with self._lock:
+            now = self.clock()
+            # 1. snapshot
+            with self.sessions() as session:
+                snapshot = queries.load_snapshot(session)
+            # 2. decide
+            decisions = plan(snapshot, now)
+            # 3. act
+            self._end_windows(decisions, now)
+            self._admit(decisions.admits, now)
+            self._drive_backend(now)
+            return self._next_due(decisions, now)
+
+    def _next_due(self, decisions: Plan, now: datetime) -> datetime:
+        due = [now + timedelta(seconds=self.interval)]
+        with self.sessions() as session:
+            rows = queries.gpr_rows(session, statuses=[Status.PROVISIONED])
+            due.extend(r.window_end for r in rows if r.window_end)
+        due.extend(e.start for e in decisions.estimates.values() if e.start and e.start > now)
+        return min(due)
+
+    def _end_windows(self, decisions: Plan, now: datetime) -> None:
+        for gpr_id in decisions.ends:
+            with transaction(self.sessions) as session:
+                row = queries.get_gpr_row(session, gpr_id, lock=True)
+                if row is None or row.status != Status.PROVISIONED or row.window_end > now:
+                    continue
+                queries.apply(
+                    session,
+                    row,
+                    lifecycle.begin_release(
+                        queries.to_gpr(row), EndReason.WINDOW_ENDED, lifecycle.PLANNER, "window ended", now
+                    ),
+                )
+
+    def _admit(self, admits: tuple[Estimate, ...], now: datetime) -> None:
+        for estimate in admits:
+            placement = estimate.placement
+            try:
+                with transaction(self.sessions) as session:
+                    row = queries.get_gpr_row(session, estimate.gpr_id, lock=True)
+                    if row is None or row.status != Status.QUEUED:
+                        continue
+                    gpr = queries.apply(
+                        session,
+                        row,
+                        lifecycle.admit(queries.to_gpr(row), placement.gpus, placement.nodes, now),
+                    )
+                    queries.bind(session, gpr)
+            except IntegrityError:
+                # A GPU of this placement is bound already: the snapshot was stale.
+                log.warning("GPR %s: placement %s is taken; planning again", estimate.gpr_id, placement.gpus)
+                self.wake()
+
+    def _drive_backend(self, now: datetime) -> None:
+        """Start a bind for every provisioning GPR and an unbind for every releasing one."""
+        with self.sessions() as session:
+            rows = queries.gpr_rows(session, statuses=[Status.PROVISIONING, Status.RELEASING])
+            work = [(r.id, Status(r.status)) for r in rows]
+        for gpr_id, status in work:
+            task = self._tasks.get(gpr_id)
+            if (task is not None and not task.done()) or self._retry_at.get(gpr_id, now) > now:
+                continue
+            action = self._bind if status is Status.PROVISIONING else self._unbind
+            self._spawn(gpr_id, action(gpr_id))
+
+    def _spawn(self, gpr_id: int, work: Coroutine) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks[gpr_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(gpr_id, None))
+
+    def _load(self, session: Session, gpr_id: int, status: Status) -> GPR | None:
+        row = queries.get_gpr_row(session, gpr_id)
+        return queries.to_gpr(row) if row is not None and row.status == status else None
+
+    async def _bind(self, gpr_id: int) -> None:
+        with self.sessions() as session:
+            gpr = self._load(session, gpr_id, Status.PROVISIONING)
+            if gpr is None:
+                return
+            slice_row = queries.get_slice(session, gpr.spec.slice)
+            policy = queries.slice_policy(slice_row)
+            servers = _server_refs(queries.slice_servers(session, gpr.spec.slice))
+        try:
+            events = await self.backend.bind(gpr, policy, servers, self.clock())
+        except BindError as e:
+            failed = partial(lifecycle.fail, actor=self.backend.kind, reason=str(e))
+            self._finish(gpr_id, Status.PROVISIONING, failed)
+            return
+        except Exception:
+            log.exception("GPR %s: binding failed; trying again", gpr_id)
+            self._retry_later(gpr_id)
+            return
+        provisioned = partial(lifecycle.mark_provisioned, actor=self.backend.kind)
+        self._finish(gpr_id, Status.PROVISIONING, provisioned, events)
+
+    async def _unbind(self, gpr_id: int) -> None:
+        with self.sessions() as session:
+            gpr = self._load(session, gpr_id, Status.RELEASING)
+            if gpr is None:
+                return
+            holders = _server_refs(queries.servers_holding(session, gpr.bound_gpus))
+        try:
+            events = await self.backend.unbind(gpr, holders, self.clock())
+        except UnbindError as e:
+            log.warning("GPR %s: unbinding did not finish (%s); trying again", gpr_id, e)
+            self._retry_later(gpr_id)
+            return
+        except Exception:
+            log.exception("GPR %s: unbinding failed; trying again", gpr_id)
+            self._retry_later(gpr_id)
+            return
+        self._finish(gpr_id, Status.RELEASING, partial(lifecycle.complete, actor=self.backend.kind), events)
+
+    def _retry_later(self, gpr_id: int) -> None:
+        self._retry_at[gpr_id] = self.clock() + timedelta(seconds=self.retry_interval)
+
+    def _finish(self, gpr_id: int, expected: Status, transition, events=()) -> None:
+        """Record a backend outcome, unless the GPR moved on meanwhile."""
+        self._retry_at.pop(gpr_id, None)
+        now = self.clock()
+        with transaction(self.sessions) as session:
+            row = queries.get_gpr_row(session, gpr_id, lock=True)
+            if row is None or row.status != expected:
+                return
+            gpr = queries.apply(session, row, transition(queries.to_gpr(row), now=now))
+            for event in events:
+                queries.add_event(session, event)
+            if not gpr.status.holds_gpus:
+                queries.unbind(session, gpr_id)
+        self.wake()

@@ -1,0 +1,184 @@
+"""Records as the API writes them: times ISO-8601 UTC, durations in seconds."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ..core.model import GPR, Shape
+from ..core.planner import Estimate, Option
+from ..core.units import format_time
+from ..store.models import Cluster, EventRow, Slice
+
+
+def _seconds(value: timedelta | None) -> int | None:
+    return None if value is None else int(value.total_seconds())
+
+
+def gpr_json(gpr: GPR, estimate: Estimate | None, *, redact: bool = False) -> dict:
+    """A GPR; ``redact`` hides who asked and what they named it (others' slices)."""
+    spec = gpr.spec
+    queued = estimate is not None
+    return {
+        "id": gpr.id,
+        "name": None if redact else spec.name,
+        "slice": spec.slice,
+        "requested_by": None if redact else gpr.requested_by,
+        "cluster": spec.cluster,
+        "shape": spec.shape,
+        "gpus": spec.gpus,
+        "nodes": spec.nodes,
+        "priority": spec.priority,
+        "duration": _seconds(spec.duration),
+        "start_after": format_time(spec.start_after),
+        "idle_timeout": _seconds(spec.idle_timeout),
+        "preemptible": spec.preemptible,
+        "status": gpr.status.value,
+        "status_reason": gpr.status_reason,
+        "estimated_start": format_time(estimate.start) if queued else None,
+        "queue_position": estimate.position if queued else None,
+        "planned_gpus": list(estimate.placement.gpus) if queued and estimate.placement else [],
+        "window_start": format_time(gpr.window_start),
+        "window_end": format_time(gpr.window_end),
+        "bound_gpus": list(gpr.bound_gpus),
+        "bound_nodes": list(gpr.bound_nodes),
+        "end_reason": gpr.end_reason.value if gpr.end_reason else None,
+        "created_at": format_time(gpr.created_at),
+        "updated_at": format_time(gpr.updated_at),
+        "ended_at": format_time(gpr.ended_at),
+    }
+
+
+def slice_json(row: Slice, members: list[str], gpus: list[str]) -> dict:
+    namespaces: dict[str, list[str]] = {}
+    for ns in row.namespaces:
+        namespaces.setdefault(ns.cluster, []).append(ns.namespace)
+    return {
+        "name": row.name,
+        "display_name": row.display_name,
+        "group": row.group_name,
+        "members": members,
+        "quota": {"max_gpus": row.max_gpus},
+        "policy": {
+            "max_duration": row.max_duration_s,
+            "max_priority": row.max_priority,
+            "auto_approve_max_gpus": row.auto_approve_max_gpus,
+            "max_active_gprs": row.max_active_gprs,
+            "restart_servers": row.restart_servers,
+        },
+        "namespaces": namespaces,
+        "gpus": gpus,
+        "created_at": format_time(row.created_at),
+        "updated_at": format_time(row.updated_at),
+    }
+
+
+def event_json(row: EventRow) -> dict:
+    return {
+        "id": row.id,
+        "time": format_time(row.time),
+        "kind": row.kind,
+        "actor": row.actor,
+        "reason": row.reason,
+        "gpr": row.gpr_id,
+        "slice": row.slice,
+        "from_status": row.from_status,
+        "to_status": row.to_status,
+        "data": row.data or {},
+    }
+
+
+def shape_json(shape: Shape) -> dict:
+    return {
+        "name": shape.name,
+        "model": shape.model,
+        "memory_gb": shape.memory_gb,
+        "gpus_per_node": shape.gpus_per_node,
+    }
+
+
+def option_json(option: Option) -> dict:
+    return {
+        "cluster": option.cluster,
+        "shape": shape_json(option.shape),
+        "estimated_start": format_time(option.start),
+        "wait_seconds": int(option.wait.total_seconds()),
+        "nodes": list(option.placement.nodes),
+        "gpus": len(option.placement.gpus),
+    }
+
+
+def inventory_json(
+    clusters: list[Cluster], bound: dict[str, tuple[str, int]], sources: dict[str, str]
+) -> dict:
+    """Clusters with nodes and GPUs; ``bound`` maps a GPU to (slice, GPR) now."""
+    shapes: dict[tuple[str, str], dict] = {}
+    out_clusters, total, free = [], 0, 0
+    for cluster in clusters:
+        nodes = []
+        for node in cluster.nodes:
+            if not node.present:
+                continue
+            shape = Shape(node.gpu_model, node.gpu_memory_gb, node.gpus_per_node)
+            entry = shapes.setdefault(
+                (cluster.name, shape.name),
+                {"cluster": cluster.name, **shape_json(shape), "gpus": 0, "free": 0},
+            )
+            gpus = []
+            for gpu in node.gpus:
+                if not gpu.present:
+                    continue
+                slice_name, gpr_id = bound.get(gpu.uuid, (None, None))
+                usable = gpu.healthy and node.schedulable and slice_name is None
+                entry["gpus"] += 1
+                entry["free"] += usable
+                total += 1
+                free += usable
+                gpus.append(
+                    {
+                        "uuid": gpu.uuid,
+                        "index": gpu.index,
+                        "product": gpu.product,
+                        "memory_mib": gpu.memory_mib,
+                        "declared": gpu.declared,
+                        "healthy": gpu.healthy,
+                        "slice": slice_name,
+                        "gpr": gpr_id,
+                    }
+                )
+            nodes.append(
+                {
+                    "name": node.name,
+                    "shape": shape.name,
+                    "schedulable": node.schedulable,
+                    "declared": node.declared,
+                    "gpus": gpus,
+                }
+            )
+        out_clusters.append(
+            {
+                "name": cluster.name,
+                "kind": cluster.kind,
+                "source": sources.get(cluster.name, ""),
+                "nodes": nodes,
+            }
+        )
+    return {
+        "clusters": out_clusters,
+        "shapes": sorted(shapes.values(), key=lambda s: (s["cluster"], s["name"])),
+        "gpus": total,
+        "free": free,
+    }
+
+
+def window_json(
+    gpr_id: int, slice_name: str, gpus: list[str], start: datetime, end: datetime, state: str, status: str
+) -> dict:
+    return {
+        "gpr": gpr_id,
+        "slice": slice_name,
+        "gpus": gpus,
+        "start": format_time(start),
+        "end": format_time(end),
+        "state": state,
+        "status": status,
+    }

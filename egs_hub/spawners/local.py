@@ -1,0 +1,48 @@
+"""SliceLocalSpawner: JupyterLab on this host, seeing only its slice's GPUs.
+
+It is JupyterHub's SimpleLocalProcessSpawner (a LocalProcessSpawner that runs
+every server as the OS user running the hub, in a per-user home directory),
+with ``CUDA_VISIBLE_DEVICES`` set to the GPU UUIDs bound to the user's slice
+(empty when none).
+
+Not a security boundary: an environment variable only tells CUDA which
+devices to use; code in the server can unset it and open every GPU, and all
+servers run as the same OS user. On a shared host, isolate with a container
+per server that gets only the slice's devices (DockerSpawner with the NVIDIA
+container toolkit, ``--gpus device=UUID``), or use the Kubernetes backend,
+where the device plugin enforces the assignment.
+"""
+
+from __future__ import annotations
+
+import os
+
+from jupyterhub.spawner import SimpleLocalProcessSpawner
+
+from .slice import SliceSpawnerMixin
+
+
+class SliceLocalSpawner(SliceSpawnerMixin, SimpleLocalProcessSpawner):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._egs_env: dict[str, str] = {}
+
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        env.update(self._egs_env)
+        return env
+
+    def get_args(self) -> list[str]:
+        args = super().get_args()
+        if os.geteuid() == 0:
+            # Every server runs as the hub's OS user; jupyter-server refuses root unless told.
+            args.append("--ServerApp.allow_root=True")
+        return args
+
+    async def start(self):
+        self._egs_env = await self.egs_environment()
+        return await super().start()
+
+    async def stop(self, now: bool = False) -> None:
+        await super().stop(now=now)
+        await self.forget_server()

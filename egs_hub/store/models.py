@@ -1,0 +1,212 @@
+"""SQLAlchemy 2 tables of egs-hub.
+
+Vocabulary as in DESIGN.md. Two tables carry invariants in the database itself:
+``bindings`` has one row per GPU (a GPU is bound to at most one slice at any
+instant); ``allocations`` keeps which GPUs each GPR had, for the schedule.
+GPRs and events name their slice by name, so history outlives a deleted slice.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes in, aware UTC datetimes out; naive UTC in the column."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: egs-hub stores aware UTC times")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Project(Base):
+    __tablename__ = "projects"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Cluster(Base):
+    __tablename__ = "clusters"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    nodes: Mapped[list[Node]] = relationship(back_populates="cluster", order_by="Node.name")
+
+
+class Node(Base):
+    __tablename__ = "nodes"
+    __table_args__ = (UniqueConstraint("cluster_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(253))
+    gpu_model: Mapped[str] = mapped_column(String(64))
+    gpu_memory_gb: Mapped[int] = mapped_column(Integer)
+    gpus_per_node: Mapped[int] = mapped_column(Integer)
+    schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
+    declared: Mapped[bool] = mapped_column(Boolean, default=False)
+    present: Mapped[bool] = mapped_column(Boolean, default=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    cluster: Mapped[Cluster] = relationship(back_populates="nodes")
+    gpus: Mapped[list[GPU]] = relationship(back_populates="node", order_by="GPU.index")
+
+
+class GPU(Base):
+    __tablename__ = "gpus"
+    uuid: Mapped[str] = mapped_column(String(96), primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    product: Mapped[str] = mapped_column(String(128))
+    memory_mib: Mapped[int] = mapped_column(Integer)
+    declared: Mapped[bool] = mapped_column(Boolean, default=False)
+    healthy: Mapped[bool] = mapped_column(Boolean, default=True)
+    present: Mapped[bool] = mapped_column(Boolean, default=True)
+    node: Mapped[Node] = relationship(back_populates="gpus")
+
+
+class Slice(Base):
+    __tablename__ = "slices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    display_name: Mapped[str] = mapped_column(String(100), default="")
+    group_name: Mapped[str] = mapped_column(String(255))
+    owns_group: Mapped[bool] = mapped_column(Boolean, default=False)
+    # quota
+    max_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # policy
+    max_duration_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_priority: Mapped[int] = mapped_column(Integer)
+    auto_approve_max_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_active_gprs: Mapped[int] = mapped_column(Integer)
+    restart_servers: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    namespaces: Mapped[list[SliceNamespace]] = relationship(
+        back_populates="slice",
+        cascade="all, delete-orphan",
+        order_by="(SliceNamespace.cluster, SliceNamespace.namespace)",
+    )
+
+
+class SliceNamespace(Base):
+    __tablename__ = "slice_namespaces"
+    __table_args__ = (UniqueConstraint("cluster", "namespace"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slice_id: Mapped[int] = mapped_column(ForeignKey("slices.id", ondelete="CASCADE"), index=True)
+    cluster: Mapped[str] = mapped_column(String(63))
+    namespace: Mapped[str] = mapped_column(String(63))
+    slice: Mapped[Slice] = relationship(back_populates="namespaces")
+
+
+class GPRRow(Base):
+    __tablename__ = "gprs"
+    __table_args__ = (Index("ix_gprs_status_slice", "status", "slice"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), default="")
+    slice: Mapped[str] = mapped_column(String(63))
+    requested_by: Mapped[str] = mapped_column(String(255))
+    cluster: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    shape: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    nodes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    priority: Mapped[int] = mapped_column(Integer)
+    duration_s: Mapped[int] = mapped_column(Integer)
+    start_after: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    preemptible: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(32))
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    window_start: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    window_end: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    end_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    allocations: Mapped[list[Allocation]] = relationship(
+        cascade="all, delete-orphan", order_by="Allocation.position"
+    )
+
+
+class Allocation(Base):
+    """The GPUs a GPR was given, in placement order; kept after it ends."""
+
+    __tablename__ = "allocations"
+    gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id", ondelete="CASCADE"), primary_key=True)
+    gpu_uuid: Mapped[str] = mapped_column(ForeignKey("gpus.uuid"), primary_key=True)
+    node: Mapped[str] = mapped_column(String(253))
+    position: Mapped[int] = mapped_column(Integer)
+
+
+class Binding(Base):
+    """A GPU bound to a slice now; one row per GPU at most."""
+
+    __tablename__ = "bindings"
+    gpu_uuid: Mapped[str] = mapped_column(ForeignKey("gpus.uuid"), primary_key=True)
+    gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id"), index=True)
+    slice: Mapped[str] = mapped_column(String(63), index=True)
+
+
+class Server(Base):
+    """A user's server started inside a slice, and the GPUs it was given."""
+
+    __tablename__ = "servers"
+    __table_args__ = (UniqueConstraint("user", "server_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user: Mapped[str] = mapped_column(String(255))
+    server_name: Mapped[str] = mapped_column(String(255), default="")
+    slice: Mapped[str] = mapped_column(String(63), index=True)
+    gpus: Mapped[list] = mapped_column(JSON, default=list)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_slice_time", "slice", "time"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    time: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(255))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    gpr_id: Mapped[int | None] = mapped_column(ForeignKey("gprs.id"), nullable=True, index=True)
+    slice: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    from_status: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    to_status: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    data: Mapped[dict] = mapped_column(JSON, default=dict)

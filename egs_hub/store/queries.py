@@ -1,0 +1,416 @@
+"""Reads and writes of the store, in terms of the core's records.
+
+Every function takes an open Session and leaves committing to the caller,
+so one API call or one reconcile step is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, selectinload
+
+from ..core import model as core
+from ..core.planner import Booking, Request, Snapshot
+from .models import (
+    GPU,
+    Allocation,
+    Binding,
+    Cluster,
+    EventRow,
+    GPRRow,
+    Node,
+    Project,
+    Server,
+    Slice,
+    SliceNamespace,
+)
+
+DEFAULT_PROJECT = "default"
+
+
+def _seconds(value: timedelta | None) -> int | None:
+    return None if value is None else int(value.total_seconds())
+
+
+def _delta(seconds: int | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+# GPRs and events
+
+
+def to_gpr(row: GPRRow) -> core.GPR:
+    spec = core.GPRSpec(
+        slice=row.slice,
+        duration=timedelta(seconds=row.duration_s),
+        gpus=row.gpus,
+        nodes=row.nodes,
+        name=row.name,
+        priority=row.priority,
+        shape=row.shape,
+        cluster=row.cluster,
+        start_after=row.start_after,
+        idle_timeout=_delta(row.idle_timeout_s),
+        preemptible=row.preemptible,
+    )
+    return core.GPR(
+        id=row.id,
+        spec=spec,
+        requested_by=row.requested_by,
+        status=core.Status(row.status),
+        status_reason=row.status_reason,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        window_start=row.window_start,
+        window_end=row.window_end,
+        ended_at=row.ended_at,
+        end_reason=core.EndReason(row.end_reason) if row.end_reason else None,
+        bound_gpus=tuple(a.gpu_uuid for a in row.allocations),
+        bound_nodes=tuple(dict.fromkeys(a.node for a in row.allocations)),
+    )
+
+
+def new_gpr_row(session: Session, spec: core.GPRSpec, requested_by: str, now: datetime) -> GPRRow:
+    """A row for a GPR about to be submitted; flushed so that it has its id."""
+    row = GPRRow(
+        slice=spec.slice,
+        requested_by=requested_by,
+        status=core.Status.QUEUED,
+        created_at=now,
+        updated_at=now,
+        priority=spec.priority,
+        duration_s=0,
+        preemptible=spec.preemptible,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def write_gpr(session: Session, row: GPRRow, gpr: core.GPR) -> None:
+    """Copy ``gpr`` onto its row; allocations follow ``bound_gpus``."""
+    spec = gpr.spec
+    row.name = spec.name
+    row.slice = spec.slice
+    row.requested_by = gpr.requested_by
+    row.cluster = spec.cluster
+    row.shape = spec.shape
+    row.gpus = spec.gpus
+    row.nodes = spec.nodes
+    row.priority = spec.priority
+    row.duration_s = int(spec.duration.total_seconds())
+    row.start_after = spec.start_after
+    row.idle_timeout_s = _seconds(spec.idle_timeout)
+    row.preemptible = spec.preemptible
+    row.status = gpr.status.value
+    row.status_reason = gpr.status_reason
+    row.window_start = gpr.window_start
+    row.window_end = gpr.window_end
+    row.ended_at = gpr.ended_at
+    row.end_reason = gpr.end_reason.value if gpr.end_reason else None
+    row.updated_at = gpr.updated_at
+    if tuple(a.gpu_uuid for a in row.allocations) != gpr.bound_gpus:
+        node_of = dict(
+            session.execute(select(GPU.uuid, Node.name).join(Node).where(GPU.uuid.in_(gpr.bound_gpus))).all()
+        )
+        row.allocations.clear()
+        session.flush()
+        row.allocations.extend(
+            Allocation(gpu_uuid=uuid, node=node_of[uuid], position=i) for i, uuid in enumerate(gpr.bound_gpus)
+        )
+
+
+def add_event(session: Session, event: core.Event) -> EventRow:
+    row = EventRow(
+        time=event.time,
+        kind=event.kind,
+        actor=event.actor,
+        reason=event.reason,
+        gpr_id=event.gpr_id,
+        slice=event.slice,
+        from_status=event.from_status.value if event.from_status else None,
+        to_status=event.to_status.value if event.to_status else None,
+        data=event.data,
+    )
+    session.add(row)
+    return row
+
+
+def apply(session: Session, row: GPRRow, change: tuple[core.GPR, core.Event]) -> core.GPR:
+    """Write a lifecycle function's result: the GPR and its audit event, together."""
+    gpr, event = change
+    write_gpr(session, row, gpr)
+    add_event(session, event)
+    return gpr
+
+
+def get_gpr_row(session: Session, gpr_id: int, *, lock: bool = False) -> GPRRow | None:
+    query = select(GPRRow).where(GPRRow.id == gpr_id).options(selectinload(GPRRow.allocations))
+    if lock:
+        query = query.with_for_update()
+    return session.scalars(query).one_or_none()
+
+
+def gpr_rows(
+    session: Session,
+    *,
+    slices: Iterable[str] | None = None,
+    statuses: Iterable[str] | None = None,
+) -> list[GPRRow]:
+    query = select(GPRRow).options(selectinload(GPRRow.allocations)).order_by(GPRRow.id)
+    if slices is not None:
+        query = query.where(GPRRow.slice.in_(list(slices)))
+    if statuses is not None:
+        query = query.where(GPRRow.status.in_(list(statuses)))
+    return list(session.scalars(query))
+
+
+# Bindings: a GPU bound to at most one slice, enforced by the primary key.
+
+
+def bind(session: Session, gpr: core.GPR) -> None:
+    existing = set(session.scalars(select(Binding.gpu_uuid).where(Binding.gpr_id == gpr.id)))
+    session.add_all(
+        Binding(gpu_uuid=uuid, gpr_id=gpr.id, slice=gpr.spec.slice)
+        for uuid in gpr.bound_gpus
+        if uuid not in existing
+    )
+    session.flush()
+
+
+def unbind(session: Session, gpr_id: int) -> None:
+    session.execute(delete(Binding).where(Binding.gpr_id == gpr_id))
+
+
+def slice_usable_gpus(session: Session, slice_name: str) -> list[tuple[str, int]]:
+    """(GPU UUID, GPR id) a slice's servers may use now: bound, and not being released."""
+    query = (
+        select(Binding.gpu_uuid, Binding.gpr_id)
+        .join(GPRRow, GPRRow.id == Binding.gpr_id)
+        .join(GPU, GPU.uuid == Binding.gpu_uuid)
+        .join(Node)
+        .where(
+            Binding.slice == slice_name,
+            GPRRow.status.in_([core.Status.PROVISIONING.value, core.Status.PROVISIONED.value]),
+        )
+        .order_by(Node.name, GPU.index)
+    )
+    return [(uuid, gpr_id) for uuid, gpr_id in session.execute(query)]
+
+
+# Slices
+
+
+def get_slice(session: Session, name: str) -> Slice | None:
+    return session.scalars(
+        select(Slice).where(Slice.name == name).options(selectinload(Slice.namespaces))
+    ).one_or_none()
+
+
+def all_slices(session: Session) -> list[Slice]:
+    return list(session.scalars(select(Slice).options(selectinload(Slice.namespaces)).order_by(Slice.name)))
+
+
+def slice_policy(row: Slice) -> core.SlicePolicy:
+    return core.SlicePolicy(
+        max_gpus=row.max_gpus,
+        max_duration=_delta(row.max_duration_s),
+        max_priority=row.max_priority,
+        auto_approve_max_gpus=row.auto_approve_max_gpus,
+        max_active_gprs=row.max_active_gprs,
+        restart_servers=row.restart_servers,
+    )
+
+
+def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
+    row.max_gpus = policy.max_gpus
+    row.max_duration_s = _seconds(policy.max_duration)
+    row.max_priority = policy.max_priority
+    row.auto_approve_max_gpus = policy.auto_approve_max_gpus
+    row.max_active_gprs = policy.max_active_gprs
+    row.restart_servers = policy.restart_servers
+
+
+def set_namespaces(session: Session, row: Slice, namespaces: dict[str, tuple[str, ...]]) -> None:
+    row.namespaces.clear()
+    session.flush()
+    row.namespaces.extend(
+        SliceNamespace(cluster=cluster, namespace=name)
+        for cluster, names in sorted(namespaces.items())
+        for name in names
+    )
+
+
+def project_id(session: Session, now: datetime) -> int:
+    """The default project's id, created on first use."""
+    found = session.scalar(select(Project.id).where(Project.name == DEFAULT_PROJECT))
+    if found is not None:
+        return found
+    project = Project(name=DEFAULT_PROJECT, created_at=now)
+    session.add(project)
+    session.flush()
+    return project.id
+
+
+# Inventory
+
+
+def to_node(row: Node) -> core.Node:
+    shape = core.Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node)
+    gpus = tuple(g.uuid for g in row.gpus if g.present)
+    return core.Node(
+        name=row.name,
+        cluster=row.cluster.name,
+        shape=shape,
+        gpus=gpus,
+        schedulable=row.schedulable,
+        declared=row.declared,
+    )
+
+
+def inventory_rows(session: Session) -> list[Cluster]:
+    query = (
+        select(Cluster).options(selectinload(Cluster.nodes).selectinload(Node.gpus)).order_by(Cluster.name)
+    )
+    return list(session.scalars(query))
+
+
+def sync_inventory(
+    session: Session, cluster: str, kind: str, nodes: list[core.Node], gpus: list[core.GPU], now: datetime
+) -> list[core.Event]:
+    """Make the cluster's stored nodes and GPUs those discovered; return what changed.
+
+    Nodes and GPUs that are no longer found stay (allocations refer to them)
+    but are marked not present, so the planner stops using them.
+    """
+    row = session.scalar(select(Cluster).where(Cluster.name == cluster))
+    if row is None:
+        row = Cluster(name=cluster, kind=kind, project_id=project_id(session, now), created_at=now)
+        session.add(row)
+        session.flush()
+    stored_nodes = {n.name: n for n in session.scalars(select(Node).where(Node.cluster_id == row.id))}
+    stored_gpus = {
+        g.uuid: g for g in session.scalars(select(GPU).join(Node).where(Node.cluster_id == row.id))
+    }
+    events = []
+    for node in nodes:
+        node_row = stored_nodes.pop(node.name, None)
+        if node_row is None:
+            node_row = Node(cluster_id=row.id, name=node.name)
+            session.add(node_row)
+            events.append(_inventory_event("node-added", cluster, node.name, now))
+        node_row.gpu_model = node.shape.model
+        node_row.gpu_memory_gb = node.shape.memory_gb
+        node_row.gpus_per_node = node.shape.gpus_per_node
+        node_row.schedulable = node.schedulable
+        node_row.declared = node.declared
+        node_row.present = True
+        node_row.updated_at = now
+        session.flush()
+        for gpu in (g for g in gpus if g.node == node.name):
+            gpu_row = stored_gpus.pop(gpu.uuid, None)
+            if gpu_row is None:
+                gpu_row = GPU(uuid=gpu.uuid)
+                session.add(gpu_row)
+            elif not gpu_row.present:
+                events.append(_inventory_event("gpu-back", cluster, node.name, now, gpu.uuid))
+            gpu_row.node_id = node_row.id
+            gpu_row.index = gpu.index
+            gpu_row.product = gpu.model
+            gpu_row.memory_mib = gpu.memory_mib
+            gpu_row.declared = gpu.declared
+            gpu_row.healthy = gpu.healthy
+            gpu_row.present = True
+    for node_row in stored_nodes.values():
+        if node_row.present:
+            node_row.present = False
+            node_row.updated_at = now
+            events.append(_inventory_event("node-lost", cluster, node_row.name, now))
+    for gpu_row in stored_gpus.values():
+        if gpu_row.present:
+            gpu_row.present = False
+            events.append(_inventory_event("gpu-lost", cluster, gpu_row.node.name, now, gpu_row.uuid))
+    session.flush()
+    return events
+
+
+def _inventory_event(kind: str, cluster: str, node: str, now: datetime, gpu: str | None = None) -> core.Event:
+    what = f"GPU {gpu} on node {node}" if gpu else f"node {node}"
+    data = {"cluster": cluster, "node": node} | ({"gpu": gpu} if gpu else {})
+    return core.Event(
+        kind=kind, actor="inventory", reason=f"{what} in cluster {cluster}", time=now, data=data
+    )
+
+
+# The planner's snapshot
+
+
+def load_snapshot(session: Session) -> Snapshot:
+    nodes = tuple(to_node(n) for cluster in inventory_rows(session) for n in cluster.nodes if n.present)
+    unhealthy = frozenset(
+        session.scalars(select(GPU.uuid).where((GPU.healthy.is_(False)) | (GPU.present.is_(False))))
+    )
+    rows = gpr_rows(
+        session,
+        statuses=[s.value for s in core.HOLDING_STATUSES]
+        + [core.Status.QUEUED, core.Status.PENDING_APPROVAL],
+    )
+    bookings, queue, pending = [], [], []
+    for row in rows:
+        gpr = to_gpr(row)
+        if gpr.status.holds_gpus:
+            bookings.append(
+                Booking(
+                    gpr_id=gpr.id,
+                    slice=gpr.spec.slice,
+                    gpus=gpr.bound_gpus,
+                    start=gpr.window_start,
+                    end=gpr.window_end,
+                    releasing=gpr.status is core.Status.RELEASING,
+                )
+            )
+        elif gpr.status is core.Status.QUEUED:
+            queue.append(Request(gpr.id, gpr.spec, gpr.created_at))
+        else:
+            pending.append(Request(gpr.id, gpr.spec, gpr.created_at))
+    policies = {s.name: slice_policy(s) for s in all_slices(session)}
+    return Snapshot(
+        nodes=nodes,
+        bookings=tuple(bookings),
+        queue=tuple(queue),
+        pending=tuple(pending),
+        policies=policies,
+        unhealthy_gpus=unhealthy,
+    )
+
+
+# Servers started in slices
+
+
+def record_server(
+    session: Session, user: str, server_name: str, slice_name: str, gpus: list[str], now: datetime
+) -> None:
+    row = session.scalar(select(Server).where(Server.user == user, Server.server_name == server_name))
+    if row is None:
+        row = Server(user=user, server_name=server_name)
+        session.add(row)
+    row.slice = slice_name
+    row.gpus = list(gpus)
+    row.started_at = now
+
+
+def forget_server(session: Session, user: str, server_name: str) -> None:
+    session.execute(delete(Server).where(Server.user == user, Server.server_name == server_name))
+
+
+def servers_holding(session: Session, gpus: Iterable[str]) -> list[Server]:
+    """Servers that were started with any of these GPUs."""
+    wanted = set(gpus)
+    return [s for s in session.scalars(select(Server).order_by(Server.id)) if wanted & set(s.gpus)]
+
+
+def slice_servers(session: Session, slice_name: str) -> list[Server]:
+    return list(session.scalars(select(Server).where(Server.slice == slice_name).order_by(Server.id)))

@@ -1,0 +1,217 @@
+"""Invariants of plan() and wait_times() over random inventories, bookings and queues."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from datetime import datetime, timedelta
+
+from builders import NOW, at, check_wait_times_match_plan, shape
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from egs_hub.core.model import GPRSpec, Node, SlicePolicy
+from egs_hub.core.planner import JUST_AFTER, Booking, Plan, Request, Snapshot, plan, unservable_reason
+
+SHAPES = [shape("H100", 8), shape("H100", 4), shape("A100", 4), shape("L4", 2, memory_gb=24)]
+SLICES = ["a", "b", "c"]
+SHAPE_WANTS = [None, None, "H100", "H100-80GB x4", "A100", "L4-24GB", "B200"]
+HALF_HOURS = st.integers(min_value=-6, max_value=8).map(lambda n: at(n / 2))
+
+
+@st.composite
+def nodes(draw) -> tuple[Node, ...]:
+    made = []
+    for i in range(draw(st.integers(min_value=1, max_value=5))):
+        node_shape = draw(st.sampled_from(SHAPES))
+        name = f"n{i}"
+        made.append(
+            Node(
+                name=name,
+                cluster=draw(st.sampled_from(["c1", "c1", "c2"])),
+                shape=node_shape,
+                gpus=tuple(f"{name}-g{g}" for g in range(node_shape.gpus_per_node)),
+                schedulable=draw(st.booleans().map(lambda b: b or draw(st.booleans()))),  # mostly schedulable
+            )
+        )
+    return tuple(made)
+
+
+@st.composite
+def specs(draw) -> GPRSpec:
+    whole_nodes = draw(st.booleans().map(lambda b: b and draw(st.booleans())))  # a quarter ask for nodes
+    return GPRSpec(
+        slice=draw(st.sampled_from(SLICES)),
+        duration=timedelta(minutes=30 * draw(st.integers(min_value=1, max_value=6))),
+        gpus=None if whole_nodes else draw(st.integers(min_value=1, max_value=12)),
+        nodes=draw(st.integers(min_value=1, max_value=2)) if whole_nodes else None,
+        priority=draw(st.sampled_from([50, 150, 150, 250])),
+        shape=draw(st.sampled_from(SHAPE_WANTS)),
+        cluster=draw(st.sampled_from([None, None, "c1", "c2"])),
+        start_after=draw(st.none() | HALF_HOURS),
+    )
+
+
+@st.composite
+def snapshots(draw) -> Snapshot:
+    inventory = draw(nodes())
+    pool = [g for n in inventory for g in n.gpus]
+    bookings = []
+    for gpr_id in range(100, 100 + draw(st.integers(min_value=0, max_value=4))):
+        if not pool:
+            break
+        taken = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=8, unique=True))
+        pool = [g for g in pool if g not in taken]
+        start = draw(st.integers(min_value=-6, max_value=0).map(lambda n: at(n / 2)))
+        end = start + timedelta(minutes=30 * draw(st.integers(min_value=1, max_value=10)))
+        bookings.append(
+            Booking(gpr_id, draw(st.sampled_from(SLICES)), tuple(taken), start, end, draw(st.booleans()))
+        )
+    queue = tuple(
+        Request(gpr_id, draw(specs()), draw(HALF_HOURS.filter(lambda t: t <= NOW)))
+        for gpr_id in range(1, 1 + draw(st.integers(min_value=0, max_value=6)))
+    )
+    policies = {
+        name: SlicePolicy(
+            max_active_gprs=draw(st.integers(min_value=1, max_value=3)),
+            max_gpus=draw(st.none() | st.integers(min_value=2, max_value=16)),
+        )
+        for name in draw(st.lists(st.sampled_from(SLICES), unique=True))
+    }
+    all_gpus = [g for n in inventory for g in n.gpus]
+    unhealthy = draw(st.lists(st.sampled_from(all_gpus), max_size=2, unique=True))
+    return Snapshot(
+        nodes=inventory,
+        bookings=tuple(bookings),
+        queue=queue,
+        policies=policies,
+        unhealthy_gpus=frozenset(unhealthy),
+    )
+
+
+def held_until(b: Booking) -> datetime:
+    """A releasing or overdue booking holds its GPUs until just after now, as far as planning goes."""
+    return NOW + JUST_AFTER if b.releasing else max(b.end, NOW + JUST_AFTER)
+
+
+def windows(snapshot: Snapshot, planned: Plan) -> list[tuple[str, tuple[str, ...], datetime, datetime]]:
+    """(slice, GPUs, start, end) of every booking and every placed estimate."""
+    specs_by_id = {r.gpr_id: r.spec for r in snapshot.queue}
+    made = [(b.slice, b.gpus, b.start, held_until(b)) for b in snapshot.bookings]
+    made += [
+        (specs_by_id[e.gpr_id].slice, e.placement.gpus, e.start, e.end)
+        for e in planned.estimates.values()
+        if e.start is not None
+    ]
+    return made
+
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+
+@SETTINGS
+@given(snapshots())
+def test_no_gpu_in_two_overlapping_windows(snapshot: Snapshot):
+    held: dict[str, list[tuple[datetime, datetime]]] = {}
+    for _, gpus, start, end in windows(snapshot, plan(snapshot, NOW)):
+        for gpu in gpus:
+            held.setdefault(gpu, []).append((start, end))
+    for gpu, spans in held.items():
+        spans.sort()
+        for (_, first_end), (second_start, _) in itertools.pairwise(spans):
+            assert first_end <= second_start, gpu
+
+
+@SETTINGS
+@given(snapshots())
+def test_admits_start_now_with_an_estimate(snapshot: Snapshot):
+    planned = plan(snapshot, NOW)
+    for admit in planned.admits:
+        assert admit.start == NOW
+        assert planned.estimates[admit.gpr_id] == admit
+    assert {e.gpr_id for e in planned.estimates.values() if e.start == NOW} == {
+        a.gpr_id for a in planned.admits
+    }
+    assert set(planned.estimates) == {r.gpr_id for r in snapshot.queue}
+
+
+@SETTINGS
+@given(snapshots())
+def test_plan_is_deterministic_and_leaves_the_snapshot_alone(snapshot: Snapshot):
+    before = copy.deepcopy(snapshot)
+    first = plan(snapshot, NOW)
+    assert snapshot == before
+    assert plan(snapshot, NOW) == first
+    reordered = dataclasses.replace(
+        snapshot, nodes=snapshot.nodes[::-1], bookings=snapshot.bookings[::-1], queue=snapshot.queue[::-1]
+    )
+    assert plan(reordered, NOW) == first
+
+
+@SETTINGS
+@given(snapshots())
+def test_estimates_start_after_now_and_start_after(snapshot: Snapshot):
+    planned = plan(snapshot, NOW)
+    for request in snapshot.queue:
+        estimate = planned.estimates[request.gpr_id]
+        assert (estimate.start is None) == (
+            unservable_reason(request.spec, snapshot.nodes, snapshot.unhealthy_gpus) is not None
+        )
+        if estimate.start is not None:
+            assert estimate.start >= NOW
+            assert estimate.start >= (request.spec.start_after or NOW)
+            assert estimate.end == estimate.start + request.spec.duration
+
+
+@SETTINGS
+@given(snapshots())
+def test_placements_respect_shape_cluster_and_health(snapshot: Snapshot):
+    planned = plan(snapshot, NOW)
+    by_name = {n.name: n for n in snapshot.nodes}
+    for request in snapshot.queue:
+        placement = planned.estimates[request.gpr_id].placement
+        if placement is None:
+            continue
+        spec = request.spec
+        placed = [by_name[name] for name in placement.nodes]
+        assert all(
+            n.schedulable and n.cluster == placement.cluster and n.shape == placement.shape for n in placed
+        )
+        assert placement.shape.matches(spec.shape)
+        assert spec.cluster in (None, placement.cluster)
+        assert not set(placement.gpus) & snapshot.unhealthy_gpus
+        assert set(placement.gpus) <= {g for n in placed for g in n.gpus}
+        assert len(set(placement.gpus)) == len(placement.gpus)
+        if spec.nodes is not None:
+            assert len(placed) == spec.nodes
+            assert placement.gpus == tuple(g for n in placed for g in n.gpus)
+        else:
+            assert len(placement.gpus) == spec.gpus
+            if spec.gpus <= placement.shape.gpus_per_node:
+                assert len(placed) == 1  # what fits one node is never split
+
+
+@SETTINGS
+@given(snapshots())
+def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
+    planned = plan(snapshot, NOW)
+    every = windows(snapshot, planned)
+    for estimate in planned.estimates.values():
+        if estimate.start is None:
+            continue
+        slice_name = next(r.spec.slice for r in snapshot.queue if r.gpr_id == estimate.gpr_id)
+        policy = snapshot.policies.get(slice_name, SlicePolicy())
+        own = [(s, len(g), b, e) for s, g, b, e in every if s == slice_name]
+        points = [estimate.start] + [b for _, _, b, _ in own if estimate.start < b < estimate.end]
+        for point in points:
+            active = [n for _, n, b, e in own if b <= point < e]
+            assert len(active) <= policy.max_active_gprs
+            if policy.max_gpus is not None:
+                assert sum(active) <= max(policy.max_gpus, len(estimate.placement.gpus))
+
+
+@SETTINGS
+@given(snapshots(), specs())
+def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec):
+    check_wait_times_match_plan(snapshot, wanted)

@@ -1,0 +1,103 @@
+"""Slice policy: what check_request refuses and why approval_reasons asks for an admin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from builders import node, spec
+
+from egs_hub.core.errors import PolicyViolation
+from egs_hub.core.model import GPRSpec, SlicePolicy
+from egs_hub.core.planner import gpu_count
+from egs_hub.core.policy import approval_reasons, check_request
+
+
+@pytest.mark.parametrize(
+    ("priority", "max_priority", "want_refused"),
+    [
+        (100, 200, False),
+        (200, 200, False),  # at the limit is allowed
+        (201, 200, True),
+        (300, 300, False),  # the default policy allows every priority
+    ],
+)
+def test_check_request(priority: int, max_priority: int, want_refused: bool):
+    policy = SlicePolicy(max_priority=max_priority)
+    if not want_refused:
+        check_request(spec(priority=priority), policy)
+        return
+    with pytest.raises(PolicyViolation) as raised:
+        check_request(spec(priority=priority), policy)
+    assert raised.value.field == "priority"
+    assert f"max_priority {max_priority}" in str(raised.value)
+
+
+@dataclass(frozen=True)
+class ApprovalCase:
+    spec: GPRSpec
+    gpu_count: int
+    policy: SlicePolicy
+    want: list[str]  # the reasons, in order; empty when policy approves
+
+
+APPROVALS = {
+    "default policy approves anything": ApprovalCase(spec(gpus=64, hours=1000), 64, SlicePolicy(), want=[]),
+    "duration at max": ApprovalCase(spec(hours=24), 1, SlicePolicy(max_duration=timedelta(days=1)), want=[]),
+    "duration over max": ApprovalCase(
+        spec(hours=26),
+        1,
+        SlicePolicy(max_duration=timedelta(days=1)),
+        want=["duration 1d2h is over the slice's max_duration 1d"],
+    ),
+    "gpus at quota": ApprovalCase(spec(gpus=8), 8, SlicePolicy(max_gpus=8), want=[]),
+    "gpus over quota": ApprovalCase(
+        spec(gpus=9), 9, SlicePolicy(max_gpus=8), want=["9 GPUs is over the slice's quota of 8 GPUs"]
+    ),
+    "gpus at auto-approval": ApprovalCase(spec(gpus=4), 4, SlicePolicy(auto_approve_max_gpus=4), want=[]),
+    "gpus over auto-approval": ApprovalCase(
+        spec(gpus=5),
+        5,
+        SlicePolicy(auto_approve_max_gpus=4),
+        want=["5 GPUs is over the auto-approval limit of 4"],
+    ),
+    "nodes counted as their GPUs": ApprovalCase(
+        spec(nodes=2), 16, SlicePolicy(max_gpus=8), want=["16 GPUs is over the slice's quota of 8 GPUs"]
+    ),
+    "every reason at once": ApprovalCase(
+        spec(gpus=16, hours=48),
+        16,
+        SlicePolicy(max_duration=timedelta(hours=8), max_gpus=8, auto_approve_max_gpus=2),
+        want=[
+            "duration 2d is over the slice's max_duration 8h",
+            "16 GPUs is over the slice's quota of 8 GPUs",
+            "16 GPUs is over the auto-approval limit of 2",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", APPROVALS.values(), ids=APPROVALS.keys())
+def test_approval_reasons(case: ApprovalCase):
+    assert approval_reasons(case.spec, case.gpu_count, case.policy) == case.want
+
+
+@pytest.mark.parametrize(
+    ("wanted", "want_count"),
+    [
+        (spec(gpus=3), 3),
+        (spec(nodes=2), 16),  # the largest node it may get: 8 GPUs
+        (spec(nodes=2, shape="A100"), 8),  # A100 nodes have 4
+        (spec(nodes=1, cluster="c2"), 2),  # the 8-GPU node in c2 is unschedulable
+        (spec(nodes=1, shape="B200"), 0),  # nothing offers B200
+    ],
+)
+def test_gpu_count(wanted: GPRSpec, want_count: int):
+    nodes = (
+        node("h1", 8, "H100"),
+        node("a1", 4, "A100"),
+        node("l1", 2, "L4", cluster="c2"),
+        node("h2", 8, "H100", cluster="c2", schedulable=False),
+    )
+    assert gpu_count(wanted, nodes) == want_count
