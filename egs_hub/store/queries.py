@@ -302,6 +302,8 @@ def sync_inventory(
             node_row = Node(cluster_id=row.id, name=node.name)
             session.add(node_row)
             events.append(_inventory_event("node-added", cluster, node.name, now))
+        elif not node_row.present:
+            events.append(_inventory_event("node-back", cluster, node.name, now))
         node_row.gpu_model = node.shape.model
         node_row.gpu_memory_gb = node.shape.memory_gb
         node_row.gpus_per_node = node.shape.gpus_per_node

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
-from builders import NOW, at, gpr, spec
+from .builders import NOW, at, gpr, spec
 
 from egs_hub.core import lifecycle
 from egs_hub.core.errors import IllegalTransition

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
-from builders import NOW, at, booking, gpus_of, node, req, snap
+from .builders import NOW, at, booking, gpus_of, node, req, snap
 
 from egs_hub.core.model import Node, SlicePolicy
-from egs_hub.core.planner import JUST_AFTER, Booking, Request, plan
+from egs_hub.core.planner import Booking, Request, plan
 
 H1, H2, H3 = node("h1"), node("h2"), node("h3")  # H100-80GB x8 in c1
 A1 = node("a1", 4, "A100")  # A100-80GB x4 in c1
 L1 = node("l1", 4, "L4", memory_gb=24)  # L4-24GB x4 in c1
 C2 = node("x1", 8, cluster="c2")  # H100-80GB x8 in c2
+JUST_AFTER_NOW = NOW + timedelta(microseconds=1)  # GPUs held at now are free right after
 
 
 @dataclass(frozen=True)
@@ -222,13 +223,13 @@ CASES = {
         (H1,),
         queue=(req(1, gpus=8),),
         bookings=(booking(90, H1.gpus, until=5, slice="o", releasing=True),),
-        want_starts={1: NOW + JUST_AFTER},
+        want_starts={1: JUST_AFTER_NOW},
     ),
     "overdue booking ends and frees its GPUs just after now": PlanCase(
         (H1,),
         queue=(req(1, gpus=8),),
         bookings=(booking(90, H1.gpus, until=-0.5, slice="o"),),
-        want_starts={1: NOW + JUST_AFTER},
+        want_starts={1: JUST_AFTER_NOW},
         want_ends=(90,),
     ),
     "ends: provisioned windows over by now, in end order": PlanCase(

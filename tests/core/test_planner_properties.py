@@ -7,7 +7,7 @@ import dataclasses
 import itertools
 from datetime import datetime, timedelta
 
-from builders import NOW, at, check_wait_times_match_plan, shape
+from .builders import NOW, at, check_wait_times_match_plan, shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

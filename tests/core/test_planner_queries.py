@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
-from builders import NOW, at, booking, check_wait_times_match_plan, gpus_of, node, req, shape, snap, spec
+from .builders import NOW, at, booking, check_wait_times_match_plan, gpus_of, node, req, shape, snap, spec
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import Booking, Request, Snapshot, plan, unservable_reason, wait_times

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
-from builders import node, spec
+from .builders import node, spec
 
 from egs_hub.core.errors import PolicyViolation
 from egs_hub.core.model import GPRSpec, SlicePolicy

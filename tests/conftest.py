@@ -1,0 +1,74 @@
+"""Fixtures shared by every test: databases on SQLite and PostgreSQL.
+
+PostgreSQL comes from --postgres-url (or $EGS_TEST_POSTGRES_URL); each run
+creates its own databases there and drops them after. If PostgreSQL cannot be
+reached the tests that need it fail, saying so: nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+DATABASES = ["sqlite", "postgresql"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--postgres-url",
+        default=os.environ.get("EGS_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="PostgreSQL server (any database on it) where tests create their own databases",
+    )
+
+
+class PostgresDatabases:
+    """Creates throw-away databases on one PostgreSQL server."""
+
+    def __init__(self, url: str):
+        self.url = make_url(url)
+        self.created: list[str] = []
+
+    def _admin(self) -> psycopg.Connection:
+        try:
+            return psycopg.connect(
+                self.url.set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True
+            )
+        except psycopg.OperationalError as e:
+            pytest.fail(f"PostgreSQL at {self.url.render_as_string()} is unreachable ({e}); pass --postgres-url")
+
+    def create(self) -> str:
+        name = f"egs_test_{secrets.token_hex(6)}"
+        with self._admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self.created.append(name)
+        return self.url.set(drivername="postgresql", database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        with self._admin() as conn:
+            for name in self.created:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres(request: pytest.FixtureRequest) -> Iterator[PostgresDatabases]:
+    databases = PostgresDatabases(request.config.getoption("--postgres-url"))
+    yield databases
+    databases.drop_all()
+
+
+def new_db_url(kind: str, directory, postgres: PostgresDatabases) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{directory}/egs-{secrets.token_hex(4)}.sqlite"
+    return postgres.create()
+
+
+@pytest.fixture(params=DATABASES)
+def db_url(request: pytest.FixtureRequest, tmp_path, postgres: PostgresDatabases) -> str:
+    """An empty database, once on SQLite and once on PostgreSQL."""
+    return new_db_url(request.param, tmp_path, postgres)

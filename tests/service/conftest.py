@@ -1,0 +1,65 @@
+"""End-to-end fixtures: one real egs-hub per database kind, shared by the tests of a module run."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from egs_hub.embedded import free_port
+
+from ..conftest import DATABASES, new_db_url
+from .hub import Client, Hub, start_hub, stop_hub, wait_for
+
+FINISHED = {"complete", "cancelled", "rejected", "failed"}
+
+
+@pytest.fixture(scope="session", params=DATABASES)
+def hub(request, tmp_path_factory, postgres) -> Iterator[Hub]:
+    data_dir = tmp_path_factory.mktemp(f"hub-{request.param}")
+    running = start_hub(str(data_dir), new_db_url(request.param, data_dir, postgres), free_port())
+    yield running
+    stop_hub(running)
+
+
+@pytest.fixture
+def admin(hub: Hub) -> Client:
+    return hub.admin()
+
+
+@pytest.fixture
+def make_slice(hub: Hub, admin: Client):
+    """Create slices with unique names; at teardown end their GPRs and delete them."""
+    made: list[str] = []
+
+    def make(members: tuple[str, ...] = (), **body) -> dict:
+        name = body.pop("name", f"t-{secrets.token_hex(3)}")
+        created = admin.post("slices", {"name": name, "members": list(members), **body}, expect=201)
+        made.append(name)
+        return created
+
+    yield make
+    for name in made:
+        for gpr in admin.get(f"gprs?slice={name}")["gprs"]:
+            if gpr["status"] in ("pending-approval", "queued"):
+                admin.call("DELETE", f"gprs/{gpr['id']}")
+            elif gpr["status"] in ("provisioning", "provisioned"):
+                admin.post(f"gprs/{gpr['id']}/release")
+        wait_for(
+            lambda n=name: all(g["status"] in FINISHED for g in admin.get(f"gprs?slice={n}")["gprs"]),
+            60,
+            f"slice {name}'s GPRs to finish",
+        )
+        admin.call("DELETE", f"slices/{name}", expect=204)
+
+
+@pytest.fixture
+def user(hub: Hub):
+    """A hub user with a unique name and an API token: ``user() -> (name, Client)``."""
+
+    def make(prefix: str = "u") -> tuple[str, Client]:
+        name = f"{prefix}-{secrets.token_hex(3)}"
+        return name, hub.client(hub.user_token(name))
+
+    return make

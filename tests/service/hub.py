@@ -1,0 +1,159 @@
+"""A real egs-hub (JupyterHub, proxy, EGS service) for end-to-end tests, and its clients.
+
+Every request goes through ``Client.call``, which also checks what every API
+answer must hold: a JSON body, the content type, and the error shape.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+import requests
+
+HERE = os.path.dirname(__file__)
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def chp_on_path() -> str:
+    """PATH with configurable-http-proxy: the one on PATH, else node_modules/.bin of the checkout."""
+    path = os.environ.get("PATH", "")
+    local = os.path.join(ROOT, "node_modules", ".bin")
+    return f"{local}{os.pathsep}{path}" if os.path.isdir(local) else path
+
+
+class APIError(AssertionError):
+    pass
+
+
+@dataclass
+class Client:
+    base: str
+    token: str | None
+    session: requests.Session = field(default_factory=requests.Session)
+
+    def call(self, method: str, path: str, body: object = None, *, expect: int | None = None, **kw):
+        headers = {"Authorization": f"token {self.token}"} if self.token else {}
+        response = self.session.request(
+            method, self.base + path, json=body, headers=headers, timeout=60, allow_redirects=False, **kw
+        )
+        if response.status_code != 204:
+            assert response.headers["Content-Type"].startswith("application/json"), response.text[:300]
+            data = response.json()
+            if response.status_code >= 400:
+                assert set(data) >= {"status", "message"} and data["status"] == response.status_code, data
+        else:
+            data = None
+        if expect is not None and response.status_code != expect:
+            raise APIError(f"{method} {path} answered {response.status_code}, not {expect}: {response.text[:500]}")
+        return data
+
+    def get(self, path: str, **kw):
+        return self.call("GET", path, **kw)
+
+    def post(self, path: str, body: object = None, **kw):
+        return self.call("POST", path, body, **kw)
+
+
+@dataclass
+class Hub:
+    url: str
+    data_dir: str
+    admin_token: str
+    process: subprocess.Popen
+    log_path: str
+
+    @property
+    def api(self) -> str:
+        return f"{self.url}/services/egs/api/v1/"
+
+    def hub_api(self, method: str, path: str, body: object = None, expect: tuple[int, ...] = (200, 201, 204)):
+        response = requests.request(
+            method, f"{self.url}/hub/api/{path}", json=body, timeout=60,
+            headers={"Authorization": f"token {self.admin_token}"},
+        )
+        assert response.status_code in expect, f"hub {method} {path}: {response.status_code} {response.text}"
+        return response.json() if response.content else None
+
+    def user_token(self, name: str) -> str:
+        """A fresh API token of hub user ``name``, created (as a hub user) if missing."""
+        self.hub_api("POST", f"users/{quote(name)}", expect=(201, 409))
+        return self.hub_api("POST", f"users/{quote(name)}/tokens", {"note": "tests"})["token"]
+
+    def client(self, token: str | None) -> Client:
+        return Client(self.api, token)
+
+    def admin(self) -> Client:
+        return self.client(self.admin_token)
+
+    def log(self) -> str:
+        with open(self.log_path) as f:
+            return f.read()
+
+    def service_pid(self) -> int:
+        found = subprocess.run(["pgrep", "-f", f"egs_hub.service.*|{self.data_dir}"], capture_output=True, text=True)
+        pids = [int(p) for p in found.stdout.split()]
+        for pid in pids:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            if b"egs_hub.service" in cmd and f"EGS_DATA_DIR={self.data_dir}".encode() in env:
+                return pid
+        raise AssertionError("the EGS service process is not running")
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def start_hub(data_dir: str, db_url: str, port: int) -> Hub:
+    admin_token = secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "PATH": chp_on_path(),
+        "EGS_ADMIN_PASSWORD": "admin-password",
+        "EGS_TEST_ADMIN_TOKEN": admin_token,
+    }
+    log_path = os.path.join(data_dir, "hub.log")
+    command = [
+        sys.executable, "-m", "egs_hub.cli", "up", "--port", str(port), "--data-dir", data_dir,
+        "--db-url", db_url, "--inventory", os.path.join(HERE, "inventory.yaml"),
+        "--config", os.path.join(HERE, "hub_test_config.py"),
+    ]
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
+    hub = Hub(f"http://127.0.0.1:{port}", data_dir, admin_token, process, log_path)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"egs-hub up exited with {process.returncode}:\n{hub.log()[-3000:]}")
+        try:
+            return requests.get(hub.api + "health", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    wait_for(healthy, 60, "egs-hub to answer /health")
+    return hub
+
+
+def stop_hub(hub: Hub) -> None:
+    hub.process.send_signal(signal.SIGINT)
+    try:
+        hub.process.wait(30)
+    except subprocess.TimeoutExpired:
+        hub.process.kill()
+        hub.process.wait()

@@ -1,0 +1,17 @@
+# Loaded last by `egs-hub up --config` in the end-to-end tests (hub and EGS service alike).
+import os
+
+# A hub service whose token the tests use as a hub and egs-hub admin.
+c.JupyterHub.services.append({"name": "test-admin", "api_token": os.environ["EGS_TEST_ADMIN_TOKEN"]})  # noqa: F821
+c.JupyterHub.load_roles.append(  # noqa: F821
+    {
+        "name": "test-admin",
+        "scopes": ["admin:users", "admin:groups", "admin:servers", "admin:server_state", "tokens",
+                   "custom:egs:admin", "access:services", "list:users", "read:users"],
+        "services": ["test-admin"],
+    }
+)
+# Windows in the tests last seconds: reconcile often.
+c.EGSService.reconcile_interval = 0.2  # noqa: F821
+c.Spawner.start_timeout = 120  # noqa: F821
+c.Spawner.http_timeout = 120  # noqa: F821

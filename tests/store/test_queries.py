@@ -1,0 +1,175 @@
+"""Store queries on SQLite and PostgreSQL: round trips, bindings, inventory, snapshot."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from egs_hub.core import lifecycle
+from egs_hub.core import model as core
+from egs_hub.store import db, queries
+from egs_hub.store.db import transaction
+from egs_hub.store.models import Slice
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+SHAPE = core.Shape("H100", 80, 4)
+
+
+def gpus_of(node: str, count: int = 4) -> list[core.GPU]:
+    return [
+        core.GPU(
+            uuid=f"GPU-{node}-{i}",
+            index=i,
+            node=node,
+            cluster="local",
+            model="NVIDIA H100 80GB HBM3",
+            memory_mib=81559,
+        )
+        for i in range(count)
+    ]
+
+
+def node(name: str, count: int = 4) -> core.Node:
+    return core.Node(
+        name=name, cluster="local", shape=SHAPE, gpus=tuple(f"GPU-{name}-{i}" for i in range(count))
+    )
+
+
+@pytest.fixture
+def sessions(db_url):
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
+    sessions = db.make_sessions(engine)
+    with transaction(sessions) as session:
+        queries.sync_inventory(
+            session, "local", "local", [node("a"), node("b")], gpus_of("a") + gpus_of("b"), NOW
+        )
+        row = Slice(
+            name="team-a",
+            group_name="team-a",
+            project_id=queries.project_id(session, NOW),
+            created_at=NOW,
+            updated_at=NOW,
+        )
+        queries.write_slice_policy(row, core.SlicePolicy(max_gpus=8, max_duration=timedelta(days=1)))
+        session.add(row)
+    yield sessions
+    engine.dispose()
+
+
+def submit(sessions, gpus: int = 2) -> core.GPR:
+    spec = core.GPRSpec(
+        slice="team-a",
+        duration=timedelta(hours=1),
+        gpus=gpus,
+        name="train",
+        start_after=NOW + timedelta(minutes=5),
+        idle_timeout=timedelta(minutes=30),
+    )
+    with transaction(sessions) as session:
+        row = queries.new_gpr_row(session, spec, "alice", NOW)
+        return queries.apply(session, row, lifecycle.submit(row.id, spec, "alice", [], NOW))
+
+
+def admit(sessions, gpr_id: int, gpus: tuple[str, ...]) -> core.GPR:
+    with transaction(sessions) as session:
+        row = queries.get_gpr_row(session, gpr_id, lock=True)
+        gpr = queries.apply(session, row, lifecycle.admit(queries.to_gpr(row), gpus, ("a",), NOW))
+        queries.bind(session, gpr)
+        return gpr
+
+
+def test_gpr_round_trips_through_its_row(sessions):
+    submitted = submit(sessions)
+    with sessions() as session:
+        assert queries.to_gpr(queries.get_gpr_row(session, submitted.id)) == submitted
+
+
+def test_admitted_gpr_keeps_its_gpus_in_order(sessions):
+    gpr = admit(sessions, submit(sessions).id, ("GPU-a-2", "GPU-a-0"))
+    with sessions() as session:
+        stored = queries.to_gpr(queries.get_gpr_row(session, gpr.id))
+        assert stored.bound_gpus == ("GPU-a-2", "GPU-a-0")
+        assert stored.bound_nodes == ("a",)
+        assert queries.slice_usable_gpus(session, "team-a") == [("GPU-a-0", gpr.id), ("GPU-a-2", gpr.id)]
+
+
+def test_a_gpu_cannot_be_bound_twice(sessions):
+    first = admit(sessions, submit(sessions).id, ("GPU-a-0",))
+    second = submit(sessions)
+    with pytest.raises(IntegrityError):
+        admit(sessions, second.id, ("GPU-a-0",))
+    with sessions() as session:
+        assert queries.get_gpr_row(session, second.id).status == core.Status.QUEUED
+        assert queries.slice_usable_gpus(session, "team-a") == [("GPU-a-0", first.id)]
+
+
+def test_releasing_gpus_are_not_usable_and_unbind_frees_them(sessions):
+    gpr = admit(sessions, submit(sessions).id, ("GPU-a-0",))
+    with transaction(sessions) as session:
+        row = queries.get_gpr_row(session, gpr.id)
+        queries.apply(session, row, lifecycle.mark_provisioned(queries.to_gpr(row), "local", NOW))
+        queries.apply(
+            session,
+            row,
+            lifecycle.begin_release(queries.to_gpr(row), core.EndReason.RELEASED_EARLY, "alice", "done", NOW),
+        )
+    with sessions() as session:
+        assert queries.slice_usable_gpus(session, "team-a") == []
+        assert queries.load_snapshot(session).bookings[0].releasing
+    with transaction(sessions) as session:
+        queries.unbind(session, gpr.id)
+    admit(sessions, submit(sessions).id, ("GPU-a-0",))
+
+
+def test_every_transition_writes_an_event(sessions):
+    gpr = admit(sessions, submit(sessions).id, ("GPU-a-0",))
+    with sessions() as session:
+        kinds = [e.kind for e in session.query(queries.EventRow).filter_by(gpr_id=gpr.id).order_by("id")]
+    assert kinds == ["submitted", "admitted"]
+
+
+def test_inventory_sync_marks_lost_and_returning_gpus(sessions):
+    with transaction(sessions) as session:
+        events = queries.sync_inventory(session, "local", "local", [node("a", 3)], gpus_of("a", 3), NOW)
+    assert Counter(e.kind for e in events) == {"gpu-lost": 5, "node-lost": 1}
+    with sessions() as session:
+        snapshot = queries.load_snapshot(session)
+        assert [n.name for n in snapshot.nodes] == ["a"]
+        assert "GPU-a-3" not in snapshot.nodes[0].gpus
+    with transaction(sessions) as session:
+        events = queries.sync_inventory(
+            session, "local", "local", [node("a"), node("b")], gpus_of("a") + gpus_of("b"), NOW
+        )
+    assert Counter(e.kind for e in events) == {"gpu-back": 5, "node-back": 1}
+
+
+def test_snapshot_sorts_gprs_into_bookings_queue_and_pending(sessions):
+    held = admit(sessions, submit(sessions).id, ("GPU-a-0",))
+    queued = submit(sessions)
+    spec = core.GPRSpec(slice="team-a", duration=timedelta(days=2), gpus=1)
+    with transaction(sessions) as session:
+        row = queries.new_gpr_row(session, spec, "bob", NOW)
+        pending = queries.apply(session, row, lifecycle.submit(row.id, spec, "bob", ["too long"], NOW))
+    with sessions() as session:
+        snapshot = queries.load_snapshot(session)
+    assert [b.gpr_id for b in snapshot.bookings] == [held.id]
+    assert [r.gpr_id for r in snapshot.queue] == [queued.id]
+    assert [r.gpr_id for r in snapshot.pending] == [pending.id]
+    assert snapshot.policies["team-a"].max_gpus == 8
+    assert snapshot.policies["team-a"].max_duration == timedelta(days=1)
+
+
+def test_servers_holding_finds_servers_by_gpu(sessions):
+    with transaction(sessions) as session:
+        queries.record_server(session, "alice", "", "team-a", ["GPU-a-0", "GPU-a-1"], NOW)
+        queries.record_server(session, "bob", "big", "team-a", ["GPU-b-0"], NOW)
+    with sessions() as session:
+        assert [s.user for s in queries.servers_holding(session, ["GPU-a-1"])] == ["alice"]
+    with transaction(sessions) as session:
+        queries.forget_server(session, "alice", "")
+    with sessions() as session:
+        assert queries.servers_holding(session, ["GPU-a-1"]) == []
