@@ -1,8 +1,8 @@
 """The ``egs-hub`` command.
 
-    egs-hub up [--ip IP] [--port N] [--data-dir DIR] [--db-url URL] [--inventory FILE] [--config FILE]
-    egs-hub db upgrade [--data-dir DIR] [--db-url URL]
-    egs-hub db current [--data-dir DIR] [--db-url URL]
+egs-hub up [--ip IP] [--port N] [--data-dir DIR] [--db-url URL] [--inventory FILE] [--config FILE]
+egs-hub db upgrade [--data-dir DIR] [--db-url URL]
+egs-hub db current [--data-dir DIR] [--db-url URL]
 """
 
 from __future__ import annotations

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
-from .builders import NOW, at, gpr, spec
 
 from egs_hub.core import lifecycle
 from egs_hub.core.errors import IllegalTransition
 from egs_hub.core.lifecycle import TRANSITIONS
 from egs_hub.core.model import GPR, EndReason, Event, Status
+
+from .builders import NOW, at, gpr, spec
 
 ADMIN = "admin"
 BACKEND = "backend"

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
-from .builders import NOW, at, booking, gpus_of, node, req, snap
 
 from egs_hub.core.model import Node, SlicePolicy
 from egs_hub.core.planner import Booking, Request, plan
+
+from .builders import NOW, at, booking, gpus_of, node, req, snap
 
 H1, H2, H3 = node("h1"), node("h2"), node("h3")  # H100-80GB x8 in c1
 A1 = node("a1", 4, "A100")  # A100-80GB x4 in c1

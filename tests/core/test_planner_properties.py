@@ -7,12 +7,13 @@ import dataclasses
 import itertools
 from datetime import datetime, timedelta
 
-from .builders import NOW, at, check_wait_times_match_plan, shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, Booking, Plan, Request, Snapshot, plan, unservable_reason
+
+from .builders import NOW, at, check_wait_times_match_plan, shape
 
 SHAPES = [shape("H100", 8), shape("H100", 4), shape("A100", 4), shape("L4", 2, memory_gb=24)]
 SLICES = ["a", "b", "c"]

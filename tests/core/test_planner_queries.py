@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
-from .builders import NOW, at, booking, check_wait_times_match_plan, gpus_of, node, req, shape, snap, spec
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import Booking, Request, Snapshot, plan, unservable_reason, wait_times
+
+from .builders import NOW, at, booking, check_wait_times_match_plan, gpus_of, node, req, shape, snap, spec
 
 H1 = node("h1")  # H100-80GB x8 in c1
 A1 = node("a1", 4, "A100")  # A100-80GB x4 in c1

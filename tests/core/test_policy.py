@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
-from .builders import node, spec
 
 from egs_hub.core.errors import PolicyViolation
 from egs_hub.core.model import GPRSpec, SlicePolicy
 from egs_hub.core.planner import gpu_count
 from egs_hub.core.policy import approval_reasons, check_request
+
+from .builders import node, spec
 
 
 @pytest.mark.parametrize(

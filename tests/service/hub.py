@@ -51,7 +51,9 @@ class Client:
         else:
             data = None
         if expect is not None and response.status_code != expect:
-            raise APIError(f"{method} {path} answered {response.status_code}, not {expect}: {response.text[:500]}")
+            raise APIError(
+                f"{method} {path} answered {response.status_code}, not {expect}: {response.text[:500]}"
+            )
         return data
 
     def get(self, path: str, **kw):
@@ -75,7 +77,10 @@ class Hub:
 
     def hub_api(self, method: str, path: str, body: object = None, expect: tuple[int, ...] = (200, 201, 204)):
         response = requests.request(
-            method, f"{self.url}/hub/api/{path}", json=body, timeout=60,
+            method,
+            f"{self.url}/hub/api/{path}",
+            json=body,
+            timeout=60,
             headers={"Authorization": f"token {self.admin_token}"},
         )
         assert response.status_code in expect, f"hub {method} {path}: {response.status_code} {response.text}"
@@ -97,7 +102,9 @@ class Hub:
             return f.read()
 
     def service_pid(self) -> int:
-        found = subprocess.run(["pgrep", "-f", f"egs_hub.service.*|{self.data_dir}"], capture_output=True, text=True)
+        found = subprocess.run(
+            ["pgrep", "-f", f"egs_hub.service.*|{self.data_dir}"], capture_output=True, text=True
+        )
         pids = [int(p) for p in found.stdout.split()]
         for pid in pids:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -130,9 +137,20 @@ def start_hub(data_dir: str, db_url: str, port: int) -> Hub:
     }
     log_path = os.path.join(data_dir, "hub.log")
     command = [
-        sys.executable, "-m", "egs_hub.cli", "up", "--port", str(port), "--data-dir", data_dir,
-        "--db-url", db_url, "--inventory", os.path.join(HERE, "inventory.yaml"),
-        "--config", os.path.join(HERE, "hub_test_config.py"),
+        sys.executable,
+        "-m",
+        "egs_hub.cli",
+        "up",
+        "--port",
+        str(port),
+        "--data-dir",
+        data_dir,
+        "--db-url",
+        db_url,
+        "--inventory",
+        os.path.join(HERE, "inventory.yaml"),
+        "--config",
+        os.path.join(HERE, "hub_test_config.py"),
     ]
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)

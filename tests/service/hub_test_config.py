@@ -6,8 +6,17 @@ c.JupyterHub.services.append({"name": "test-admin", "api_token": os.environ["EGS
 c.JupyterHub.load_roles.append(  # noqa: F821
     {
         "name": "test-admin",
-        "scopes": ["admin:users", "admin:groups", "admin:servers", "admin:server_state", "tokens",
-                   "custom:egs:admin", "access:services", "list:users", "read:users"],
+        "scopes": [
+            "admin:users",
+            "admin:groups",
+            "admin:servers",
+            "admin:server_state",
+            "tokens",
+            "custom:egs:admin",
+            "access:services",
+            "list:users",
+            "read:users",
+        ],
         "services": ["test-admin"],
     }
 )

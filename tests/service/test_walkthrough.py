@@ -51,7 +51,9 @@ def test_admin_creates_a_slice_and_a_member_uses_its_gpus(hub, admin, make_slice
 
     # Submit on one shape: estimated start is now; it is provisioned within seconds.
     gpr = as_alice.post(
-        "gprs", {"slice": team["name"], "gpus": 2, "duration": "30m", "shape": "H100", "name": "train"}, expect=201
+        "gprs",
+        {"slice": team["name"], "gpus": 2, "duration": "30m", "shape": "H100", "name": "train"},
+        expect=201,
     )
     assert gpr["requested_by"] == alice and gpr["status"] in ("queued", "provisioning", "provisioned")
     gpr = wait_for(
@@ -71,7 +73,10 @@ def test_admin_creates_a_slice_and_a_member_uses_its_gpus(hub, admin, make_slice
     released = as_alice.post(f"gprs/{gpr['id']}/release", {"reason": "done early"}, expect=200)
     assert released["status"] in ("releasing", "complete")
     done = wait_for(
-        lambda: (g := as_alice.get(f"gprs/{gpr['id']}"))["status"] == "complete" and g, 120, "complete", interval=0.5
+        lambda: (g := as_alice.get(f"gprs/{gpr['id']}"))["status"] == "complete" and g,
+        120,
+        "complete",
+        interval=0.5,
     )
     assert done["end_reason"] == "released-early"
     start_server_ready = wait_for(
