@@ -102,17 +102,20 @@ class Hub:
             return f.read()
 
     def service_pid(self) -> int:
-        found = subprocess.run(
-            ["pgrep", "-f", f"egs_hub.service.*|{self.data_dir}"], capture_output=True, text=True
-        )
-        pids = [int(p) for p in found.stdout.split()]
-        for pid in pids:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            if b"egs_hub.service" in cmd and f"EGS_DATA_DIR={self.data_dir}".encode() in env:
-                return pid
+        """The pid of this hub's EGS service process."""
+        marker = f"EGS_DATA_DIR={self.data_dir}".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    command = f.read()
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environment = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"egs_hub.service" in command and marker in environment:
+                return int(entry)
         raise AssertionError("the EGS service process is not running")
 
 
