@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import InvalidRequest
 from .model import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
-from .units import parse_duration, parse_time
+from .units import DURATION_PATTERN, MAX_DURATION_SECONDS, parse_duration, parse_time
 
 SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}")
@@ -36,10 +36,10 @@ MISSING: Any = _Missing()
 
 DURATION_SCHEMA = {
     "oneOf": [
-        {"type": "integer", "minimum": 1, "description": "seconds"},
-        {"type": "string", "pattern": r"^(\d+|(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?)$"},
+        {"type": "integer", "minimum": 1, "maximum": MAX_DURATION_SECONDS, "description": "seconds"},
+        {"type": "string", "pattern": DURATION_PATTERN},
     ],
-    "description": 'seconds, or units largest first like "1d2h30m"',
+    "description": 'seconds, or units largest first like "1d2h30m"; at most ten years',
 }
 TIME_SCHEMA = {"type": "string", "format": "date-time"}
 

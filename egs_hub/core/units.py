@@ -13,43 +13,41 @@ from datetime import UTC, datetime, timedelta
 from .errors import InvalidRequest
 
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_DURATION_RE = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", re.ASCII)
-_DURATION_HELP = 'use seconds or units largest first, like "1d2h30m", "45m" or "90s"'
+MAX_DURATION_SECONDS = 10 * 365 * 86400
+# One pattern for the parser and the OpenAPI schema: digits, or units largest first,
+# with at least one non-zero digit.
+DURATION_PATTERN = (
+    r"^(?=.*[1-9])(?:([0-9]{1,10})|(?=[0-9])(?:([0-9]{1,4})w)?(?:([0-9]{1,5})d)?"
+    r"(?:([0-9]{1,6})h)?(?:([0-9]{1,7})m)?(?:([0-9]{1,9})s)?)$"
+)
+_DURATION_RE = re.compile(DURATION_PATTERN, re.ASCII)
+_DURATION_HELP = 'use whole seconds, or units largest first like "1d2h30m", "45m" or "90s"'
 
 
 def parse_duration(value: object, field: str) -> timedelta:
-    """Return the positive duration ``value`` names, or raise InvalidRequest."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    """Return the positive duration ``value`` names, or raise InvalidRequest.
+
+    Exactly what the API's schema allows: an integer of seconds, or a string
+    matching ``DURATION_PATTERN``; at most ten years.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
         raise InvalidRequest(field, f"{field} must be a duration: {_DURATION_HELP}")
-    if isinstance(value, str):
-        text = value.strip().lower()
-        try:
-            # ASCII digits only, as DURATION_SCHEMA's pattern: int() refuses "²" though isdigit() is true.
-            if text.isascii() and text.isdigit():
-                seconds = int(text)
-            else:
-                match = _DURATION_RE.fullmatch(text)
-                if not text or match is None:
-                    raise InvalidRequest(field, f"{field} {value!r} is not a duration: {_DURATION_HELP}")
-                seconds = sum(
-                    int(part) * scale
-                    for part, scale in zip(match.groups(), _UNIT_SECONDS.values(), strict=True)
-                    if part
-                )
-        except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
-            raise InvalidRequest(field, f"{field} must be at most ten years") from None
-    else:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidRequest(field, f"{field} must be a finite number of seconds")
+    if isinstance(value, int):
         seconds = value
+    else:
+        match = _DURATION_RE.fullmatch(value)
+        if match is None:
+            raise InvalidRequest(field, f"{field} {value[:40]!r} is not a duration: {_DURATION_HELP}")
+        plain, *units = match.groups()
+        if plain is not None:
+            seconds = int(plain)
+        else:
+            seconds = sum(int(n) * scale for n, scale in zip(units, _UNIT_SECONDS.values(), strict=True) if n)
     if seconds <= 0:
         raise InvalidRequest(field, f"{field} must be longer than zero")
-    if seconds > 10 * 365 * 86400:
+    if seconds > MAX_DURATION_SECONDS:
         raise InvalidRequest(field, f"{field} must be at most ten years")
-    duration = timedelta(seconds=seconds)
-    if not duration:  # a float under half a microsecond rounds to zero
-        raise InvalidRequest(field, f"{field} must be longer than zero")
-    return duration
+    return timedelta(seconds=seconds)
 
 
 def format_duration(duration: timedelta) -> str:
