@@ -11,6 +11,9 @@ import argparse
 import os
 import sys
 
+from alembic.util import CommandError
+from sqlalchemy.exc import SQLAlchemyError
+
 from . import __version__
 from .backends.local.declared import InventoryError
 from .embedded import HUB_CONFIG_FILE, SetupError, prepare
@@ -33,10 +36,16 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    engine = make_engine(_db_url(args))
-    if args.action == "upgrade":
-        upgrade(engine)
-    print(f"schema revision {current_revision(engine) or 'none'} (this egs-hub expects {head_revision()})")
+    url = _db_url(args)
+    try:
+        engine = make_engine(url)
+        if args.action == "upgrade":
+            upgrade(engine)
+        current = current_revision(engine)
+    except (SQLAlchemyError, CommandError, OSError) as e:
+        # Unreachable server, unwritable SQLite path, a revision this egs-hub does not know.
+        raise DatabaseError(f"cannot use the database {url.split('@')[-1]}: {e}") from None
+    print(f"schema revision {current or 'none'} (this egs-hub expects {head_revision()})")
     return 0
 
 

@@ -135,8 +135,8 @@ def prepare(
         if not os.path.isfile(extra_config):
             raise SetupError(f"config file {extra_config} does not exist")
     data_dir = os.path.abspath(data_dir)
-    os.makedirs(data_dir, mode=0o700, exist_ok=True)
     db_url = normalize_url(db_url or default_db_url(data_dir))
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)
     try:
         upgrade(make_engine(db_url))
     except Exception as e:

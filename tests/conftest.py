@@ -40,9 +40,7 @@ class PostgresDatabases:
                 self.url.set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True
             )
         except psycopg.OperationalError as e:
-            pytest.fail(
-                f"PostgreSQL at {self.url.render_as_string()} is unreachable ({e}); pass --postgres-url"
-            )
+            pytest.fail(f"PostgreSQL at {self.url.render_as_string()} is unreachable ({e}); pass --postgres-url")
 
     def create(self) -> str:
         name = f"egs_test_{secrets.token_hex(6)}"

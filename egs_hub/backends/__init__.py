@@ -46,9 +46,7 @@ class Backend(Protocol):
 
     async def discover(self) -> Inventory: ...
 
-    async def bind(
-        self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime
-    ) -> list[Event]:
+    async def bind(self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime) -> list[Event]:
         """Give the GPR's GPUs to its slice; ``servers`` are the slice's running servers."""
 
     async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:

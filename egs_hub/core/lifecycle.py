@@ -34,9 +34,7 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
 }
 
 
-def _move(
-    gpr: GPR, to: Status, *, kind: str, actor: str, reason: str, now: datetime, **changes
-) -> tuple[GPR, Event]:
+def _move(gpr: GPR, to: Status, *, kind: str, actor: str, reason: str, now: datetime, **changes) -> tuple[GPR, Event]:
     if to not in TRANSITIONS[gpr.status]:
         raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; it cannot become {to} ({kind})")
     moved = dataclasses.replace(gpr, status=to, status_reason=reason, updated_at=now, **changes)
@@ -152,9 +150,7 @@ _END_KINDS = {
 }
 
 
-def begin_release(
-    gpr: GPR, end_reason: EndReason, actor: str, reason: str, now: datetime
-) -> tuple[GPR, Event]:
+def begin_release(gpr: GPR, end_reason: EndReason, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
     """The GPR leaves its GPUs: window end, early release, idle timeout or eviction."""
     if end_reason is EndReason.WINDOW_ENDED and gpr.status is not Status.PROVISIONED:
         raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; only a provisioned window ends")

@@ -101,9 +101,7 @@ def queue_key(request: Request) -> tuple:
 def plan(snapshot: Snapshot, now: datetime) -> Plan:
     """Windows to end, GPRs to admit now, and an estimate for every queued GPR."""
     ends = tuple(
-        b.gpr_id
-        for b in sorted(snapshot.bookings, key=lambda b: (b.end, b.gpr_id))
-        if not b.releasing and b.end <= now
+        b.gpr_id for b in sorted(snapshot.bookings, key=lambda b: (b.end, b.gpr_id)) if not b.releasing and b.end <= now
     )
     timeline = _Timeline.of(snapshot, now)
     estimates = {}
@@ -137,9 +135,7 @@ def eligible_nodes(nodes: Iterable[Node], spec: GPRSpec) -> list[Node]:
         (
             n
             for n in nodes
-            if n.schedulable
-            and (spec.cluster is None or n.cluster == spec.cluster)
-            and n.shape.matches(spec.shape)
+            if n.schedulable and (spec.cluster is None or n.cluster == spec.cluster) and n.shape.matches(spec.shape)
         ),
         key=lambda n: n.key,
     )
@@ -255,10 +251,7 @@ class _Timeline:
         candidates.update(u.end for u in self.usage[spec.slice] if u.end > lower)
         for start in sorted(candidates):
             end = start + spec.duration
-            free = {
-                n.key: [g for g in n.gpus if g not in self.unhealthy and self._free(g, start, end)]
-                for n in nodes
-            }
+            free = {n.key: [g for g in n.gpus if g not in self.unhealthy and self._free(g, start, end)] for n in nodes}
             # A ``nodes`` request holds more GPUs on larger nodes: when the slice's
             # limits refuse the first placement, a smaller (cluster, shape) may do.
             placements = [_place(nodes, free, spec)]

@@ -199,9 +199,7 @@ class GPRCreate:
     priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
     shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
     cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    start_after: datetime | None = _field(
-        optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None
-    )
+    start_after: datetime | None = _field(optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None)
     idle_timeout: timedelta | None = _field(
         optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}, None
     )
@@ -225,9 +223,7 @@ class GPRUpdate:
     priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA)
     shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
     cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
-    start_after: datetime | None = _field(
-        optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}
-    )
+    start_after: datetime | None = _field(optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]})
     idle_timeout: timedelta | None = _field(
         optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}
     )
@@ -237,11 +233,7 @@ class GPRUpdate:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
 
     def changes(self) -> dict[str, Any]:
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not MISSING
-        }
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not MISSING}
 
     def apply(self, spec: GPRSpec) -> GPRSpec:
         """The spec with these changes; giving gpus clears nodes and the other way round."""
@@ -264,9 +256,7 @@ class WaitTimeQuery:
     priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
     shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
     cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    start_after: datetime | None = _field(
-        optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None
-    )
+    start_after: datetime | None = _field(optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None)
 
     def check(self, partial: bool) -> None:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
@@ -314,9 +304,7 @@ class PolicyBody:
     )
     max_priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_MAX)
     auto_approve_max_gpus: int | None = _field(_LIMIT, _LIMIT_SCHEMA, None)
-    max_active_gprs: int = _field(
-        parse_int_between(1, 1000), {"type": "integer", "minimum": 1, "maximum": 1000}, 1
-    )
+    max_active_gprs: int = _field(parse_int_between(1, 1000), {"type": "integer", "minimum": 1, "maximum": 1000}, 1)
     restart_servers: bool = _field(parse_bool, {"type": "boolean"}, False)
 
 

@@ -73,9 +73,7 @@ def parse_time(value: object, field: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:
-        raise InvalidRequest(
-            field, f"{field} {value!r} is not an ISO-8601 time like 2026-11-22T14:00:00Z"
-        ) from None
+        raise InvalidRequest(field, f"{field} {value!r} is not an ISO-8601 time like 2026-11-22T14:00:00Z") from None
     if parsed.tzinfo is None:
         raise InvalidRequest(field, f"{field} {value!r} has no time zone; add one, e.g. 'Z' for UTC")
     try:

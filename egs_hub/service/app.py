@@ -97,9 +97,7 @@ class EGSService(Application):
     def _default_prefix(self) -> str:
         return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/egs/")
 
-    service_url = Unicode(help="Where the service listens. Default: $JUPYTERHUB_SERVICE_URL.").tag(
-        config=True
-    )
+    service_url = Unicode(help="Where the service listens. Default: $JUPYTERHUB_SERVICE_URL.").tag(config=True)
 
     @default("service_url")
     def _default_service_url(self) -> str:
@@ -110,6 +108,10 @@ class EGSService(Application):
     @default("config_file")
     def _default_config_file(self) -> str:
         return os.environ.get("EGS_CONFIG_FILE", "")
+
+    @default("raise_config_file_errors")
+    def _default_raise_config_file_errors(self) -> bool:
+        return True
 
     @default("log_level")
     def _default_log_level(self) -> int:

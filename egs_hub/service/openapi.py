@@ -395,11 +395,9 @@ def _paths() -> dict:
                 "summary": "GPRs of the caller's slices",
                 "parameters": [
                     _query("slice", "only this slice"),
-                    _query(
-                        "status", "only this status", {"type": "string", "enum": [s.value for s in Status]}
-                    ),
+                    _query("status", "only this status", {"type": "string", "enum": [s.value for s in Status]}),
                 ],
-                "responses": _responses("GPRs", _list("gprs", "GPR"), "401", "403", "404", "422"),
+                "responses": _responses("GPRs", _list("gprs", "GPR"), "400", "401", "403", "404"),
             },
             "post": {
                 "summary": "Ask for GPUs",

@@ -33,7 +33,7 @@ class SliceLocalSpawner(SliceSpawnerMixin, SimpleLocalProcessSpawner):
         return env
 
     def get_args(self) -> list[str]:
-        args = super().get_args()
+        args = list(super().get_args())  # a copy: the base returns the trait's own list
         if os.geteuid() == 0:
             # Every server runs as the hub's OS user; jupyter-server refuses root unless told.
             args.append("--ServerApp.allow_root=True")

@@ -19,6 +19,11 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import HasTraits, Unicode, default
 
 
+def _single_values(form_data: dict[str, list[str]]) -> dict:
+    """The spawn form's fields with one value each unpacked from its list (``slice``)."""
+    return {key: values[0] if len(values) == 1 else values for key, values in form_data.items()}
+
+
 class SliceSpawnerMixin(HasTraits):
     egs_api_url = Unicode(
         help="""URL of the EGS REST API v1 as the hub reaches it,
@@ -38,7 +43,9 @@ class SliceSpawnerMixin(HasTraits):
 
     @default("options_from_form")
     def _egs_options_from_form(self):
-        return "simple"
+        # Not "simple": a dynamic default skips Spawner's @validate that turns that name
+        # into a function, and JupyterHub would call the string.
+        return _single_values
 
     async def _egs(self, method: str, path: str, body: dict | None = None) -> dict | None:
         request = HTTPRequest(
@@ -51,6 +58,11 @@ class SliceSpawnerMixin(HasTraits):
         try:
             response = await AsyncHTTPClient().fetch(request)
         except HTTPClientError as e:
+            if e.code == 599:  # tornado's code for "no answer": timeout or connection reset
+                raise RuntimeError(
+                    f"egs-hub service at {self.egs_api_url} did not answer ({e.message}); "
+                    "the server cannot start without knowing its GPUs. Try again shortly."
+                ) from None
             message = e.message
             if e.response is not None and e.response.body:
                 with contextlib.suppress(ValueError):
@@ -77,9 +89,7 @@ class SliceSpawnerMixin(HasTraits):
             f'<option value="{html.escape(s["name"])}">{html.escape(s["display_name"] or s["name"])}</option>'
             for s in slices
         )
-        return (
-            f'<label for="egs-slice">Workspace</label><select id="egs-slice" name="slice">{options}</select>'
-        )
+        return f'<label for="egs-slice">Workspace</label><select id="egs-slice" name="slice">{options}</select>'
 
     @default("options_form")
     def _default_options_form(self):

@@ -35,9 +35,7 @@ def normalize_url(url: str) -> str:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise DatabaseError(
-            f"{url!r} is not a database URL; use sqlite:///PATH or postgresql://HOST/DB"
-        ) from None
+        raise DatabaseError(f"{url!r} is not a database URL; use sqlite:///PATH or postgresql://HOST/DB") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):

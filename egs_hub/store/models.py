@@ -160,9 +160,7 @@ class GPRRow(Base):
     end_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    allocations: Mapped[list[Allocation]] = relationship(
-        cascade="all, delete-orphan", order_by="Allocation.position"
-    )
+    allocations: Mapped[list[Allocation]] = relationship(cascade="all, delete-orphan", order_by="Allocation.position")
 
 
 class Allocation(Base):

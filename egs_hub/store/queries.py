@@ -174,9 +174,7 @@ def gpr_rows(
 def bind(session: Session, gpr: core.GPR) -> None:
     existing = set(session.scalars(select(Binding.gpu_uuid).where(Binding.gpr_id == gpr.id)))
     session.add_all(
-        Binding(gpu_uuid=uuid, gpr_id=gpr.id, slice=gpr.spec.slice)
-        for uuid in gpr.bound_gpus
-        if uuid not in existing
+        Binding(gpu_uuid=uuid, gpr_id=gpr.id, slice=gpr.spec.slice) for uuid in gpr.bound_gpus if uuid not in existing
     )
     session.flush()
 
@@ -272,9 +270,7 @@ def to_node(row: Node) -> core.Node:
 
 
 def inventory_rows(session: Session) -> list[Cluster]:
-    query = (
-        select(Cluster).options(selectinload(Cluster.nodes).selectinload(Node.gpus)).order_by(Cluster.name)
-    )
+    query = select(Cluster).options(selectinload(Cluster.nodes).selectinload(Node.gpus)).order_by(Cluster.name)
     return list(session.scalars(query))
 
 
@@ -292,9 +288,7 @@ def sync_inventory(
         session.add(row)
         session.flush()
     stored_nodes = {n.name: n for n in session.scalars(select(Node).where(Node.cluster_id == row.id))}
-    stored_gpus = {
-        g.uuid: g for g in session.scalars(select(GPU).join(Node).where(Node.cluster_id == row.id))
-    }
+    stored_gpus = {g.uuid: g for g in session.scalars(select(GPU).join(Node).where(Node.cluster_id == row.id))}
     events = []
     for node in nodes:
         node_row = stored_nodes.pop(node.name, None)
@@ -342,9 +336,7 @@ def sync_inventory(
 def _inventory_event(kind: str, cluster: str, node: str, now: datetime, gpu: str | None = None) -> core.Event:
     what = f"GPU {gpu} on node {node}" if gpu else f"node {node}"
     data = {"cluster": cluster, "node": node} | ({"gpu": gpu} if gpu else {})
-    return core.Event(
-        kind=kind, actor="inventory", reason=f"{what} in cluster {cluster}", time=now, data=data
-    )
+    return core.Event(kind=kind, actor="inventory", reason=f"{what} in cluster {cluster}", time=now, data=data)
 
 
 # The planner's snapshot
@@ -352,13 +344,10 @@ def _inventory_event(kind: str, cluster: str, node: str, now: datetime, gpu: str
 
 def load_snapshot(session: Session) -> Snapshot:
     nodes = tuple(to_node(n) for cluster in inventory_rows(session) for n in cluster.nodes if n.present)
-    unhealthy = frozenset(
-        session.scalars(select(GPU.uuid).where((GPU.healthy.is_(False)) | (GPU.present.is_(False))))
-    )
+    unhealthy = frozenset(session.scalars(select(GPU.uuid).where((GPU.healthy.is_(False)) | (GPU.present.is_(False)))))
     rows = gpr_rows(
         session,
-        statuses=[s.value for s in core.HOLDING_STATUSES]
-        + [core.Status.QUEUED, core.Status.PENDING_APPROVAL],
+        statuses=[s.value for s in core.HOLDING_STATUSES] + [core.Status.QUEUED, core.Status.PENDING_APPROVAL],
     )
     bookings, queue, pending = [], [], []
     for row in rows:

@@ -73,9 +73,7 @@ CASES = {
     "multi-node gpus stay in one shape": PlanCase(
         (H1, node("a8", 8, "A100")), queue=(req(1, gpus=12),), want_starts={1: None}
     ),
-    "multi-node gpus stay in one cluster": PlanCase(
-        (H1, C2), queue=(req(1, gpus=12),), want_starts={1: None}
-    ),
+    "multi-node gpus stay in one cluster": PlanCase((H1, C2), queue=(req(1, gpus=12),), want_starts={1: None}),
     "multi-node gpus need enough whole nodes of one shape": PlanCase(
         (H1, A1, node("a2", 4, "A100")), queue=(req(1, gpus=10),), want_starts={1: None}
     ),
@@ -100,9 +98,7 @@ CASES = {
         bookings=(booking(90, gpus_of(H1, 3), until=1.5, slice="o"),),
         want_starts={1: at(1.5)},
     ),
-    "shape by model": PlanCase(
-        (A1, H1), queue=(req(1, shape="H100"),), want_starts={1: NOW}, want_nodes={1: ("h1",)}
-    ),
+    "shape by model": PlanCase((A1, H1), queue=(req(1, shape="H100"),), want_starts={1: NOW}, want_nodes={1: ("h1",)}),
     "shape by GPU type": PlanCase(
         (A1, H1), queue=(req(1, shape="H100-80GB"),), want_starts={1: NOW}, want_nodes={1: ("h1",)}
     ),
@@ -119,9 +115,7 @@ CASES = {
         want_starts={1: NOW},
         want_nodes={1: ("h1",)},
     ),
-    "only unschedulable nodes": PlanCase(
-        (node("h0", schedulable=False),), queue=(req(1),), want_starts={1: None}
-    ),
+    "only unschedulable nodes": PlanCase((node("h0", schedulable=False),), queue=(req(1),), want_starts={1: None}),
     "unhealthy GPU is skipped": PlanCase(
         (H1,),
         queue=(req(1, gpus=2),),

@@ -66,9 +66,7 @@ def snapshots(draw) -> Snapshot:
         pool = [g for g in pool if g not in taken]
         start = draw(st.integers(min_value=-6, max_value=0).map(lambda n: at(n / 2)))
         end = start + timedelta(minutes=30 * draw(st.integers(min_value=1, max_value=10)))
-        bookings.append(
-            Booking(gpr_id, draw(st.sampled_from(SLICES)), tuple(taken), start, end, draw(st.booleans()))
-        )
+        bookings.append(Booking(gpr_id, draw(st.sampled_from(SLICES)), tuple(taken), start, end, draw(st.booleans())))
     queue = tuple(
         Request(gpr_id, draw(specs()), draw(HALF_HOURS.filter(lambda t: t <= NOW)))
         for gpr_id in range(1, 1 + draw(st.integers(min_value=0, max_value=6)))
@@ -131,9 +129,7 @@ def test_admits_start_now_with_an_estimate(snapshot: Snapshot):
     for admit in planned.admits:
         assert admit.start == NOW
         assert planned.estimates[admit.gpr_id] == admit
-    assert {e.gpr_id for e in planned.estimates.values() if e.start == NOW} == {
-        a.gpr_id for a in planned.admits
-    }
+    assert {e.gpr_id for e in planned.estimates.values() if e.start == NOW} == {a.gpr_id for a in planned.admits}
     assert set(planned.estimates) == {r.gpr_id for r in snapshot.queue}
 
 
@@ -176,9 +172,7 @@ def test_placements_respect_shape_cluster_and_health(snapshot: Snapshot):
             continue
         spec = request.spec
         placed = [by_name[name] for name in placement.nodes]
-        assert all(
-            n.schedulable and n.cluster == placement.cluster and n.shape == placement.shape for n in placed
-        )
+        assert all(n.schedulable and n.cluster == placement.cluster and n.shape == placement.shape for n in placed)
         assert placement.shape.matches(spec.shape)
         assert spec.cluster in (None, placement.cluster)
         assert not set(placement.gpus) & snapshot.unhealthy_gpus

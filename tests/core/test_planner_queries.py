@@ -45,9 +45,7 @@ class WaitCase:
     queue: tuple[Request, ...] = ()
     bookings: tuple[Booking, ...] = ()
     policies: dict[str, SlicePolicy] = field(default_factory=dict)
-    want: list[tuple[str, str, datetime]] = field(
-        default_factory=list
-    )  # (cluster, shape name, start), in order
+    want: list[tuple[str, str, datetime]] = field(default_factory=list)  # (cluster, shape name, start), in order
 
 
 WAITS = {
@@ -154,9 +152,7 @@ class UnservableCase:
 UNSERVABLE = {
     "servable": UnservableCase((H1,), spec(gpus=8)),
     "servable once booked GPUs are free": UnservableCase((H1, node("h2")), spec(nodes=2)),
-    "no node of the shape": UnservableCase(
-        (H1,), spec(shape="B200"), want="no schedulable node offers shape 'B200'"
-    ),
+    "no node of the shape": UnservableCase((H1,), spec(shape="B200"), want="no schedulable node offers shape 'B200'"),
     "no node in the cluster": UnservableCase(
         (H1,),
         spec(shape="H100", cluster="c9"),
@@ -173,15 +169,13 @@ UNSERVABLE = {
     "more nodes than the inventory": UnservableCase(
         (H1,),
         spec(nodes=2),
-        want="2 whole nodes of any shape cannot be placed: the inventory has 1 such node(s) "
-        "with up to 8 GPUs each",
+        want="2 whole nodes of any shape cannot be placed: the inventory has 1 such node(s) with up to 8 GPUs each",
     ),
     "unhealthy GPUs make a node not whole": UnservableCase(
         (H1,),
         spec(nodes=1),
         unhealthy=frozenset(gpus_of(H1, 2)),
-        want="1 whole nodes of any shape cannot be placed: the inventory has 1 such node(s) "
-        "with up to 8 GPUs each",
+        want="1 whole nodes of any shape cannot be placed: the inventory has 1 such node(s) with up to 8 GPUs each",
     ),
     "unhealthy GPUs leave too few on the node": UnservableCase(
         (A1,),
@@ -199,7 +193,5 @@ UNSERVABLE = {
 def test_unservable_reason(case: UnservableCase):
     assert unservable_reason(case.spec, case.nodes, case.unhealthy) == case.want
     # plan() agrees: an unservable request gets no estimate, a servable one does
-    queued = snap(
-        *case.nodes, queue=(Request(1, case.spec, NOW - timedelta(hours=1)),), unhealthy=case.unhealthy
-    )
+    queued = snap(*case.nodes, queue=(Request(1, case.spec, NOW - timedelta(hours=1)),), unhealthy=case.unhealthy)
     assert (plan(queued, NOW).estimates[1].start is None) == (case.want is not None)

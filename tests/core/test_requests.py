@@ -94,16 +94,12 @@ CASES = {
     "gpr null selectors": BodyCase(GPRCreate, gpr_body(shape=None, start_after=None), want={"shape": None}),
     "gpr body not an object": BodyCase(GPRCreate, [GPR_BODY], want_field="body", want_message="JSON object"),
     "gpr unknown field": BodyCase(GPRCreate, gpr_body(gpu=2), want_field="gpu", want_message="known fields:"),
-    "gpr missing slice": BodyCase(
-        GPRCreate, gpr_body(slice=...), want_field="slice", want_message="required"
-    ),
+    "gpr missing slice": BodyCase(GPRCreate, gpr_body(slice=...), want_field="slice", want_message="required"),
     "gpr missing duration": BodyCase(GPRCreate, gpr_body(duration=...), want_field="duration"),
     "gpr gpus and nodes": BodyCase(GPRCreate, gpr_body(nodes=1), want_field="gpus", want_message="not both"),
     "gpr neither gpus nor nodes": BodyCase(GPRCreate, gpr_body(gpus=...), want_field="gpus"),
     "gpr null gpus and nodes": BodyCase(GPRCreate, gpr_body(gpus=None, nodes=None), want_field="gpus"),
-    "gpr priority zero": BodyCase(
-        GPRCreate, gpr_body(priority=0), want_field="priority", want_message="1 to 300"
-    ),
+    "gpr priority zero": BodyCase(GPRCreate, gpr_body(priority=0), want_field="priority", want_message="1 to 300"),
     "gpr priority over 300": BodyCase(GPRCreate, gpr_body(priority=301), want_field="priority"),
     "gpr priority as text": BodyCase(GPRCreate, gpr_body(priority="high"), want_field="priority"),
     "gpr priority true": BodyCase(GPRCreate, gpr_body(priority=True), want_field="priority"),
@@ -113,13 +109,9 @@ CASES = {
     "gpr zero nodes": BodyCase(GPRCreate, gpr_body(gpus=..., nodes=0), want_field="nodes"),
     "gpr bad duration": BodyCase(GPRCreate, gpr_body(duration="2 hours"), want_field="duration"),
     "gpr zero idle timeout": BodyCase(GPRCreate, gpr_body(idle_timeout="0"), want_field="idle_timeout"),
-    "gpr naive start": BodyCase(
-        GPRCreate, gpr_body(start_after="2026-11-22T14:00"), want_field="start_after"
-    ),
+    "gpr naive start": BodyCase(GPRCreate, gpr_body(start_after="2026-11-22T14:00"), want_field="start_after"),
     "gpr slice upper case": BodyCase(GPRCreate, gpr_body(slice="Team"), want_field="slice"),
-    "gpr slice too long": BodyCase(
-        GPRCreate, gpr_body(slice="a" * 64), want_field="slice", want_message="63"
-    ),
+    "gpr slice too long": BodyCase(GPRCreate, gpr_body(slice="a" * 64), want_field="slice", want_message="63"),
     "gpr name too long": BodyCase(GPRCreate, gpr_body(name="x" * 101), want_field="name", want_message="100"),
     "gpr name control char": BodyCase(GPRCreate, gpr_body(name="a\nb"), want_field="name"),
     "gpr shape not text": BodyCase(GPRCreate, gpr_body(shape=8), want_field="shape"),
@@ -130,9 +122,7 @@ CASES = {
     "update clears shape": BodyCase(GPRUpdate, {"shape": None}, want={"shape": None}),
     "update gpus and nodes": BodyCase(GPRUpdate, {"gpus": 1, "nodes": 1}, want_field="gpus"),
     "update bad priority": BodyCase(GPRUpdate, {"priority": 999}, want_field="priority"),
-    "update unknown field": BodyCase(
-        GPRUpdate, {"slice": "other"}, want_field="slice", want_message="unknown"
-    ),
+    "update unknown field": BodyCase(GPRUpdate, {"slice": "other"}, want_field="slice", want_message="unknown"),
     "update zero duration": BodyCase(GPRUpdate, {"duration": 0}, want_field="duration"),
     # WaitTimeQuery
     "wait minimal": BodyCase(
@@ -145,12 +135,8 @@ CASES = {
             "priority": PRIORITY_DEFAULT,
         },
     ),
-    "wait has no name": BodyCase(
-        WaitTimeQuery, gpr_body(name="x"), want_field="name", want_message="unknown"
-    ),
-    "wait neither gpus nor nodes": BodyCase(
-        WaitTimeQuery, {"slice": "team", "duration": 60}, want_field="gpus"
-    ),
+    "wait has no name": BodyCase(WaitTimeQuery, gpr_body(name="x"), want_field="name", want_message="unknown"),
+    "wait neither gpus nor nodes": BodyCase(WaitTimeQuery, {"slice": "team", "duration": 60}, want_field="gpus"),
     "wait missing slice": BodyCase(WaitTimeQuery, {"duration": 60, "gpus": 1}, want_field="slice"),
     # SliceCreate
     "slice minimal gets defaults": BodyCase(
@@ -210,9 +196,7 @@ CASES = {
     "slice policy not an object": BodyCase(
         SliceCreate, {"name": "ml", "policy": 5}, want_field="policy", want_message="JSON object"
     ),
-    "slice zero quota": BodyCase(
-        SliceCreate, {"name": "ml", "quota": {"max_gpus": 0}}, want_field="quota.max_gpus"
-    ),
+    "slice zero quota": BodyCase(SliceCreate, {"name": "ml", "quota": {"max_gpus": 0}}, want_field="quota.max_gpus"),
     "slice zero active gprs": BodyCase(
         SliceCreate, {"name": "ml", "policy": {"max_active_gprs": 0}}, want_field="policy.max_active_gprs"
     ),
@@ -228,12 +212,8 @@ CASES = {
     "slice namespace too long": BodyCase(
         SliceCreate, {"name": "ml", "namespaces": {"c1": ["n" * 64]}}, want_field="namespaces.c1"
     ),
-    "slice members not a list": BodyCase(
-        SliceCreate, {"name": "ml", "members": "alice"}, want_field="members"
-    ),
-    "slice member with slash": BodyCase(
-        SliceCreate, {"name": "ml", "members": ["a/b"]}, want_field="members"
-    ),
+    "slice members not a list": BodyCase(SliceCreate, {"name": "ml", "members": "alice"}, want_field="members"),
+    "slice member with slash": BodyCase(SliceCreate, {"name": "ml", "members": ["a/b"]}, want_field="members"),
     "slice group with space": BodyCase(SliceCreate, {"name": "ml", "group": "my group"}, want_field="group"),
     # SliceUpdate (partial: quota and policy per key)
     "slice update one policy key": BodyCase(
@@ -246,9 +226,7 @@ CASES = {
             "quota": MISSING,
         },
     ),
-    "slice update clears quota": BodyCase(
-        SliceUpdate, {"quota": {"max_gpus": None}}, want={"quota.max_gpus": None}
-    ),
+    "slice update clears quota": BodyCase(SliceUpdate, {"quota": {"max_gpus": None}}, want={"quota.max_gpus": None}),
     "slice update bad policy key": BodyCase(
         SliceUpdate, {"policy": {"max_priority": 0}}, want_field="policy.max_priority"
     ),
@@ -285,9 +263,7 @@ def test_parse_body(case: BodyCase):
 
 def test_to_spec_copies_every_field():
     made = parse_body(GPRCreate, gpr_body(shape="H100", priority=200))
-    assert made.to_spec() == GPRSpec(
-        slice="team", duration=timedelta(hours=2), gpus=2, priority=200, shape="H100"
-    )
+    assert made.to_spec() == GPRSpec(slice="team", duration=timedelta(hours=2), gpus=2, priority=200, shape="H100")
     query = parse_body(WaitTimeQuery, gpr_body())
     assert query.to_spec() == GPRSpec(slice="team", duration=timedelta(hours=2), gpus=2)
 
@@ -348,9 +324,7 @@ BODIES = st.dictionaries(st.sampled_from(KNOWN_KEYS) | st.text(max_size=6), JSON
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    cls=st.sampled_from([GPRCreate, GPRUpdate, WaitTimeQuery, SliceCreate, SliceUpdate, Reason]), body=BODIES
-)
+@given(cls=st.sampled_from([GPRCreate, GPRUpdate, WaitTimeQuery, SliceCreate, SliceUpdate, Reason]), body=BODIES)
 def test_any_json_body_is_parsed_or_refused_with_a_field(cls: type, body: dict):
     known = {f.name for f in dataclasses.fields(cls)}
     try:

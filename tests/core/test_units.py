@@ -125,9 +125,7 @@ TIMES = {
     "offset is converted to UTC": TimeCase(
         "2026-11-22T16:30:00+02:00", want=datetime(2026, 11, 22, 14, 30, tzinfo=UTC)
     ),
-    "surrounding spaces": TimeCase(
-        " 2026-11-22T14:00:00+00:00 ", want=datetime(2026, 11, 22, 14, tzinfo=UTC)
-    ),
+    "surrounding spaces": TimeCase(" 2026-11-22T14:00:00+00:00 ", want=datetime(2026, 11, 22, 14, tzinfo=UTC)),
     "naive": TimeCase("2026-11-22T14:00:00", want_message="no time zone"),
     "date only": TimeCase("2026-11-22", want_message="no time zone"),
     "garbage": TimeCase("tomorrow", want_message="not an ISO-8601 time"),

@@ -41,17 +41,22 @@ def make_slice(hub: Hub, admin: Client):
 
     yield make
     for name in made:
-        for gpr in admin.get(f"gprs?slice={name}")["gprs"]:
-            if gpr["status"] in ("pending-approval", "queued"):
-                admin.call("DELETE", f"gprs/{gpr['id']}")
-            elif gpr["status"] in ("provisioning", "provisioned"):
-                admin.post(f"gprs/{gpr['id']}/release")
-        wait_for(
-            lambda n=name: all(g["status"] in FINISHED for g in admin.get(f"gprs?slice={n}")["gprs"]),
-            60,
-            f"slice {name}'s GPRs to finish",
-        )
+        wait_for(lambda n=name: end_gprs(admin, n), 60, f"slice {name}'s GPRs to finish")
         admin.call("DELETE", f"slices/{name}", expect=204)
+
+
+def end_gprs(admin: Client, slice_name: str) -> bool:
+    """Cancel or release what is left; True once every GPR of the slice is finished.
+
+    Called until it holds: a queued GPR may be admitted between the listing and the cancel.
+    """
+    gprs = admin.get(f"gprs?slice={slice_name}")["gprs"]
+    for gpr in gprs:
+        if gpr["status"] in ("pending-approval", "queued"):
+            admin.call("DELETE", f"gprs/{gpr['id']}")
+        elif gpr["status"] in ("provisioning", "provisioned"):
+            admin.post(f"gprs/{gpr['id']}/release")
+    return all(g["status"] in FINISHED for g in gprs)
 
 
 @pytest.fixture

@@ -51,9 +51,7 @@ class Client:
         else:
             data = None
         if expect is not None and response.status_code != expect:
-            raise APIError(
-                f"{method} {path} answered {response.status_code}, not {expect}: {response.text[:500]}"
-            )
+            raise APIError(f"{method} {path} answered {response.status_code}, not {expect}: {response.text[:500]}")
         return data
 
     def get(self, path: str, **kw):

@@ -56,9 +56,7 @@ def test_admin_creates_a_slice_and_a_member_uses_its_gpus(hub, admin, make_slice
         expect=201,
     )
     assert gpr["requested_by"] == alice and gpr["status"] in ("queued", "provisioning", "provisioned")
-    gpr = wait_for(
-        lambda: (g := as_alice.get(f"gprs/{gpr['id']}"))["status"] == "provisioned" and g, 10, "provisioned"
-    )
+    gpr = wait_for(lambda: (g := as_alice.get(f"gprs/{gpr['id']}"))["status"] == "provisioned" and g, 10, "provisioned")
     assert len(gpr["bound_gpus"]) == 2 and gpr["bound_nodes"][0].startswith("h100-")
     assert parse(gpr["window_end"]) - parse(gpr["window_start"]) == timedelta(minutes=30)
     assert as_alice.get(f"slices/{team['name']}")["gpus"] == gpr["bound_gpus"]

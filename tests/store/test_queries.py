@@ -33,9 +33,7 @@ def gpus_of(node: str, count: int = 4) -> list[core.GPU]:
 
 
 def node(name: str, count: int = 4) -> core.Node:
-    return core.Node(
-        name=name, cluster="local", shape=SHAPE, gpus=tuple(f"GPU-{name}-{i}" for i in range(count))
-    )
+    return core.Node(name=name, cluster="local", shape=SHAPE, gpus=tuple(f"GPU-{name}-{i}" for i in range(count)))
 
 
 @pytest.fixture
@@ -44,9 +42,7 @@ def sessions(db_url):
     db.upgrade(engine)
     sessions = db.make_sessions(engine)
     with transaction(sessions) as session:
-        queries.sync_inventory(
-            session, "local", "local", [node("a"), node("b")], gpus_of("a") + gpus_of("b"), NOW
-        )
+        queries.sync_inventory(session, "local", "local", [node("a"), node("b")], gpus_of("a") + gpus_of("b"), NOW)
         row = Slice(
             name="team-a",
             group_name="team-a",

@@ -13,7 +13,10 @@ import logging
 import socket
 from datetime import datetime
 from itertools import groupby
+from types import ModuleType
 from typing import Protocol
+
+import pynvml
 
 from ...core.model import GPR, GPU, Event, Node, Shape, SlicePolicy
 from .. import BindError, Inventory, ServerRef, UnbindError
@@ -37,16 +40,18 @@ class LocalBackend:
         cluster: str = "local",
         host: str | None = None,
         inventory_file: str | None = None,
+        nvml: ModuleType = pynvml,
     ):
         self.servers = servers
         self.cluster = cluster
         self.host = host or socket.gethostname().lower()
         self.inventory_file = inventory_file
+        self.nvml = nvml
         self.uses_nvml = False
 
     async def discover(self) -> Inventory:
         try:
-            gpus = discover_gpus(self.host, self.cluster)
+            gpus = discover_gpus(self.host, self.cluster, self.nvml)
             nvml_note = f"NVML found {len(gpus)} GPU(s)"
         except NVMLUnavailable as e:
             gpus, nvml_note = [], f"NVML unavailable ({e})"
@@ -72,32 +77,40 @@ class LocalBackend:
             name = self.host if len(kinds) == 1 else f"{self.host}-{model.lower()}-{memory_gb}gb"
             members = sorted(members, key=lambda g: g.index)
             shape = Shape(model, memory_gb, len(members))
-            nodes.append(
-                Node(name=name, cluster=self.cluster, shape=shape, gpus=tuple(g.uuid for g in members))
-            )
+            nodes.append(Node(name=name, cluster=self.cluster, shape=shape, gpus=tuple(g.uuid for g in members)))
             placed.extend(GPU(**{**g.__dict__, "node": name}) for g in members)
         return nodes, placed
 
-    async def bind(
-        self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime
-    ) -> list[Event]:
+    async def bind(self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime) -> list[Event]:
         if self.uses_nvml:
-            present = {g.uuid for g in discover_gpus(self.host, self.cluster)}
+            try:
+                present = {g.uuid for g in discover_gpus(self.host, self.cluster, self.nvml)}
+            except NVMLUnavailable as e:
+                raise BindError(f"cannot check the GPUs: {e}") from None
             missing = [u for u in gpr.bound_gpus if u not in present]
             if missing:
                 raise BindError(f"NVML no longer sees GPU(s) {', '.join(missing)}")
-        if not servers:
-            return []
         if policy.restart_servers:
-            restarted = [s for s in servers if await self.servers.restart_server(s.user, s.name)]
-            return [
-                self._server_event(gpr, "server-restarted", s, "restarted to see the slice's new GPUs", now)
-                for s in restarted
-            ]
+            events = [await self._restart_to_see(gpr, s, now) for s in servers]
+            return [e for e in events if e is not None]
         return [
             self._server_event(gpr, "restart-to-use-gpus", s, "restart this server to see the new GPUs", now)
             for s in servers
         ]
+
+    async def _restart_to_see(self, gpr: GPR, server: ServerRef, now: datetime) -> Event | None:
+        """Restart a server so it sees the new GPUs; None if it stopped meanwhile.
+
+        A failed restart is reported, not raised: the GPUs are bound either way.
+        """
+        try:
+            running = await self.servers.restart_server(server.user, server.name)
+        except Exception as e:
+            reason = f"could not restart it ({e}); restart it to see the new GPUs"
+            return self._server_event(gpr, "restart-failed", server, reason, now)
+        if not running:
+            return None
+        return self._server_event(gpr, "server-restarted", server, "restarted to see the slice's new GPUs", now)
 
     async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:
         events = []
@@ -109,9 +122,7 @@ class LocalBackend:
                 raise UnbindError(f"could not restart {where} without GPR {gpr.id}'s GPUs: {e}") from e
             if running:
                 events.append(
-                    self._server_event(
-                        gpr, "server-restarted", server, "restarted without the released GPUs", now
-                    )
+                    self._server_event(gpr, "server-restarted", server, "restarted without the released GPUs", now)
                 )
         return events
 

@@ -6,7 +6,6 @@ the NVIDIA driver can exercise it with a double of the same functions.
 
 from __future__ import annotations
 
-import re
 from types import ModuleType
 
 import pynvml
@@ -22,7 +21,7 @@ class NVMLUnavailable(Exception):
 
 def gpu_model(product: str) -> str:
     """A short model name: "NVIDIA H100 80GB HBM3" -> "H100", "NVIDIA GeForce RTX 4090" -> "RTX-4090"."""
-    words = [w for w in re.split(r"[\s]+", product.strip()) if w.lower() not in _VENDOR_WORDS]
+    words = [w for w in product.split() if w.lower() not in _VENDOR_WORDS]
     if not words:
         return product.strip() or "GPU"
     if words[0].upper() in {"RTX", "GTX"} and len(words) > 1:
@@ -35,11 +34,12 @@ def _text(value: str | bytes) -> str:
 
 
 def discover_gpus(node: str, cluster: str, nvml: ModuleType = pynvml) -> list[GPU]:
-    """Every GPU NVML sees, in index order; NVMLUnavailable when NVML cannot start."""
+    """Every GPU NVML sees, in index order; NVMLUnavailable when NVML cannot start or read one."""
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as e:
         raise NVMLUnavailable(str(e)) from None
+    index = 0
     try:
         gpus = []
         for index in range(nvml.nvmlDeviceGetCount()):
@@ -56,5 +56,7 @@ def discover_gpus(node: str, cluster: str, nvml: ModuleType = pynvml) -> list[GP
                 )
             )
         return gpus
+    except nvml.NVMLError as e:
+        raise NVMLUnavailable(f"NVML failed reading GPU {index}: {e}") from None
     finally:
         nvml.nvmlShutdown()

@@ -8,7 +8,7 @@ from tornado import web
 
 from ...core import lifecycle, planner
 from ...core import model as core
-from ...core.errors import Conflict, PolicyViolation
+from ...core.errors import Conflict, InvalidRequest, PolicyViolation
 from ...core.policy import approval_reasons, check_request
 from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
 from ...store import queries
@@ -62,7 +62,7 @@ class GPRsHandler(GPRBase):
         slice_name = self.get_argument("slice", None)
         status = self.get_argument("status", None)
         if status is not None and status not in STATUS_VALUES:
-            raise PolicyViolation("status", f"status must be one of {', '.join(STATUS_VALUES)}")
+            raise InvalidRequest("status", f"status must be one of {', '.join(STATUS_VALUES)}")
         with self.egs.sessions() as session:
             if slice_name is not None:
                 slice_row = queries.get_slice(session, slice_name)
@@ -118,9 +118,7 @@ class GPRHandler(GPRBase):
             self.require_member(slice_row)
             gpr = queries.to_gpr(row)
             if self.is_admin and set(changes) == {"priority"}:
-                queries.apply(
-                    session, row, lifecycle.change_priority(gpr, changes["priority"], self.user_name, now)
-                )
+                queries.apply(session, row, lifecycle.change_priority(gpr, changes["priority"], self.user_name, now))
             else:
                 self._edit(session, row, gpr, update, queries.slice_policy(slice_row), now)
         self.egs.reconciler.wake()
@@ -137,8 +135,7 @@ class GPRHandler(GPRBase):
         reasons = approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
         if gpr.status is core.Status.QUEUED and reasons and not self.is_admin:
             raise Conflict(
-                f"this change needs an admin's approval ({'; '.join(reasons)}); "
-                "cancel this GPR and submit a new one"
+                f"this change needs an admin's approval ({'; '.join(reasons)}); cancel this GPR and submit a new one"
             )
         queries.apply(session, row, lifecycle.edit(gpr, spec, self.user_name, now))
 
@@ -167,9 +164,7 @@ class ReleaseHandler(GPRBase):
             self.require_member(self.slice_of(session, row.slice))
             gpr = queries.to_gpr(row)
             if gpr.status in (core.Status.PENDING_APPROVAL, core.Status.QUEUED):
-                raise Conflict(
-                    f"GPR {gpr.id} is {gpr.status} and holds no GPUs; cancel it with DELETE gprs/{gpr.id}"
-                )
+                raise Conflict(f"GPR {gpr.id} is {gpr.status} and holds no GPUs; cancel it with DELETE gprs/{gpr.id}")
             change = lifecycle.begin_release(
                 gpr, core.EndReason.RELEASED_EARLY, self.user_name, reason or "released early", self.now()
             )

@@ -72,9 +72,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=63), nullable=False),
         sa.Column("kind", sa.String(length=32), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["projects.id"], name=op.f("fk_clusters_project_id_projects")
-        ),
+        sa.ForeignKeyConstraint(["project_id"], ["projects.id"], name=op.f("fk_clusters_project_id_projects")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_clusters")),
         sa.UniqueConstraint("name", name=op.f("uq_clusters_name")),
     )
@@ -161,9 +159,7 @@ def upgrade() -> None:
         sa.Column("declared", sa.Boolean(), nullable=False),
         sa.Column("healthy", sa.Boolean(), nullable=False),
         sa.Column("present", sa.Boolean(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["node_id"], ["nodes.id"], name=op.f("fk_gpus_node_id_nodes"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["node_id"], ["nodes.id"], name=op.f("fk_gpus_node_id_nodes"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("uuid", name=op.f("pk_gpus")),
     )
     with op.batch_alter_table("gpus", schema=None) as batch_op:
@@ -175,9 +171,7 @@ def upgrade() -> None:
         sa.Column("gpu_uuid", sa.String(length=96), nullable=False),
         sa.Column("node", sa.String(length=253), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["gpr_id"], ["gprs.id"], name=op.f("fk_allocations_gpr_id_gprs"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["gpr_id"], ["gprs.id"], name=op.f("fk_allocations_gpr_id_gprs"), ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["gpu_uuid"], ["gpus.uuid"], name=op.f("fk_allocations_gpu_uuid_gpus")),
         sa.PrimaryKeyConstraint("gpr_id", "gpu_uuid", name=op.f("pk_allocations")),
     )

@@ -1,0 +1,146 @@
+"""Bad input gets a clear 4xx naming the field, and nothing is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+import requests
+
+MEMBER = "member"
+ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class Bad:
+    method: str
+    path: str  # {slice} is the test's slice
+    body: object = None
+    raw: bytes | None = None  # sent as the body instead of JSON
+    who: str = MEMBER
+    want_status: int = 400  # the answer
+    want_field: str | None = None  # the field the error names
+    want_message: str = ""  # a piece of the message
+
+
+GPR = {"slice": "{slice}", "gpus": 1, "duration": "1h"}
+
+CASES = {
+    "body is not JSON": Bad("POST", "gprs", raw=b"{gpus: 1", want_field="body", want_message="not valid JSON"),
+    "body is a list": Bad("POST", "gprs", [GPR], want_field="body"),
+    "duration missing": Bad("POST", "gprs", {"slice": "{slice}", "gpus": 1}, want_field="duration"),
+    "gpus and nodes": Bad("POST", "gprs", {**GPR, "nodes": 1}, want_field="gpus", want_message="not both"),
+    "neither gpus nor nodes": Bad("POST", "gprs", {"slice": "{slice}", "duration": 60}, want_field="gpus"),
+    "gpus not a number": Bad("POST", "gprs", {**GPR, "gpus": "two"}, want_field="gpus"),
+    "gpus zero": Bad("POST", "gprs", {**GPR, "gpus": 0}, want_field="gpus"),
+    "priority too high": Bad("POST", "gprs", {**GPR, "priority": 301}, want_field="priority"),
+    "duration garbage": Bad("POST", "gprs", {**GPR, "duration": "1x"}, want_field="duration"),
+    "duration float": Bad("POST", "gprs", {**GPR, "duration": 1.5}, want_field="duration"),
+    "start_after not a time": Bad("POST", "gprs", {**GPR, "start_after": "tomorrow"}, want_field="start_after"),
+    "start_after without zone": Bad(
+        "POST",
+        "gprs",
+        {**GPR, "start_after": "2030-01-01T10:00:00"},
+        want_field="start_after",
+        want_message="time zone",
+    ),
+    "misspelt field": Bad("POST", "gprs", {**GPR, "gpu": 1}, want_field="gpu", want_message="unknown field"),
+    "slice name malformed": Bad("POST", "gprs", {**GPR, "slice": "Team A"}, want_field="slice"),
+    "slice unknown": Bad("POST", "gprs", {**GPR, "slice": "no-such-slice"}, want_status=422, want_field="slice"),
+    "shape nobody has": Bad("POST", "gprs", {**GPR, "shape": "V100"}, want_status=422, want_field="shape"),
+    "cluster unknown": Bad("POST", "gprs", {**GPR, "cluster": "mars"}, want_status=422, want_field="cluster"),
+    "more GPUs than a node or cluster has": Bad(
+        "POST", "gprs", {**GPR, "gpus": 17}, want_status=422, want_field="gpus", want_message="cannot be placed"
+    ),
+    "too many nodes": Bad("POST", "gprs", {**GPR, "gpus": None, "nodes": 4}, want_status=422, want_field="nodes"),
+    "priority over the slice's max": Bad(
+        "POST", "gprs", {**GPR, "priority": 250}, want_status=422, want_field="priority", want_message="max_priority"
+    ),
+    "wait-times with bad duration": Bad("POST", "wait-times", {**GPR, "duration": "soon"}, want_field="duration"),
+    "gpr id not a number": Bad("GET", "gprs/abc", want_field="id"),
+    "gpr id unknown": Bad("GET", "gprs/987654321", want_status=404),
+    "gpr status filter unknown": Bad("GET", "gprs?status=running", want_field="status"),
+    "events since not a time": Bad("GET", "events?since=yesterday", want_field="since"),
+    "events limit zero": Bad("GET", "events?limit=0", want_field="limit"),
+    "events limit too big": Bad("GET", "events?limit=99999", want_field="limit"),
+    "schedule start garbage": Bad("GET", "inventory/schedule?start=x", want_field="start"),
+    "schedule end before start": Bad(
+        "GET", "inventory/schedule?start=2030-01-02T00:00:00Z&end=2030-01-01T00:00:00Z", want_field="end"
+    ),
+    "unknown path": Bad("GET", "gpr", want_status=404),
+    "slice name with spaces": Bad("POST", "slices", {"name": "Team A"}, who=ADMIN, want_field="name"),
+    "slice exists": Bad("POST", "slices", {"name": "{slice}"}, who=ADMIN, want_status=409),
+    "quota not a number": Bad(
+        "POST", "slices", {"name": "q-bad", "quota": {"max_gpus": "x"}}, who=ADMIN, want_field="quota.max_gpus"
+    ),
+    "policy misspelt": Bad(
+        "POST",
+        "slices",
+        {"name": "p-bad", "policy": {"max_durtion": "1d"}},
+        who=ADMIN,
+        want_field="policy.max_durtion",
+    ),
+    "namespaces empty": Bad(
+        "POST", "slices", {"name": "n-bad", "namespaces": {"c1": []}}, who=ADMIN, want_field="namespaces.c1"
+    ),
+    "member name with slash": Bad(
+        "POST", "slices", {"name": "m-bad", "members": ["a/b"]}, who=ADMIN, want_field="members"
+    ),
+    "patch policy out of range": Bad(
+        "PATCH", "slices/{slice}", {"policy": {"max_priority": 999}}, who=ADMIN, want_field="policy.max_priority"
+    ),
+    "patch unknown slice": Bad("PATCH", "slices/no-such-slice", {"display_name": "x"}, who=ADMIN, want_status=404),
+    "remove a non-member": Bad("DELETE", "slices/{slice}/members/nobody-here", who=ADMIN, want_status=404),
+}
+
+
+@pytest.fixture
+def setting(hub, make_slice, user):
+    name, member = user("member")
+    team = make_slice(members=(name,), policy={"max_priority": 200})
+    return team["name"], {MEMBER: member, ADMIN: hub.admin()}
+
+
+def fill(value: object, slice_name: str) -> object:
+    if isinstance(value, str):
+        return value.replace("{slice}", slice_name)
+    if isinstance(value, dict):
+        return {k: fill(v, slice_name) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [fill(v, slice_name) for v in value]
+    return value
+
+
+def state(admin) -> tuple:
+    """What bad input must not change: GPRs, slices, hub groups and events."""
+    since = datetime(2000, 1, 1, tzinfo=UTC).isoformat().replace("+00:00", "Z")
+    return (
+        [(g["id"], g["status"], g["updated_at"]) for g in admin.get("gprs")["gprs"]],
+        [s["name"] for s in admin.get("slices")["slices"]],
+        len(admin.get(f"events?since={since}&limit=5000")["events"]),
+    )
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_bad_input_is_refused_naming_the_field(hub, setting, case):
+    slice_name, clients = setting
+    client = clients[case.who]
+    before = state(clients[ADMIN])
+    path = fill(case.path, slice_name)
+    if case.raw is not None:
+        response = requests.request(
+            case.method,
+            client.base + path,
+            data=case.raw,
+            timeout=30,
+            headers={"Authorization": f"token {client.token}", "Content-Type": "application/json"},
+        )
+        assert response.status_code == case.want_status
+        error = response.json()
+    else:
+        error = client.call(case.method, path, fill(case.body, slice_name), expect=case.want_status)
+    if case.want_field is not None:
+        assert error.get("field") == case.want_field, error
+    assert case.want_message in error["message"]
+    assert state(clients[ADMIN]) == before, "bad input changed something"
