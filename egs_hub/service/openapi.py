@@ -18,6 +18,7 @@ from ..core.requests import (
     WaitTimeQuery,
     body_schema,
 )
+from .handlers.base import MAX_ID
 
 TIME = {"type": "string", "format": "date-time"}
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -306,7 +307,7 @@ def _path(name: str, schema: dict | None = None) -> dict:
     return {"name": name, "in": "path", "required": True, "schema": schema or {"type": "string"}}
 
 
-GPR_ID = _path("id", {"type": "integer", "minimum": 1})
+GPR_ID = _path("id", {"type": "integer", "minimum": 1, "maximum": MAX_ID})
 SLICE_NAME = _path("name")
 AUTH_ERRORS = ("401",)
 
@@ -456,7 +457,7 @@ def _paths() -> dict:
             "get": {
                 "summary": "The audit log, newest last",
                 "parameters": [
-                    _query("gpr", "only this GPR", {"type": "integer", "minimum": 1}),
+                    _query("gpr", "only this GPR", {"type": "integer", "minimum": 1, "maximum": MAX_ID}),
                     _query("slice", "only this slice"),
                     _query("since", "only events at or after", TIME),
                     _query(

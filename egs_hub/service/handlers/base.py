@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ADMIN_SCOPE = "custom:egs:admin"
+MAX_ID = 2**31 - 1  # ids and limits are SQL INTEGER columns
 KNOWN_SCOPES = frozenset({ADMIN_SCOPE})
 
 ERROR_STATUS: dict[type[Exception], int] = {
@@ -154,8 +155,8 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             number = int(value)
         except ValueError:
             raise InvalidRequest(name, f"{name} must be a whole number, not {value!r}") from None
-        if not 0 < number < 2**63:
-            raise InvalidRequest(name, f"{name} {number} is out of range")
+        if not 0 < number <= MAX_ID:
+            raise InvalidRequest(name, f"{name} must be from 1 to {MAX_ID}, not {number}")
         return number
 
     def not_found(self, what: str) -> web.HTTPError:
