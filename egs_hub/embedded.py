@@ -171,6 +171,8 @@ def configure_hub(c, env: dict[str, str] | None = None) -> None:
     c.JupyterHub.db_url = f"sqlite:///{os.path.join(s.data_dir, 'jupyterhub.sqlite')}"
     c.JupyterHub.cookie_secret_file = os.path.join(s.data_dir, "jupyterhub_cookie_secret")
 
+    # Land on the hub home after login instead of starting a server before any GPUs are bound.
+    c.JupyterHub.redirect_to_server = False
     c.JupyterHub.authenticator_class = "egs_hub.authenticator.EGSAuthenticator"
     c.Authenticator.admin_users = {"admin"}
     c.Authenticator.allow_all = True

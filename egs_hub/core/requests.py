@@ -319,12 +319,14 @@ def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:
         if not isinstance(names, list) or not names:
             raise InvalidRequest(where, f"{where} must be a non-empty list of namespace names")
         namespaces[cluster] = tuple(parse_slice_ref(name, where) for name in names)
+        if len(set(namespaces[cluster])) != len(names):
+            raise InvalidRequest(where, f"{where} lists a namespace more than once")
     return namespaces
 
 
 _NAMESPACES_SCHEMA = {
     "type": "object",
-    "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+    "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True},
 }
 
 

@@ -107,9 +107,7 @@ def option_json(option: Option) -> dict:
     }
 
 
-def inventory_json(
-    clusters: list[Cluster], bound: dict[str, tuple[str, int]], sources: dict[str, str]
-) -> dict:
+def inventory_json(clusters: list[Cluster], bound: dict[str, tuple[str, int]], sources: dict[str, str]) -> dict:
     """Clusters with nodes and GPUs; ``bound`` maps a GPU to (slice, GPR) now."""
     shapes: dict[tuple[str, str], dict] = {}
     out_clusters, total, free = [], 0, 0

@@ -209,6 +209,9 @@ CASES = {
     "slice bad namespace": BodyCase(
         SliceCreate, {"name": "ml", "namespaces": {"c1": ["Bad_NS"]}}, want_field="namespaces.c1"
     ),
+    "slice namespace listed twice": BodyCase(
+        SliceCreate, {"name": "ml", "namespaces": {"c1": ["a", "b", "a"]}}, want_field="namespaces.c1"
+    ),
     "slice namespace too long": BodyCase(
         SliceCreate, {"name": "ml", "namespaces": {"c1": ["n" * 64]}}, want_field="namespaces.c1"
     ),

@@ -84,6 +84,9 @@ CASES = {
     "namespaces empty": Bad(
         "POST", "slices", {"name": "n-bad", "namespaces": {"c1": []}}, who=ADMIN, want_field="namespaces.c1"
     ),
+    "namespace twice": Bad(
+        "POST", "slices", {"name": "ns-twice", "namespaces": {"c1": ["a", "a"]}}, who=ADMIN, want_field="namespaces.c1"
+    ),
     "member name with slash": Bad(
         "POST", "slices", {"name": "m-bad", "members": ["a/b"]}, who=ADMIN, want_field="members"
     ),
@@ -112,12 +115,13 @@ def fill(value: object, slice_name: str) -> object:
     return value
 
 
-def state(admin) -> tuple:
+def state(hub, admin) -> tuple:
     """What bad input must not change: GPRs, slices, hub groups and events."""
     since = datetime(2000, 1, 1, tzinfo=UTC).isoformat().replace("+00:00", "Z")
     return (
         [(g["id"], g["status"], g["updated_at"]) for g in admin.get("gprs")["gprs"]],
         [s["name"] for s in admin.get("slices")["slices"]],
+        sorted((g["name"], tuple(sorted(g["users"]))) for g in hub.hub_api("GET", "groups")),
         len(admin.get(f"events?since={since}&limit=5000")["events"]),
     )
 
@@ -126,7 +130,7 @@ def state(admin) -> tuple:
 def test_bad_input_is_refused_naming_the_field(hub, setting, case):
     slice_name, clients = setting
     client = clients[case.who]
-    before = state(clients[ADMIN])
+    before = state(hub, clients[ADMIN])
     path = fill(case.path, slice_name)
     if case.raw is not None:
         response = requests.request(
@@ -143,4 +147,4 @@ def test_bad_input_is_refused_naming_the_field(hub, setting, case):
     if case.want_field is not None:
         assert error.get("field") == case.want_field, error
     assert case.want_message in error["message"]
-    assert state(clients[ADMIN]) == before, "bad input changed something"
+    assert state(hub, clients[ADMIN]) == before, "bad input changed something"

@@ -42,9 +42,7 @@ class InventoryHandler(APIHandler):
         with self.egs.sessions() as session:
             bound = {
                 uuid: (slice_name, gpr_id)
-                for uuid, slice_name, gpr_id in session.execute(
-                    select(Binding.gpu_uuid, Binding.slice, Binding.gpr_id)
-                )
+                for uuid, slice_name, gpr_id in session.execute(select(Binding.gpu_uuid, Binding.slice, Binding.gpr_id))
             }
             view = inventory_json(queries.inventory_rows(session), bound, self.egs.inventory_sources)
         self.write_json(view)
@@ -100,9 +98,7 @@ class ScheduleHandler(APIHandler):
             key = (gpr.id, node)
             if key not in windows:
                 state = "past" if gpr.ended_at is not None else "current"
-                windows[key] = window_json(
-                    gpr.id, gpr.slice, [], gpr.window_start, window_end, state, gpr.status
-                )
+                windows[key] = window_json(gpr.id, gpr.slice, [], gpr.window_start, window_end, state, gpr.status)
                 nodes[node]["windows"].append(windows[key])
             windows[key]["gpus"].append(uuid)
 

@@ -31,9 +31,7 @@ from ..serialize import slice_json
 from .base import ADMIN_SCOPE, APIHandler, authenticated, needs_scope
 
 
-def _policy(
-    quota_max_gpus, body: PolicyBody | None, current: core.SlicePolicy | None = None
-) -> core.SlicePolicy:
+def _policy(quota_max_gpus, body: PolicyBody | None, current: core.SlicePolicy | None = None) -> core.SlicePolicy:
     """The policy a create (``current`` None) or a partial update gives; MISSING keeps a value."""
     base = current or core.SlicePolicy()
     changes = {
@@ -57,9 +55,7 @@ class SliceBase(APIHandler):
     def check_namespaces_free(self, session, namespaces: dict, slice_id: int | None) -> None:
         for cluster, names in namespaces.items():
             taken = session.scalars(
-                select(SliceNamespace).where(
-                    SliceNamespace.cluster == cluster, SliceNamespace.namespace.in_(names)
-                )
+                select(SliceNamespace).where(SliceNamespace.cluster == cluster, SliceNamespace.namespace.in_(names))
             ).all()
             for ns in taken:
                 if ns.slice_id != slice_id:
@@ -199,9 +195,7 @@ class SliceHandler(SliceBase):
             session.delete(row)
             queries.add_event(
                 session,
-                core.Event(
-                    kind="slice-deleted", actor=self.user_name, reason="deleted", time=now, slice=name
-                ),
+                core.Event(kind="slice-deleted", actor=self.user_name, reason="deleted", time=now, slice=name),
             )
         if owns_group:
             await self.egs.hub.delete_group(group)

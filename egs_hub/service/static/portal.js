@@ -27,10 +27,12 @@ function notify(message, isError = false) {
   notice.className = isError ? "error" : "";
 }
 
+// Run one user action: on success show `what`, or the message `fn` returns (for
+// example "GPR 7 is queued"), then refresh; on failure show the error.
 async function act(what, fn) {
   try {
-    await fn();
-    notify(what);
+    const message = await fn();
+    notify(typeof message === "string" && message ? message : what);
     await refresh();
   } catch (e) {
     notify(e.message, true);
@@ -48,6 +50,46 @@ function el(tag, attrs = {}, ...children) {
   }
   return node;
 }
+
+// Refreshes every REFRESH_MS must not destroy what someone is doing: a focused
+// button, a half-typed "Add member", an open select. So the page is never rebuilt;
+// new content is patched into the old. An element is reused only when its tag and
+// every attribute are the same (its event handlers then act on the same GPR or
+// slice, which the attributes name); its children are patched the same way; text
+// changes in place; anything else is replaced. Input values are properties, not
+// attributes, so typed text survives.
+function sameElement(a, b) {
+  if (a.nodeType !== b.nodeType) return false;
+  if (a.nodeType === Node.TEXT_NODE) return true;
+  if (a.nodeType !== Node.ELEMENT_NODE || a.tagName !== b.tagName) return false;
+  if (a.attributes.length !== b.attributes.length) return false;
+  for (const { name, value } of b.attributes) if (a.getAttribute(name) !== value) return false;
+  return true;
+}
+
+function patch(parent, wanted) {
+  const old = [...parent.childNodes];
+  let next = 0;
+  for (const node of wanted) {
+    const found = old.findIndex((o, i) => i >= next && sameElement(o, node));
+    if (found < 0) {
+      parent.insertBefore(node, old[next] || null);
+      continue;
+    }
+    for (const stale of old.slice(next, found)) stale.remove();
+    const kept = old[found];
+    if (kept.nodeType === Node.TEXT_NODE) {
+      if (kept.data !== node.data) kept.data = node.data;
+    } else {
+      patch(kept, [...node.childNodes]);
+    }
+    next = found + 1;
+  }
+  for (const stale of old.slice(next)) stale.remove();
+}
+
+const asNodes = (children) => children.flat().filter((c) => c !== null && c !== undefined && c !== "")
+  .map((c) => (c instanceof Node ? c : document.createTextNode(String(c))));
 
 const localTime = (iso) => (iso ? new Date(iso).toLocaleString() : "");
 
@@ -81,17 +123,17 @@ function when(gpr) {
 function gprActions(gpr) {
   const buttons = [];
   if (["provisioning", "provisioned"].includes(gpr.status)) {
-    buttons.push(el("button", { type: "button", onclick: () => act(`GPR ${gpr.id} released`,
+    buttons.push(el("button", { type: "button", "aria-label": `Release GPR ${gpr.id}`, onclick: () => act(`GPR ${gpr.id} released`,
       () => api("POST", `gprs/${gpr.id}/release`, { reason: "released from the portal" })) }, "Release"));
   }
   if (["pending-approval", "queued"].includes(gpr.status)) {
-    buttons.push(el("button", { type: "button", onclick: () => act(`GPR ${gpr.id} cancelled`,
+    buttons.push(el("button", { type: "button", "aria-label": `Cancel GPR ${gpr.id}`, onclick: () => act(`GPR ${gpr.id} cancelled`,
       () => api("DELETE", `gprs/${gpr.id}`)) }, "Cancel"));
   }
   if (isAdmin && gpr.status === "pending-approval") {
-    buttons.push(el("button", { type: "button", class: "primary", onclick: () => act(`GPR ${gpr.id} approved`,
+    buttons.push(el("button", { type: "button", class: "primary", "aria-label": `Approve GPR ${gpr.id}`, onclick: () => act(`GPR ${gpr.id} approved`,
       () => api("POST", `gprs/${gpr.id}/approve`, {})) }, "Approve"));
-    buttons.push(el("button", { type: "button", onclick: () => {
+    buttons.push(el("button", { type: "button", "aria-label": `Deny GPR ${gpr.id}`, onclick: () => {
       const reason = prompt(`Why deny GPR ${gpr.id}?`, "");
       if (reason !== null) act(`GPR ${gpr.id} denied`, () => api("POST", `gprs/${gpr.id}/deny`, { reason }));
     } }, "Deny"));
@@ -109,28 +151,38 @@ function renderGPRs(gprs) {
       el("td", { class: `status-${g.status}` }, g.status), el("td", {}, when(g)),
       el("td", {}, g.bound_gpus.length ? el("code", {}, g.bound_gpus.join(" ")) : ""),
       el("td", {}, gprActions(g))));
-  document.querySelector("#gprs tbody").replaceChildren(
-    ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No GPU requests yet."))]));
+  patch(document.querySelector("#gprs tbody"),
+    rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No GPU requests yet."))]);
 }
 
 function renderSlices(slices) {
   const box = document.getElementById("slices");
+  const select = document.querySelector("#request-form select[name=slice]");
+  patch(select, slices.map((s) => el("option", { value: s.name }, s.display_name || s.name)));
   if (!slices.length) {
-    box.replaceChildren(el("p", { class: "muted" }, isAdmin
+    patch(box, [el("p", { class: "muted" }, isAdmin
       ? "No workspaces yet: create one below."
-      : "You are not in a workspace yet: ask an admin to add you to one."));
+      : "You are not in a workspace yet: ask an admin to add you to one.")]);
     return;
   }
-  box.replaceChildren(...slices.map((s) => {
+  patch(box, slices.map((s) => {
     const members = s.members.map((m) => el("li", {}, m, isAdmin
       ? el("button", { type: "button", "aria-label": `Remove ${m} from ${s.name}`, onclick: () =>
           act(`${m} removed from ${s.name}`, () => api("DELETE", `slices/${s.name}/members/${encodeURIComponent(m)}`)) }, "×")
       : null));
-    const addForm = isAdmin ? el("form", { onsubmit: (e) => {
+    const addForm = isAdmin ? el("form", { class: "add-member", onsubmit: (e) => {
       e.preventDefault();
-      const user = e.target.elements.user.value.trim();
-      if (user) act(`${user} added to ${s.name}`, () => api("PUT", `slices/${s.name}/members/${encodeURIComponent(user)}`));
-    } }, el("label", {}, "Add member", el("input", { name: "user", required: true })), el("button", { type: "submit" }, "Add")) : null;
+      const form = e.target;
+      const user = form.elements.user.value.trim();
+      if (user) {
+        act(`${user} added to ${s.name}`, async () => {
+          await api("PUT", `slices/${s.name}/members/${encodeURIComponent(user)}`);
+          form.reset();
+        });
+      }
+    } }, el("label", {}, "Add member", el("input", { name: "user", required: true, autocomplete: "off",
+      "aria-describedby": `members-${s.name}` })),
+    el("button", { type: "submit" }, "Add")) : null;
     const gpus = s.gpus.length
       ? [`${s.gpus.length} GPU(s) bound now: `, el("code", {}, s.gpus.join(" ")),
          " — servers started from now on see them; restart a running server to use them."]
@@ -139,25 +191,22 @@ function renderSlices(slices) {
       s.quota.max_gpus ? `max ${s.quota.max_gpus} GPUs at once` : "no GPU quota",
       s.policy.max_duration ? `max ${span(s.policy.max_duration)} per request` : null,
       s.policy.auto_approve_max_gpus ? `approval above ${s.policy.auto_approve_max_gpus} GPUs` : null,
-      `${s.policy.max_active_gprs} active request(s)`,
+      `max ${s.policy.max_active_gprs} request(s) holding GPUs at once`,
     ].filter(Boolean).join(" · ");
     return el("div", { class: "card", "data-slice": s.name },
       el("h3", {}, s.display_name || s.name, " ", el("span", { class: "muted" }, `(${s.name}, hub group ${s.group})`)),
       el("p", {}, ...gpus), el("p", { class: "muted" }, limits),
-      el("div", {}, "Members: ", s.members.length ? el("ul", {}, members) : el("span", { class: "muted" }, "none")),
+      el("div", { id: `members-${s.name}` }, "Members: ",
+        s.members.length ? el("ul", {}, members) : el("span", { class: "muted" }, "none")),
       addForm);
   }));
-  const select = document.querySelector("#request-form select[name=slice]");
-  const chosen = select.value;
-  select.replaceChildren(...slices.map((s) => el("option", { value: s.name }, s.display_name || s.name)));
-  if (slices.some((s) => s.name === chosen)) select.value = chosen;
 }
 
 function renderInventory(inventory) {
   const declared = inventory.clusters.some((c) => c.nodes.some((n) => n.declared));
-  document.getElementById("inventory-summary").replaceChildren(
+  patch(document.getElementById("inventory-summary"), asNodes([
     `${inventory.free} of ${inventory.gpus} GPUs free now.`,
-    declared ? el("span", { class: "declared" }, " Declared inventory: these GPUs come from config, not NVML.") : "");
+    declared ? el("span", { class: "declared" }, " Declared inventory: these GPUs come from config, not NVML.") : ""]));
   const rows = [];
   for (const cluster of inventory.clusters) {
     for (const node of cluster.nodes) {
@@ -170,12 +219,9 @@ function renderInventory(inventory) {
       }
     }
   }
-  document.querySelector("#inventory tbody").replaceChildren(...rows);
-  const shapes = document.querySelector("#request-form select[name=shape]");
-  const chosen = shapes.value;
-  shapes.replaceChildren(el("option", { value: "" }, "any"),
-    ...inventory.shapes.map((s) => el("option", { value: s.name }, `${s.name} (${s.cluster})`)));
-  shapes.value = chosen;
+  patch(document.querySelector("#inventory tbody"), rows);
+  patch(document.querySelector("#request-form select[name=shape]"), [el("option", { value: "" }, "any"),
+    ...inventory.shapes.map((s) => el("option", { value: s.name }, `${s.name} (${s.cluster})`))]);
 }
 
 function requestBody(form) {
@@ -190,17 +236,21 @@ function requestBody(form) {
 async function showWaitTimes() {
   const form = document.getElementById("request-form");
   try {
+    // Every shape that could serve the request, whatever the Shape field says: the
+    // table is where one is picked (asking again must not narrow it to the last pick).
     const body = requestBody(form);
-    delete body.name;
+    delete body.shape;
     const result = await api("POST", "wait-times", body);
     const table = document.getElementById("wait-times");
-    table.hidden = false;
-    table.tBodies[0].replaceChildren(...result.options.map((o, i) => el("tr", {},
-      el("td", {}, el("input", { type: "radio", name: "pick", value: o.shape.name, checked: i === 0,
+    const wanted = form.elements.shape.value;
+    const picked = result.options.some((o) => o.shape.name === wanted) ? wanted : result.options[0]?.shape.name;
+    table.tBodies[0].replaceChildren(...result.options.map((o) => el("tr", {},
+      el("td", {}, el("input", { type: "radio", name: "pick", value: o.shape.name, checked: o.shape.name === picked,
         "aria-label": `${o.cluster} ${o.shape.name}`, onchange: () => { form.elements.shape.value = o.shape.name; } })),
       el("td", {}, o.cluster), el("td", {}, o.shape.name), el("td", {}, localTime(o.estimated_start)),
       el("td", {}, o.wait_seconds ? span(o.wait_seconds) : "now"))));
-    if (result.options.length) form.elements.shape.value = result.options[0].shape.name;
+    table.hidden = false;
+    if (picked) form.elements.shape.value = picked;
     document.getElementById("approval-note").textContent = result.needs_approval.length
       ? `An admin must approve this: ${result.needs_approval.join("; ")}.` : "";
     notify("");
@@ -209,13 +259,25 @@ async function showWaitTimes() {
   }
 }
 
+// Refreshes overlap (the timer's and an action's); only the latest one is drawn.
+let refreshes = 0;
+let refreshFailed = false;
+
 async function refresh() {
+  const mine = ++refreshes;
   try {
     const [slices, gprs, inventory] = await Promise.all([api("GET", "slices"), api("GET", "gprs"), api("GET", "inventory")]);
+    if (mine !== refreshes) return;
     renderSlices(slices.slices);
     renderGPRs(gprs.gprs);
     renderInventory(inventory);
+    document.getElementById("updated").textContent =
+      `Updated ${new Date().toLocaleTimeString()}; refreshes every ${REFRESH_MS / 1000} s.`;
+    if (refreshFailed) notify("");
+    refreshFailed = false;
   } catch (e) {
+    if (mine !== refreshes) return;
+    refreshFailed = true;
     notify(`Could not refresh: ${e.message}`, true);
   }
 }
@@ -225,7 +287,7 @@ document.getElementById("request-form").addEventListener("submit", (e) => {
   e.preventDefault();
   act("GPU request submitted", async () => {
     const gpr = await api("POST", "gprs", requestBody(e.target));
-    notify(`GPR ${gpr.id} is ${gpr.status}`);
+    return `GPR ${gpr.id} is ${gpr.status}`;
   });
 });
 const sliceForm = document.getElementById("slice-form");

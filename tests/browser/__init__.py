@@ -1,0 +1,1 @@
+"""Browser end-to-end tests: Playwright driving Debian's Chromium against a real egs-hub."""
