@@ -22,9 +22,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def chp_on_path() -> str:
-    """PATH with configurable-http-proxy: the one on PATH, else node_modules/.bin of the checkout."""
+    """PATH with configurable-http-proxy: the one on PATH, else the one `make` installs."""
     path = os.environ.get("PATH", "")
-    local = os.path.join(ROOT, "node_modules", ".bin")
+    local = os.path.join(ROOT, ".cache", "node", "node_modules", ".bin")
     return f"{local}{os.pathsep}{path}" if os.path.isdir(local) else path
 
 
