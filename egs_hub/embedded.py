@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 from .backends.local.declared import declared_inventory, load_inventory_file
+from .roles import ADMIN_GROUP, ADMIN_SCOPE, SERVICE_NAME
 from .store.db import default_db_url, make_engine, normalize_url, upgrade
 
-SERVICE_NAME = "egs"
-ADMIN_SCOPE = "custom:egs:admin"
 HUB_CONFIG_FILE = str(files("egs_hub") / "hub_config" / "jupyterhub_config.py")
 
 
@@ -195,6 +194,7 @@ def configure_hub(c, env: dict[str, str] | None = None) -> None:
             "description": "egs-hub administrators",
             "scopes": [ADMIN_SCOPE],
             "users": sorted(c.Authenticator.admin_users),
+            "groups": [ADMIN_GROUP],
         },
         {
             "name": "egs-service",

@@ -20,7 +20,8 @@ import pytest
 from traitlets.config import Config
 
 from egs_hub.cli import main
-from egs_hub.embedded import ADMIN_SCOPE, HUB_CONFIG_FILE, SetupError, configure_hub, free_port, service_token
+from egs_hub.embedded import HUB_CONFIG_FILE, SetupError, configure_hub, free_port, service_token
+from egs_hub.roles import ADMIN_SCOPE
 from egs_hub.store.db import head_revision
 
 # --- up: pre-flight ------------------------------------------------------------------------

@@ -87,17 +87,28 @@ class HubClient:
                 return groups
             offset += limit
 
-    async def ensure_user(self, name: str) -> None:
+    async def ensure_user(self, name: str) -> bool:
+        """Create the hub user if missing; True when this call created it."""
         try:
             await self.request("POST", f"users/{quote(name, safe='')}")
         except HubAPIError as e:
-            if e.status != 409:
+            if e.status == 409:
+                return False
+            raise
+        return True
+
+    async def delete_user(self, name: str) -> None:
+        try:
+            await self.request("DELETE", f"users/{quote(name, safe='')}")
+        except HubAPIError as e:
+            if e.status != 404:
                 raise
 
-    async def add_members(self, group: str, users: list[str]) -> None:
-        for user in users:
-            await self.ensure_user(user)
+    async def add_members(self, group: str, users: list[str]) -> list[str]:
+        """Add users to a group, creating missing hub users; returns the users it created."""
+        created = [user for user in users if await self.ensure_user(user)]
         await self.request("POST", f"groups/{quote(group, safe='')}/users", {"users": users})
+        return created
 
     async def remove_members(self, group: str, users: list[str]) -> None:
         await self.request("DELETE", f"groups/{quote(group, safe='')}/users", {"users": users})

@@ -43,13 +43,15 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     stop_hub(running)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API runs an asyncio loop in the main thread for as
+# long as it lives, and every later test that starts its own loop (asyncio.run) would fail.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     executable = os.environ.get("EGS_CHROMIUM", "/usr/bin/chromium")
     if not os.path.exists(executable):

@@ -87,6 +87,12 @@ CASES = {
     "namespace twice": Bad(
         "POST", "slices", {"name": "ns-twice", "namespaces": {"c1": ["a", "a"]}}, who=ADMIN, want_field="namespaces.c1"
     ),
+    "group of another slice": Bad(
+        "POST", "slices", {"name": "g-twice", "group": "{slice}"}, who=ADMIN, want_status=409, want_message="holds"
+    ),
+    "slice naming the admins' group": Bad(
+        "POST", "slices", {"name": "egs-admins"}, who=ADMIN, want_status=422, want_field="group"
+    ),
     "member name with slash": Bad(
         "POST", "slices", {"name": "m-bad", "members": ["a/b"]}, who=ADMIN, want_field="members"
     ),

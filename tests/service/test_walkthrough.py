@@ -118,3 +118,14 @@ def test_requests_without_a_token_are_refused_but_health_is_open(hub):
     error = anonymous.get("gprs", expect=401)
     assert "token" in error["message"]
     hub.client("not-a-token").get("slices", expect=401)
+
+
+def test_members_of_the_hub_group_egs_admins_are_egs_admins(hub, user):
+    bob, as_bob = user("bob")
+    as_bob.post("slices", {"name": "bobs"}, expect=403)
+    hub.hub_api("POST", "groups/egs-admins/users", {"users": [bob]})
+    try:
+        created = as_bob.post("slices", {"name": f"by-{bob}"}, expect=201)
+        as_bob.call("DELETE", f"slices/{created['name']}", expect=204)
+    finally:
+        hub.hub_api("DELETE", "groups/egs-admins/users", {"users": [bob]})

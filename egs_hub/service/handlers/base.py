@@ -22,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from ...core.errors import Conflict, IllegalTransition, InvalidRequest, PolicyViolation
+from ...roles import ADMIN_SCOPE
 from ..hub import HubAPIError
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ADMIN_SCOPE = "custom:egs:admin"
 MAX_ID = 2**31 - 1  # ids and limits are SQL INTEGER columns
 KNOWN_SCOPES = frozenset({ADMIN_SCOPE})
 

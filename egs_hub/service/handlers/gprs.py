@@ -11,12 +11,13 @@ from ...core import model as core
 from ...core.errors import Conflict, InvalidRequest, PolicyViolation
 from ...core.policy import approval_reasons, check_request
 from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
+from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow
 from ...store.models import Slice as SliceRow
 from ..serialize import gpr_json, option_json
-from .base import ADMIN_SCOPE, APIHandler, authenticated, needs_scope
+from .base import APIHandler, authenticated, needs_scope
 
 STATUS_VALUES = [s.value for s in core.Status]
 
@@ -36,6 +37,18 @@ class GPRBase(APIHandler):
 
     def plan_now(self, session) -> planner.Plan:
         return planner.plan(queries.load_snapshot(session), self.now())
+
+    def vet(self, session, spec: core.GPRSpec, slice_row: SliceRow) -> tuple[planner.Snapshot, list[str]]:
+        """Check a spec against its slice (members' limits) and the inventory (can it ever run).
+
+        Returns the snapshot it was checked against and why it would need an admin's approval.
+        """
+        policy = queries.slice_policy(slice_row)
+        if not self.is_admin:
+            check_request(spec, policy)
+        snapshot = queries.load_snapshot(session)
+        self.check_servable(snapshot, spec)
+        return snapshot, approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
 
     def check_servable(self, snapshot: planner.Snapshot, spec: core.GPRSpec) -> None:
         reason = planner.unservable_reason(spec, snapshot.nodes, snapshot.unhealthy_gpus)
@@ -86,11 +99,7 @@ class GPRsHandler(GPRBase):
         with transaction(self.egs.sessions) as session:
             slice_row = self.slice_of(session, spec.slice)
             self.require_member(slice_row)
-            policy = queries.slice_policy(slice_row)
-            check_request(spec, policy)
-            snapshot = queries.load_snapshot(session)
-            self.check_servable(snapshot, spec)
-            reasons = approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
+            _, reasons = self.vet(session, spec, slice_row)
             row = queries.new_gpr_row(session, spec, self.user_name, now)
             gpr = queries.apply(session, row, lifecycle.submit(row.id, spec, self.user_name, reasons, now))
         self.egs.reconciler.wake()
@@ -120,19 +129,15 @@ class GPRHandler(GPRBase):
             if self.is_admin and set(changes) == {"priority"}:
                 queries.apply(session, row, lifecycle.change_priority(gpr, changes["priority"], self.user_name, now))
             else:
-                self._edit(session, row, gpr, update, queries.slice_policy(slice_row), now)
+                self._edit(session, row, gpr, update, slice_row, now)
         self.egs.reconciler.wake()
         self.answer(row.id)
 
-    def _edit(self, session, row, gpr: core.GPR, update: GPRUpdate, policy: core.SlicePolicy, now) -> None:
+    def _edit(self, session, row, gpr: core.GPR, update: GPRUpdate, slice_row: SliceRow, now) -> None:
         if not (self.is_admin or gpr.requested_by == self.user_name):
             raise web.HTTPError(403, f"only {gpr.requested_by} (who asked) or an admin can edit GPR {gpr.id}")
         spec = update.apply(gpr.spec)
-        if not self.is_admin:
-            check_request(spec, policy)
-        snapshot = queries.load_snapshot(session)
-        self.check_servable(snapshot, spec)
-        reasons = approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
+        _, reasons = self.vet(session, spec, slice_row)
         if gpr.status is core.Status.QUEUED and reasons and not self.is_admin:
             raise Conflict(
                 f"this change needs an admin's approval ({'; '.join(reasons)}); cancel this GPR and submit a new one"
@@ -194,12 +199,8 @@ class WaitTimesHandler(GPRBase):
         with self.egs.sessions() as session:
             slice_row = self.slice_of(session, spec.slice)
             self.require_member(slice_row)
-            policy = queries.slice_policy(slice_row)
-            check_request(spec, policy)
-            snapshot = queries.load_snapshot(session)
-        self.check_servable(snapshot, spec)
+            snapshot, reasons = self.vet(session, spec, slice_row)
         options = planner.wait_times(snapshot, spec, self.now())
-        reasons = approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
         self.write_json({"options": [option_json(o) for o in options], "needs_approval": reasons})
 
 

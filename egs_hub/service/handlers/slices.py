@@ -13,7 +13,7 @@ from sqlalchemy import select
 from tornado import web
 
 from ...core import model as core
-from ...core.errors import Conflict
+from ...core.errors import Conflict, PolicyViolation
 from ...core.requests import (
     MISSING,
     PolicyBody,
@@ -23,12 +23,13 @@ from ...core.requests import (
     parse_body,
     parse_user_name,
 )
+from ...roles import ADMIN_GROUP, ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow, SliceNamespace
 from ...store.models import Slice as SliceRow
 from ..serialize import slice_json
-from .base import ADMIN_SCOPE, APIHandler, authenticated, needs_scope
+from .base import APIHandler, authenticated, needs_scope
 
 
 def _policy(quota_max_gpus, body: PolicyBody | None, current: core.SlicePolicy | None = None) -> core.SlicePolicy:
@@ -88,15 +89,25 @@ class SlicesHandler(SliceBase):
     async def post(self) -> None:
         body = parse_body(SliceCreate, self.json_body())
         group = body.group or body.name
+        if group == ADMIN_GROUP:
+            raise PolicyViolation(
+                "group", f"the hub group {ADMIN_GROUP!r} makes its members egs-hub admins; a slice cannot use it"
+            )
         now = self.now()
         with self.egs.sessions() as session:
             if queries.get_slice(session, body.name) is not None:
                 raise Conflict(f"a slice named {body.name!r} exists already")
+            user_of_group = session.scalar(select(SliceRow.name).where(SliceRow.group_name == group))
+            if user_of_group is not None:
+                raise Conflict(f"hub group {group!r} holds the members of slice {user_of_group!r} already")
             self.check_namespaces_free(session, body.namespaces, None)
-        created_group = await self.egs.hub.ensure_group(group)
+        hub = self.egs.hub
+        created_group = await hub.ensure_group(group)
+        members_before = set() if created_group else set(await hub.group_members(group))
+        created_users: list[str] = []
         try:
             if body.members:
-                await self.egs.hub.add_members(group, list(body.members))
+                created_users = await hub.add_members(group, list(body.members))
             with transaction(self.egs.sessions) as session:
                 row = SliceRow(
                     name=body.name,
@@ -123,8 +134,13 @@ class SlicesHandler(SliceBase):
                     ),
                 )
         except Exception:
+            # Undo the hub side, so a failed create leaves nothing behind (created users could sign up).
             if created_group:
-                await self.egs.hub.delete_group(group)
+                await hub.delete_group(group)
+            elif added := [m for m in body.members if m not in members_before]:
+                await hub.remove_members(group, added)
+            for user in created_users:
+                await hub.delete_user(user)
             raise
         self.egs.forget_identities()
         with self.egs.sessions() as session:
