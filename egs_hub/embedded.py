@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from importlib.resources import files
 
+from traitlets.config.loader import PyFileConfigLoader
+
 from .backends.local.declared import declared_inventory, load_inventory_file
 from .roles import ADMIN_GROUP, ADMIN_SCOPE, SERVICE_NAME
 from .store.db import default_db_url, make_engine, normalize_url, upgrade
@@ -133,6 +135,10 @@ def prepare(
         extra_config = os.path.abspath(extra_config)
         if not os.path.isfile(extra_config):
             raise SetupError(f"config file {extra_config} does not exist")
+        try:
+            PyFileConfigLoader(os.path.basename(extra_config), os.path.dirname(extra_config)).load_config()
+        except Exception as e:
+            raise SetupError(f"config file {extra_config} fails to load: {type(e).__name__}: {e}") from None
     data_dir = os.path.abspath(data_dir)
     db_url = normalize_url(db_url or default_db_url(data_dir))
     os.makedirs(data_dir, mode=0o700, exist_ok=True)

@@ -112,6 +112,14 @@ UP_CASES = {
         lambda ws: ["--port", str(ws.port), "--inventory", inventory(ws), "--config", "extra_config.py"],
         lambda ws: [f"config file {ws.root}/extra_config.py does not exist"],
     ),
+    "config that raises": UpCase(
+        lambda ws: ["--port", str(ws.port), "--config", ws.write("broken.py", "c.JupyterHub.port = int('x')\n")],
+        lambda ws: [f"config file {ws.root}/broken.py fails to load: ValueError"],
+    ),
+    "config with a syntax error": UpCase(
+        lambda ws: ["--port", str(ws.port), "--config", ws.write("typo.py", "c.JupyterHub.port = \n")],
+        lambda ws: [f"config file {ws.root}/typo.py fails to load: SyntaxError"],
+    ),
     "config is a directory": UpCase(
         lambda ws: ["--port", str(ws.port), "--config", str(ws.bin)],
         lambda ws: [f"config file {ws.bin} does not exist"],

@@ -99,6 +99,13 @@ class Hub:
         with open(self.log_path) as f:
             return f.read()
 
+    def service_running(self) -> bool:
+        try:
+            self.service_pid()
+        except AssertionError:
+            return False
+        return True
+
     def service_pid(self) -> int:
         """The pid of this hub's EGS service process."""
         marker = f"EGS_DATA_DIR={self.data_dir}".encode()
@@ -170,9 +177,13 @@ def start_hub(data_dir: str, db_url: str, port: int) -> Hub:
 
 
 def stop_hub(hub: Hub) -> None:
+    """Ctrl-C, as a person stops it: egs-hub must exit 0 and leave no service process behind."""
     hub.process.send_signal(signal.SIGINT)
     try:
-        hub.process.wait(30)
+        returncode = hub.process.wait(30)
     except subprocess.TimeoutExpired:
         hub.process.kill()
         hub.process.wait()
+        raise AssertionError(f"egs-hub did not stop within 30 s of SIGINT:\n{hub.log()[-2000:]}") from None
+    assert returncode == 0, f"egs-hub exited {returncode} on SIGINT:\n{hub.log()[-2000:]}"
+    wait_for(lambda: not hub.service_running(), 10, "the EGS service to stop with the hub")
