@@ -52,15 +52,6 @@ class EndReason(enum.StrEnum):
     EVICTED = "evicted"
 
 
-def priority_band(priority: int) -> str:
-    """EGS's bands: low 1-100, medium 101-200, high 201-300."""
-    if priority <= 100:
-        return "low"
-    if priority <= 200:
-        return "medium"
-    return "high"
-
-
 @dataclass(frozen=True, order=True)
 class Shape:
     """What a node offers, e.g. ``H100-80GB x8``."""

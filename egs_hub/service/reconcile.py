@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..backends import Backend, BindError, ServerRef, UnbindError
 from ..core import lifecycle
 from ..core.model import GPR, EndReason, Status
-from ..core.planner import Estimate, Plan, plan
+from ..core.planner import Estimate, Plan, Snapshot, plan
 from ..store import queries
 from ..store.db import transaction
 
@@ -91,13 +91,13 @@ class Reconciler:
             self._end_windows(decisions, now)
             self._admit(decisions.admits, now)
             self._drive_backend(now)
-            return self._next_due(decisions, now)
+            return self._next_due(snapshot, decisions, now)
 
-    def _next_due(self, decisions: Plan, now: datetime) -> datetime:
+    def _next_due(self, snapshot: Snapshot, decisions: Plan, now: datetime) -> datetime:
+        """The soonest of: the next tick, a window's end, a queued GPR's planned start."""
         due = [now + timedelta(seconds=self.interval)]
-        with self.sessions() as session:
-            rows = queries.gpr_rows(session, statuses=[Status.PROVISIONED])
-            due.extend(r.window_end for r in rows if r.window_end)
+        due.extend(b.end for b in snapshot.bookings if not b.releasing and b.end > now)
+        due.extend(e.end for e in decisions.admits)
         due.extend(e.start for e in decisions.estimates.values() if e.start and e.start > now)
         return min(due)
 
