@@ -43,6 +43,9 @@ FINAL_STATUSES = frozenset({Status.COMPLETE, Status.REJECTED, Status.CANCELLED, 
 HOLDING_STATUSES = frozenset({Status.PROVISIONING, Status.PROVISIONED, Status.RELEASING})
 
 
+EVICTION_MODES = ("auto", "confirm", "off")
+
+
 class EndReason(enum.StrEnum):
     """Why a provisioned GPR left its GPUs; the side exits of the lifecycle."""
 
@@ -117,6 +120,14 @@ class SlicePolicy:
     max_active_gprs: GPRs of the slice holding GPUs at the same time (EGS: 1).
     restart_servers: restart the slice's running servers when GPUs are bound,
     instead of only telling their owners to restart.
+    max_gpu_hours: GPU-hours the slice may use per rolling week (7 days); a GPR
+    that would go over needs approval.
+    reject_over_limits: a GPR over a limit is rejected instead of waiting for approval.
+    eviction: when this slice's GPR tops the queue and cannot start, may lower-priority
+    preemptible GPRs be ended for it: "auto" (at once), "confirm" (an admin confirms
+    the list the planner names) or "off".
+    requeue_evicted: an evicted GPR of this slice goes back to the queue.
+    share: fair-share weight; None takes ``max_gpus`` (or 1 when unlimited).
     """
 
     max_gpus: int | None = None
@@ -125,6 +136,11 @@ class SlicePolicy:
     auto_approve_max_gpus: int | None = None
     max_active_gprs: int = 1
     restart_servers: bool = False
+    max_gpu_hours: float | None = None
+    reject_over_limits: bool = False
+    eviction: str = "confirm"
+    requeue_evicted: bool = True
+    share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -18,79 +18,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .model import GPRSpec, Node, Shape, SlicePolicy
+from .snapshot import Estimate, Option, Placement, Plan, Request, Snapshot
 
 # A booking that is releasing, or whose window has passed, still holds its GPUs
 # at ``now``; they are free for planning right after.
 JUST_AFTER = timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class Booking:
-    gpr_id: int
-    slice: str
-    gpus: tuple[str, ...]
-    start: datetime
-    end: datetime
-    releasing: bool = False
-
-
-@dataclass(frozen=True)
-class Request:
-    gpr_id: int
-    spec: GPRSpec
-    submitted_at: datetime
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    nodes: tuple[Node, ...]
-    bookings: tuple[Booking, ...] = ()
-    queue: tuple[Request, ...] = ()
-    pending: tuple[Request, ...] = ()
-    policies: Mapping[str, SlicePolicy] = field(default_factory=dict)
-    unhealthy_gpus: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Placement:
-    cluster: str
-    shape: Shape
-    nodes: tuple[str, ...]
-    gpus: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """``start`` is None when the inventory cannot serve the request at all."""
-
-    gpr_id: int
-    position: int
-    start: datetime | None
-    end: datetime | None
-    placement: Placement | None
-
-
-@dataclass(frozen=True)
-class Plan:
-    admits: tuple[Estimate, ...]
-    ends: tuple[int, ...]
-    estimates: Mapping[int, Estimate]
-    approvals: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Option:
-    """One place that could serve a hypothetical request, and when."""
-
-    cluster: str
-    shape: Shape
-    start: datetime
-    wait: timedelta
-    placement: Placement
 
 
 def queue_key(request: Request) -> tuple:

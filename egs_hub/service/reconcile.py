@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..backends import Backend, BindError, ServerRef, UnbindError
 from ..core import lifecycle
 from ..core.model import GPR, EndReason, Status
-from ..core.planner import Estimate, Plan, Snapshot, plan
+from ..core.planner import plan
+from ..core.snapshot import Estimate, Plan, Snapshot
 from ..store import queries
 from ..store.db import transaction
 

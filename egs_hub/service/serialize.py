@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..core.model import GPR, Shape
-from ..core.planner import Estimate, Option
+from ..core.snapshot import Estimate, Option
 from ..core.units import format_time
 from ..store.models import Cluster, EventRow, Slice
 

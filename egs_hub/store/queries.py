@@ -13,7 +13,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
 from ..core import model as core
-from ..core.planner import Booking, Request, Snapshot
+from ..core.snapshot import Booking, Request, Snapshot
 from .models import (
     GPU,
     Allocation,

@@ -11,7 +11,8 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from egs_hub.core.model import GPR, PRIORITY_DEFAULT, EndReason, GPRSpec, Node, Shape, SlicePolicy, Status
-from egs_hub.core.planner import Booking, Request, Snapshot, plan, wait_times
+from egs_hub.core.planner import plan, wait_times
+from egs_hub.core.snapshot import Booking, Request, Snapshot
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SLICE = "team"

@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from egs_hub.core.model import Node, SlicePolicy
-from egs_hub.core.planner import Booking, Request, plan
+from egs_hub.core.planner import plan
+from egs_hub.core.snapshot import Booking, Request
 
 from .builders import NOW, at, booking, gpus_of, node, req, snap
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
-from egs_hub.core.planner import JUST_AFTER, Booking, Plan, Request, Snapshot, plan, unservable_reason
+from egs_hub.core.planner import JUST_AFTER, plan, unservable_reason
+from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
 from .builders import NOW, at, check_wait_times_match_plan, shape
 

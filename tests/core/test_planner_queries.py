@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
-from egs_hub.core.planner import Booking, Request, Snapshot, plan, unservable_reason, wait_times
+from egs_hub.core.planner import plan, unservable_reason, wait_times
+from egs_hub.core.snapshot import Booking, Request, Snapshot
 
 from .builders import NOW, at, booking, check_wait_times_match_plan, gpus_of, node, req, shape, snap, spec
 

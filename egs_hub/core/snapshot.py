@@ -1,0 +1,106 @@
+"""What the planner reads and what it decides, as plain frozen records.
+
+Vocabulary: a *booking* is a GPR holding GPUs now (provisioning, provisioned or
+releasing); a *request* is a GPR waiting for GPUs; a *placement* is the exact
+GPUs and nodes a request would get; an *estimate* is a request's planned start
+and placement. The previous plan's estimates are the planner's promises: a
+request is never planned later than its promise because of work that is not
+ahead of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .model import PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy
+
+
+@dataclass(frozen=True)
+class Booking:
+    gpr_id: int
+    slice: str
+    gpus: tuple[str, ...]
+    start: datetime
+    end: datetime
+    releasing: bool = False
+    priority: int = PRIORITY_DEFAULT
+    preemptible: bool = True
+
+
+@dataclass(frozen=True)
+class Request:
+    gpr_id: int
+    spec: GPRSpec
+    submitted_at: datetime
+
+
+@dataclass(frozen=True)
+class Placement:
+    """``gpus`` are exact for an admission; a later start names nodes and leaves ``gpus`` empty
+    (which GPUs of those nodes is decided when the window starts)."""
+
+    cluster: str
+    shape: Shape
+    nodes: tuple[str, ...]
+    gpus: tuple[str, ...]
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """``start`` is None when the inventory cannot serve the request at all."""
+
+    gpr_id: int
+    position: int
+    start: datetime | None
+    end: datetime | None
+    placement: Placement | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """``usage``: each slice's decayed GPU-seconds (fair share); ``previous``: the last
+    plan's estimates, which this plan keeps unless something ahead changed."""
+
+    nodes: tuple[Node, ...]
+    bookings: tuple[Booking, ...] = ()
+    queue: tuple[Request, ...] = ()
+    pending: tuple[Request, ...] = ()
+    policies: Mapping[str, SlicePolicy] = field(default_factory=dict)
+    unhealthy_gpus: frozenset[str] = frozenset()
+    usage: Mapping[str, float] = field(default_factory=dict)
+    previous: Mapping[int, Estimate] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Ending ``victims`` (provisioned GPRs) lets ``gpr_id``, the top of the queue, start now.
+
+    ``automatic``: the beneficiary's slice policy evicts without an admin's confirmation.
+    """
+
+    gpr_id: int
+    victims: tuple[int, ...]
+    automatic: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    admits: tuple[Estimate, ...]
+    ends: tuple[int, ...]
+    estimates: Mapping[int, Estimate]
+    approvals: tuple[int, ...]
+    evictions: tuple[Eviction, ...] = ()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One place that could serve a hypothetical request, and when."""
+
+    cluster: str
+    shape: Shape
+    start: datetime
+    wait: timedelta
+    placement: Placement
