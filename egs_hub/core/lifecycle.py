@@ -52,11 +52,26 @@ def _move(gpr: GPR, to: Status, *, kind: str, actor: str, reason: str, now: date
 
 
 def submit(
-    gpr_id: int, spec: GPRSpec, requested_by: str, approval_reasons: list[str], now: datetime
+    gpr_id: int,
+    spec: GPRSpec,
+    requested_by: str,
+    approval_reasons: list[str],
+    now: datetime,
+    *,
+    reject: bool = False,
 ) -> tuple[GPR, Event]:
-    """A new GPR: queued, or pending-approval with the reasons policy gave."""
-    status = Status.PENDING_APPROVAL if approval_reasons else Status.QUEUED
-    reason = "; ".join(approval_reasons) if approval_reasons else "within the slice's policy"
+    """A new GPR: queued, or pending-approval with the reasons policy gave.
+
+    With ``reject`` (the slice policy's ``reject_over_limits``) a GPR with reasons is
+    created rejected, ended at ``now``. That is a creation, not a transition, so
+    TRANSITIONS has no edge for it; like every GPR that ends rejected, it never leaves.
+    """
+    if not approval_reasons:
+        status, reason = Status.QUEUED, "within the slice's policy"
+    elif reject:
+        status, reason = Status.REJECTED, "over the slice's limits: " + "; ".join(approval_reasons)
+    else:
+        status, reason = Status.PENDING_APPROVAL, "; ".join(approval_reasons)
     gpr = GPR(
         id=gpr_id,
         spec=spec,
@@ -65,6 +80,7 @@ def submit(
         status_reason=reason,
         created_at=now,
         updated_at=now,
+        ended_at=now if status.is_final else None,
     )
     event = Event(
         kind="submitted",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from .errors import PolicyViolation
 from .model import GPRSpec, SlicePolicy
 from .units import format_duration
@@ -17,10 +19,11 @@ def check_request(spec: GPRSpec, policy: SlicePolicy) -> None:
         )
 
 
-def approval_reasons(spec: GPRSpec, gpu_count: int, policy: SlicePolicy) -> list[str]:
+def approval_reasons(spec: GPRSpec, gpu_count: int, policy: SlicePolicy, week_gpu_hours: float = 0.0) -> list[str]:
     """Why this GPR needs an admin's approval; empty when policy approves it.
 
-    ``gpu_count`` is the GPUs the GPR would hold (``nodes`` times GPUs per node).
+    ``gpu_count`` is the GPUs the GPR would hold (``nodes`` times GPUs per node);
+    ``week_gpu_hours`` is what the slice used in the rolling week (quota.week_gpu_hours).
     """
     reasons = []
     if policy.max_duration is not None and spec.duration > policy.max_duration:
@@ -32,4 +35,16 @@ def approval_reasons(spec: GPRSpec, gpu_count: int, policy: SlicePolicy) -> list
         reasons.append(f"{gpu_count} GPUs is over the slice's quota of {policy.max_gpus} GPUs")
     if policy.auto_approve_max_gpus is not None and gpu_count > policy.auto_approve_max_gpus:
         reasons.append(f"{gpu_count} GPUs is over the auto-approval limit of {policy.auto_approve_max_gpus}")
+    asked = gpu_count * (spec.duration / timedelta(hours=1))
+    if policy.max_gpu_hours is not None and week_gpu_hours + asked > policy.max_gpu_hours:
+        reasons.append(
+            f"this GPR's {_format_hours(asked)} GPU-hours would bring the slice to "
+            f"{_format_hours(week_gpu_hours + asked)} of its {_format_hours(policy.max_gpu_hours)} "
+            "GPU-hours per rolling week"
+        )
     return reasons
+
+
+def _format_hours(hours: float) -> str:
+    """At most two decimals, none when whole: 16.0 is "16", 2/3 is "0.67"."""
+    return f"{hours:.2f}".rstrip("0").rstrip(".")

@@ -157,15 +157,18 @@ def test_functions_cover_every_edge_of_the_state_machine():
 
 
 @pytest.mark.parametrize(
-    ("reasons", "want_status", "want_reason"),
+    ("reasons", "reject", "want_status", "want_reason"),
     [
-        ([], S.QUEUED, "within the slice's policy"),
-        (["too long"], S.PENDING_APPROVAL, "too long"),
-        (["too long", "too big"], S.PENDING_APPROVAL, "too long; too big"),
+        ([], False, S.QUEUED, "within the slice's policy"),
+        (["too long"], False, S.PENDING_APPROVAL, "too long"),
+        (["too long", "too big"], False, S.PENDING_APPROVAL, "too long; too big"),
+        ([], True, S.QUEUED, "within the slice's policy"),  # nothing over a limit: nothing to reject
+        (["too long"], True, S.REJECTED, "over the slice's limits: too long"),
+        (["too long", "too big"], True, S.REJECTED, "over the slice's limits: too long; too big"),
     ],
 )
-def test_submit(reasons: list[str], want_status: Status, want_reason: str):
-    made, event = lifecycle.submit(3, spec(gpus=2), "bob", reasons, NOW)
+def test_submit(reasons: list[str], reject: bool, want_status: Status, want_reason: str):
+    made, event = lifecycle.submit(3, spec(gpus=2), "bob", reasons, NOW, reject=reject)
     assert (made.id, made.status, made.status_reason, made.requested_by) == (
         3,
         want_status,
@@ -173,6 +176,7 @@ def test_submit(reasons: list[str], want_status: Status, want_reason: str):
         "bob",
     )
     assert made.created_at == made.updated_at == NOW
+    assert made.ended_at == (NOW if want_status.is_final else None)  # a rejected GPR ends as it is made
     assert made.window_start is None and made.bound_gpus == ()
     assert (event.kind, event.actor, event.reason, event.time) == ("submitted", "bob", want_reason, NOW)
     assert (event.from_status, event.to_status, event.gpr_id, event.slice) == (None, want_status, 3, "team")

@@ -41,6 +41,7 @@ class ApprovalCase:
     gpu_count: int
     policy: SlicePolicy
     want: list[str]  # the reasons, in order; empty when policy approves
+    week_gpu_hours: float = 0.0  # what the slice used in the rolling week
 
 
 APPROVALS = {
@@ -76,12 +77,36 @@ APPROVALS = {
             "16 GPUs is over the auto-approval limit of 2",
         ],
     ),
+    "gpu-hours up to the weekly limit": ApprovalCase(
+        spec(gpus=2, hours=8), 2, SlicePolicy(max_gpu_hours=120), want=[], week_gpu_hours=104
+    ),
+    "gpu-hours over the weekly limit": ApprovalCase(
+        spec(gpus=2, hours=8),
+        2,
+        SlicePolicy(max_gpu_hours=120),
+        want=["this GPR's 16 GPU-hours would bring the slice to 130 of its 120 GPU-hours per rolling week"],
+        week_gpu_hours=114,
+    ),
+    "gpu-hours alone over the weekly limit": ApprovalCase(
+        spec(nodes=2, hours=10),
+        16,
+        SlicePolicy(max_gpu_hours=100),
+        want=["this GPR's 160 GPU-hours would bring the slice to 160 of its 100 GPU-hours per rolling week"],
+    ),
+    "gpu-hours written with at most two decimals": ApprovalCase(
+        spec(gpus=3, hours=20 / 60),
+        3,
+        SlicePolicy(max_gpu_hours=12.5),
+        want=["this GPR's 1 GPU-hours would bring the slice to 12.67 of its 12.5 GPU-hours per rolling week"],
+        week_gpu_hours=35 / 3,
+    ),
+    "no weekly limit: usage does not matter": ApprovalCase(spec(gpus=8), 8, SlicePolicy(), want=[], week_gpu_hours=1e6),
 }
 
 
 @pytest.mark.parametrize("case", APPROVALS.values(), ids=APPROVALS.keys())
 def test_approval_reasons(case: ApprovalCase):
-    assert approval_reasons(case.spec, case.gpu_count, case.policy) == case.want
+    assert approval_reasons(case.spec, case.gpu_count, case.policy, case.week_gpu_hours) == case.want
 
 
 @pytest.mark.parametrize(

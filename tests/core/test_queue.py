@@ -1,0 +1,158 @@
+"""The priority queue: band, then fair share, then priority, then submission, then id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from egs_hub.core.queue import PriorityQueue, band, queue_key
+from egs_hub.core.snapshot import Request
+
+from .builders import req
+
+
+@pytest.mark.parametrize(
+    ("priority", "want_band"),
+    [(1, 0), (100, 0), (101, 1), (200, 1), (201, 2), (300, 2)],
+)
+def test_band(priority: int, want_band: int):
+    assert band(priority) == want_band
+
+
+@pytest.mark.parametrize("priority", [0, 301])
+def test_band_refuses_priorities_out_of_range(priority: int):
+    with pytest.raises(ValueError, match=f"priority {priority} is outside 1-300"):
+        band(priority)
+
+
+@dataclass(frozen=True)
+class OrderCase:
+    requests: list[Request]
+    factors: dict[str, float]  # fair-share factor per slice; others get 1.0
+    want: list[int]  # gpr ids in queue order
+
+
+ORDERS = {
+    "higher priority first": OrderCase([req(1, priority=150), req(2, priority=160)], {}, want=[2, 1]),
+    "band boundary 100/101 beats fair share": OrderCase(
+        [req(1, priority=100, slice="a"), req(2, priority=101, slice="b")], {"a": 1.0, "b": 0.1}, want=[2, 1]
+    ),
+    "band boundary 200/201 beats fair share": OrderCase(
+        [req(1, priority=200, slice="a"), req(2, priority=201, slice="b")], {"a": 1.0, "b": 0.1}, want=[2, 1]
+    ),
+    "fair share beats priority within a band": OrderCase(
+        [req(1, priority=200, slice="a"), req(2, priority=101, slice="b")], {"a": 0.3, "b": 0.9}, want=[2, 1]
+    ),
+    "fair share beats priority within the low band": OrderCase(
+        [req(1, priority=100, slice="a"), req(2, priority=1, slice="b")], {"a": 0.3, "b": 0.9}, want=[2, 1]
+    ),
+    "slices without a factor get 1.0": OrderCase(
+        [req(1, priority=101, slice="a"), req(2, priority=200, slice="b")], {"b": 0.99}, want=[1, 2]
+    ),
+    "same priority and factor: earlier submission first": OrderCase(
+        [req(1, submitted=-1), req(2, submitted=-2)], {}, want=[2, 1]
+    ),
+    "all else equal: lower id first": OrderCase([req(2, submitted=-1), req(1, submitted=-1)], {}, want=[1, 2]),
+}
+
+
+@pytest.mark.parametrize("case", ORDERS.values(), ids=ORDERS.keys())
+def test_order(case: OrderCase):
+    queue = PriorityQueue(case.requests, case.factors)
+    assert [r.gpr_id for r in queue] == case.want
+    assert [queue.position(gpr_id) for gpr_id in case.want] == list(range(1, len(case.want) + 1))
+    # the order is the one queue_key gives
+    by_key = sorted(case.requests, key=lambda r: queue_key(r, case.factors.get(r.spec.slice, 1.0)))
+    assert [r.gpr_id for r in by_key] == case.want
+
+
+def test_change_priority_moves_the_request():
+    queue = PriorityQueue([req(1, priority=150), req(2, priority=120), req(3, priority=50)])
+    changed = queue.change_priority(3, 250)  # an admin moves GPR 3 to the top
+    assert changed.spec.priority == 250 and changed.gpr_id == 3
+    assert [r.gpr_id for r in queue] == [3, 1, 2]
+    queue.change_priority(1, 10)
+    assert [r.gpr_id for r in queue] == [3, 2, 1]
+    assert queue.position(1) == 3
+
+
+def test_position_of_a_key_not_in_the_queue():
+    queue = PriorityQueue([req(1, priority=250), req(2, priority=150), req(3, priority=50)])
+    assert queue.position_of(queue.key(req(9, priority=300))) == 1
+    assert queue.position_of(queue.key(req(9, priority=150))) == 3  # behind 2: submitted later
+    assert queue.position_of(queue.key(req(9, priority=10))) == 4
+    assert len(queue) == 3  # nothing pushed
+
+
+def test_remove_membership_and_length():
+    queue = PriorityQueue([req(1), req(2)])
+    assert 1 in queue and 3 not in queue and len(queue) == 2
+    assert queue.remove(1) == req(1)
+    assert 1 not in queue and len(queue) == 1
+    assert [r.gpr_id for r in queue] == [2]
+
+
+def test_errors_name_the_gpr():
+    queue = PriorityQueue([req(1)])
+    with pytest.raises(ValueError, match="GPR 1 is already in the queue"):
+        queue.push(req(1, priority=5))
+    for call in (queue.remove, queue.position, lambda i: queue.change_priority(i, 5)):
+        with pytest.raises(KeyError, match="GPR 9 is not in the queue"):
+            call(9)
+    with pytest.raises(ValueError, match="priority 301 is outside"):
+        queue.change_priority(1, 301)
+    assert list(queue) == [req(1)]  # unchanged by the refused calls
+
+
+FACTORS = {"a": 1.0, "b": 0.5, "c": 0.25}
+IDS = st.integers(min_value=1, max_value=12)
+PRIORITIES = st.sampled_from([1, 50, 100, 101, 150, 200, 201, 300])
+OPS = st.one_of(
+    st.tuples(
+        st.just("push"),
+        IDS,
+        PRIORITIES,
+        st.sampled_from([*FACTORS, "d"]),
+        st.integers(min_value=-3, max_value=0),
+    ),
+    st.tuples(st.just("remove"), IDS),
+    st.tuples(st.just("change"), IDS, PRIORITIES),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(OPS, max_size=40))
+def test_queue_matches_a_sorted_list(ops):
+    """After any push/remove/change_priority sequence, the queue is its requests sorted by
+    queue_key, positions agree, and absent or duplicate ids raise without changing anything."""
+    queue = PriorityQueue(factors=FACTORS)
+    held: dict[int, Request] = {}
+    for op, gpr_id, *args in ops:
+        if op == "push":
+            priority, slice_, submitted = args
+            request = req(gpr_id, priority=priority, slice=slice_, submitted=submitted)
+            if gpr_id in held:
+                with pytest.raises(ValueError):
+                    queue.push(request)
+            else:
+                queue.push(request)
+                held[gpr_id] = request
+        elif gpr_id not in held:
+            with pytest.raises(KeyError):
+                if op == "remove":
+                    queue.remove(gpr_id)
+                else:
+                    queue.change_priority(gpr_id, *args)
+        elif op == "remove":
+            assert queue.remove(gpr_id) == held.pop(gpr_id)
+        else:
+            held[gpr_id] = queue.change_priority(gpr_id, *args)
+            assert held[gpr_id].spec.priority == args[0]
+        want = sorted(held.values(), key=lambda r: queue_key(r, FACTORS.get(r.spec.slice, 1.0)))
+        assert list(queue) == want
+        assert len(queue) == len(want)
+        assert [queue.position(r.gpr_id) for r in want] == list(range(1, len(want) + 1))
+        assert all(queue.position_of(queue.key(r)) == i for i, r in enumerate(want, 1))
