@@ -1,67 +1,99 @@
-"""The planner: ``plan(snapshot, now) -> Plan``.
+"""The planner: ``plan(snapshot, now) -> Plan``: who gets which GPUs when.
 
-Vocabulary: a *booking* is a GPR holding GPUs now (provisioning, provisioned or
-releasing); a *request* is a GPR waiting for GPUs; a *placement* is the exact
-GPUs and nodes a request would get; an *estimate* is a request's planned start
-and placement. The same pass that admits also estimates, so a queued GPR's
-estimated start comes from the planner that will start it.
+Conservative backfill. Queued requests are planned in queue order (queue.py:
+band, fair share, priority, submit time); each gets the earliest window in
+which its GPUs are free for its whole duration, after everything ahead of it,
+and what starts now is admitted. The same pass estimates every queued request,
+so an estimate comes from the planner that will start it.
 
-This first planner walks the queue in order (``queue_key``) and gives each
-request the earliest start at which its GPUs are free for its whole window,
-after the requests ahead of it are placed; a request whose start is ``now`` is
-admitted. Slice limits (``max_active_gprs``, ``max_gpus``) hold at every
-instant of a window. Pure: no I/O, no clock, deterministic.
+Estimates are kept. The snapshot carries the previous plan's estimates, its
+*promises*: before a band is planned, each of its requests holds its promised
+window, and gives it back only when its own turn comes; so work that arrives
+later in the same band (whatever its fair share) can use any free gap but never
+a promised one, and a request's estimate only moves later when work of a higher
+band arrives or capacity is lost. Early release and idle release free capacity
+at once, and the next pass moves later requests earlier.
+
+Also here: the baselines the simulator compares against (``easy``: only the
+head of the queue holds a reservation; ``none``: strict order), the wait-time
+query for a request not yet submitted, and the eviction that would let a
+blocked top of the queue start now. Pure: no I/O, no clock, deterministic.
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .model import GPRSpec, Node, Shape, SlicePolicy
-from .snapshot import Estimate, Option, Placement, Plan, Request, Snapshot
+from . import fairshare
+from .model import GPRSpec, Node
+from .pool import Pool
+from .queue import PriorityQueue, band
+from .snapshot import Booking, Estimate, Eviction, Option, Placement, Plan, Request, Snapshot
+from .timeline import Timeline, Window
+
+BACKFILL = ("conservative", "easy", "none")
+BANDS = (2, 1, 0)
 
 # A booking that is releasing, or whose window has passed, still holds its GPUs
 # at ``now``; they are free for planning right after.
 JUST_AFTER = timedelta(microseconds=1)
+_JUST_AFTER_S = JUST_AFTER.total_seconds()
 
 
-def queue_key(request: Request) -> tuple:
-    """Queue order: higher priority first, then earlier submit, then lower id."""
-    return (-request.spec.priority, request.submitted_at, request.gpr_id)
+@dataclass(frozen=True)
+class Views:
+    """What a pass leaves for wait-time queries: per band, the timeline after that band
+    and every band above it were planned (a request never waits for lower bands)."""
+
+    now: datetime
+    after_band: dict[int, Timeline]
 
 
-def plan(snapshot: Snapshot, now: datetime) -> Plan:
-    """Windows to end, GPRs to admit now, and an estimate for every queued GPR."""
+def plan(snapshot: Snapshot, now: datetime, *, backfill: str = "conservative") -> Plan:
+    """Windows to end, GPRs to admit now, an estimate for every queued GPR, and evictions."""
+    if backfill not in BACKFILL:
+        raise ValueError(f"backfill must be one of {', '.join(BACKFILL)}, not {backfill!r}")
+    state = _Pass(snapshot, now)
     ends = tuple(
         b.gpr_id for b in sorted(snapshot.bookings, key=lambda b: (b.end, b.gpr_id)) if not b.releasing and b.end <= now
     )
-    timeline = _Timeline.of(snapshot, now)
-    estimates = {}
-    for position, request in enumerate(sorted(snapshot.queue, key=queue_key), start=1):
-        estimates[request.gpr_id] = timeline.place(request, position, snapshot.nodes)
-    admits = tuple(e for e in estimates.values() if e.start == now)
-    approvals = tuple(r.gpr_id for r in sorted(snapshot.pending, key=queue_key))
-    return Plan(admits=admits, ends=ends, estimates=estimates, approvals=approvals)
+    if backfill == "conservative":
+        state.conservative()
+    elif backfill == "easy":
+        state.easy()
+    else:
+        state.strict()
+    admits = tuple(e for e in state.estimates.values() if e.start == now)
+    approvals = tuple(r.gpr_id for r in PriorityQueue(snapshot.pending, state.factors))
+    evictions = state.evictions() if backfill == "conservative" else ()
+    return Plan(
+        admits=admits,
+        ends=ends,
+        estimates=state.estimates,
+        approvals=approvals,
+        evictions=evictions,
+        views=Views(now, state.after_band),
+    )
 
 
-def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime) -> list[Option]:
+def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Plan | None = None) -> list[Option]:
     """When a request for ``spec`` submitted now would start, on every (cluster, shape)
-    that could serve it, as if it joined the queue behind everything of its priority."""
-    probe = Request(gpr_id=-1, spec=spec, submitted_at=now)
-    timeline = _Timeline.of(snapshot, now)
-    for request in sorted(snapshot.queue, key=queue_key):
-        if queue_key(request) < (-spec.priority, now, math.inf):
-            timeline.place(request, 0, snapshot.nodes)
+    that could serve it, as if it joined ``current`` (the plan of ``snapshot``, computed
+    when not given) behind everything ahead of it in the queue."""
+    current = current or plan(snapshot, now)
+    timeline = current.views.after_band[band(spec.priority)]
+    base = current.views.now
+    lower = max(0.0, (spec.start_after - base).total_seconds()) if spec.start_after else 0.0
+    lower = max(lower, (now - base).total_seconds())
+    duration = spec.duration.total_seconds()
     options = []
-    for (cluster, shape), nodes in _groups(eligible_nodes(snapshot.nodes, spec)).items():
-        estimate = timeline.earliest(probe, nodes)
-        if estimate is not None:
-            start, placement = estimate
-            options.append(Option(cluster, shape, start, start - now, placement))
+    for pool in _eligible_pools(timeline, spec):
+        window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower)
+        if window is not None:
+            start = base + timedelta(seconds=window.start)
+            options.append(Option(pool.cluster, pool.shape, start, start - now, _placement(window, ())))
     return sorted(options, key=lambda o: (o.start, o.cluster, o.shape.name))
 
 
@@ -92,8 +124,9 @@ def unservable_reason(spec: GPRSpec, nodes: tuple[Node, ...], unhealthy: frozens
     where += f" in cluster {spec.cluster!r}" if spec.cluster else ""
     if not candidates:
         return f"no schedulable node offers {where}"
-    free = {n.key: [g for g in n.gpus if g not in unhealthy] for n in candidates}
-    if _place(candidates, free, spec) is None:
+    empty = Timeline(tuple(candidates), unhealthy, {}, 0)
+    duration = spec.duration.total_seconds()
+    if all(pool.earliest(pool.need(spec.gpus, spec.nodes), duration, 0.0) is None for pool in empty.pools):
         asked = f"{spec.gpus} GPUs" if spec.gpus is not None else f"{spec.nodes} whole nodes"
         largest = max(n.shape.gpus_per_node for n in candidates)
         return (
@@ -103,119 +136,242 @@ def unservable_reason(spec: GPRSpec, nodes: tuple[Node, ...], unhealthy: frozens
     return None
 
 
-def _groups(nodes: Iterable[Node]) -> dict[tuple[str, Shape], list[Node]]:
-    groups: dict[tuple[str, Shape], list[Node]] = defaultdict(list)
-    for node in nodes:
-        groups[(node.cluster, node.shape)].append(node)
-    return dict(sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].name)))
+def _eligible_pools(timeline: Timeline, spec: GPRSpec) -> list[Pool]:
+    return [
+        p for p in timeline.pools if (spec.cluster is None or p.cluster == spec.cluster) and p.shape.matches(spec.shape)
+    ]
 
 
-def _place(nodes: list[Node], free: Mapping[tuple[str, str], list[str]], spec: GPRSpec) -> Placement | None:
-    """Exact GPUs for ``spec`` among ``free`` GPUs (per node key, in index order).
-
-    ``gpus`` that fit one node go on the node with the fewest free GPUs that
-    has enough (best fit); more GPUs than a node has take whole free nodes of
-    one cluster and shape, filled in order; ``nodes`` takes whole free nodes.
-    """
-    if spec.gpus is not None:
-        fitting = [n for n in nodes if n.shape.gpus_per_node >= spec.gpus and len(free[n.key]) >= spec.gpus]
-        if fitting:
-            best = min(fitting, key=lambda n: (len(free[n.key]), n.key))
-            return Placement(best.cluster, best.shape, (best.name,), tuple(free[best.key][: spec.gpus]))
-    for (cluster, shape), group in _groups(nodes).items():
-        whole = [n for n in group if len(free[n.key]) == len(n.gpus) == shape.gpus_per_node]
-        if spec.nodes is not None:
-            if len(whole) >= spec.nodes:
-                chosen = whole[: spec.nodes]
-                gpus = tuple(g for n in chosen for g in n.gpus)
-                return Placement(cluster, shape, tuple(n.name for n in chosen), gpus)
-        elif spec.gpus > shape.gpus_per_node:
-            needed = math.ceil(spec.gpus / shape.gpus_per_node)
-            if len(whole) >= needed:
-                chosen = whole[:needed]
-                gpus = tuple(g for n in chosen for g in n.gpus)[: spec.gpus]
-                return Placement(cluster, shape, tuple(n.name for n in chosen), gpus)
-    return None
+def _placement(window: Window, gpus: tuple[str, ...]) -> Placement:
+    pool = window.pool
+    return Placement(
+        cluster=pool.cluster,
+        shape=pool.shape,
+        nodes=tuple(pool.nodes[i].name for i, _ in window.picks),
+        gpus=gpus,
+        count=window.gpus,
+    )
 
 
-@dataclass
-class _Usage:
-    start: datetime
-    end: datetime
-    gpus: int
+class _Pass:
+    """One planning pass over a snapshot: the timeline and the estimates it builds."""
 
-
-class _Timeline:
-    """Busy intervals per GPU and per slice; grows as requests are placed."""
-
-    def __init__(self, now: datetime, policies: Mapping[str, SlicePolicy], unhealthy: frozenset[str]):
+    def __init__(self, snapshot: Snapshot, now: datetime):
+        self.snapshot = snapshot
         self.now = now
-        self.policies = policies
-        self.unhealthy = unhealthy
-        self.busy: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
-        self.usage: dict[str, list[_Usage]] = defaultdict(list)
-
-    @classmethod
-    def of(cls, snapshot: Snapshot, now: datetime) -> _Timeline:
-        timeline = cls(now, snapshot.policies, snapshot.unhealthy_gpus)
+        self.factors = fairshare.factors(snapshot.usage, fairshare.shares(snapshot.policies))
+        self.queue = list(PriorityQueue(snapshot.queue, self.factors))
+        self.timeline = Timeline(
+            snapshot.nodes, snapshot.unhealthy_gpus, snapshot.policies, len(snapshot.bookings) + len(snapshot.queue) + 1
+        )
+        self.bound = {g for b in snapshot.bookings for g in b.gpus}
+        self.node_of = {g: n.key for n in snapshot.nodes for g in n.gpus}
+        self.booked: dict[int, list[Window]] = {}
         for booking in snapshot.bookings:
-            end = now + JUST_AFTER if booking.releasing else max(booking.end, now + JUST_AFTER)
-            timeline.reserve(booking.slice, booking.gpus, booking.start, end)
-        return timeline
+            self._book(booking)
+        self.base = self.timeline.copy() if snapshot.bookings and self.queue else self.timeline
+        self.estimates: dict[int, Estimate] = {}
+        self.after_band: dict[int, Timeline] = {}
+        self.taken: set[str] = set()
+        self._pools: dict[tuple[str | None, str | None], list[Pool]] = {}
 
-    def reserve(self, slice_name: str, gpus: tuple[str, ...], start: datetime, end: datetime) -> None:
-        for gpu in gpus:
-            self.busy[gpu].append((start, end))
-        self.usage[slice_name].append(_Usage(start, end, len(gpus)))
+    def seconds(self, when: datetime) -> float:
+        return (when - self.now).total_seconds()
 
-    def place(self, request: Request, position: int, nodes: tuple[Node, ...]) -> Estimate:
-        found = self.earliest(request, eligible_nodes(nodes, request.spec))
-        if found is None:
-            return Estimate(request.gpr_id, position, None, None, None)
-        start, placement = found
-        end = start + request.spec.duration
-        self.reserve(request.spec.slice, placement.gpus, start, end)
-        return Estimate(request.gpr_id, position, start, end, placement)
+    def _book(self, booking: Booking) -> None:
+        end = _JUST_AFTER_S if booking.releasing else max(self.seconds(booking.end), _JUST_AFTER_S)
+        on: dict[int, tuple[Pool, dict[int, int]]] = {}
+        for gpu in booking.gpus:
+            where = self.timeline.where.get(self.node_of.get(gpu))
+            if where is not None:
+                pool, i = where
+                picks = on.setdefault(id(pool), (pool, {}))[1]
+                picks[i] = picks.get(i, 0) + 1
+        windows = [Window(booking.slice, pool, tuple(sorted(picks.items())), 0.0, end) for pool, picks in on.values()]
+        self.booked[booking.gpr_id] = windows
+        self._unbook(self.timeline, booking, 1)
 
-    def earliest(self, request: Request, nodes: list[Node]) -> tuple[datetime, Placement] | None:
+    # Planning a request
+
+    def pools(self, spec: GPRSpec, timeline: Timeline) -> list[Pool]:
+        key = (spec.cluster, spec.shape)
+        if key not in self._pools:
+            self._pools[key] = _eligible_pools(self.timeline, spec)
+        if timeline is self.timeline:
+            return self._pools[key]
+        return _eligible_pools(timeline, spec)
+
+    def earliest(self, request: Request, floor: float = 0.0) -> Window | None:
         spec = request.spec
-        lower = max(self.now, spec.start_after or self.now)
-        candidates = {lower}
-        for node in nodes:
-            for gpu in node.gpus:
-                candidates.update(end for _, end in self.busy[gpu] if end > lower)
-        candidates.update(u.end for u in self.usage[spec.slice] if u.end > lower)
-        for start in sorted(candidates):
-            end = start + spec.duration
-            free = {n.key: [g for g in n.gpus if g not in self.unhealthy and self._free(g, start, end)] for n in nodes}
-            # A ``nodes`` request holds more GPUs on larger nodes: when the slice's
-            # limits refuse the first placement, a smaller (cluster, shape) may do.
-            placements = [_place(nodes, free, spec)]
-            if spec.nodes is not None:
-                placements += [_place(group, free, spec) for group in _groups(nodes).values()]
-            for placement in placements:
-                if placement is not None and self._slice_allows(spec.slice, start, end, len(placement.gpus)):
-                    return start, placement
-        return None
+        lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
+        duration = spec.duration.total_seconds()
+        best = None
+        for pool in self.pools(spec, self.timeline):
+            window = self.timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower)
+            if window is not None and (best is None or window.start < best.start):
+                best = window
+        return best
 
-    def _free(self, gpu: str, start: datetime, end: datetime) -> bool:
-        return all(b_end <= start or end <= b_start for b_start, b_end in self.busy[gpu])
+    def place(self, request: Request, position: int, window: Window | None) -> None:
+        """Put ``window`` on the timeline and record the request's estimate (None: unservable)."""
+        if window is None:
+            self.estimates[request.gpr_id] = Estimate(request.gpr_id, position, None, None, None)
+            return
+        self.timeline.put(window)
+        gpus = self._gpus_now(window) if window.start == 0.0 else ()
+        start = self.now + timedelta(seconds=window.start)
+        self.estimates[request.gpr_id] = Estimate(
+            request.gpr_id, position, start, start + request.spec.duration, _placement(window, gpus)
+        )
 
-    def _slice_allows(self, slice_name: str, start: datetime, end: datetime, gpus: int) -> bool:
-        """``max_active_gprs`` and ``max_gpus`` hold at every instant of [start, end).
+    def _gpus_now(self, window: Window) -> tuple[str, ...]:
+        """Exact GPUs for a window starting now: free, healthy, not given to another admit."""
+        unusable = self.bound | self.snapshot.unhealthy_gpus | self.taken
+        chosen = []
+        for i, count in window.picks:
+            free = [g for g in window.pool.nodes[i].gpus if g not in unusable]
+            chosen += free[:count]
+        self.taken.update(chosen)
+        return tuple(chosen)
 
-        A GPR larger than ``max_gpus`` alone was approved over quota; it runs
-        while the slice holds nothing else.
-        """
-        policy = self.policies.get(slice_name, SlicePolicy())
-        usage = self.usage[slice_name]
-        points = [start] + [u.start for u in usage if start < u.start < end]
-        for point in points:
-            active = [u for u in usage if u.start <= point < u.end]
-            if len(active) + 1 > policy.max_active_gprs:
-                return False
-            if policy.max_gpus is not None:
-                limit = max(policy.max_gpus, gpus)
-                if sum(u.gpus for u in active) + gpus > limit:
-                    return False
-        return True
+    # The three ways to plan
+
+    def conservative(self) -> None:
+        by_band: dict[int, list[tuple[int, Request]]] = {b: [] for b in BANDS}
+        for position, request in enumerate(self.queue, start=1):
+            by_band[band(request.spec.priority)].append((position, request))
+        for b in BANDS:
+            holds = self._hold_promises([r for _, r in by_band[b]])
+            for position, request in by_band[b]:
+                held = holds.pop(request.gpr_id, None)
+                if held is not None:
+                    self.timeline.put(held, -1)
+                window = self.earliest(request)
+                # Where nothing earlier opened up, the request keeps its promised nodes too.
+                if held is not None and window is not None and window.start == held.start:
+                    window = held
+                self.place(request, position, window)
+            later = any(by_band[lower] for lower in BANDS if lower < b)
+            self.after_band[b] = self.timeline.copy() if later else self.timeline
+
+    def _hold_promises(self, requests: list[Request]) -> dict[int, Window]:
+        """Put each request's promised window back on the timeline, earliest first; a
+        promise that no longer fits (capacity lost, higher band arrived) is dropped."""
+        holds = {}
+        promised = [(self.snapshot.previous.get(r.gpr_id), r) for r in requests]
+        for estimate, request in sorted(
+            ((e, r) for e, r in promised if e is not None and e.start is not None and e.placement is not None),
+            key=lambda er: (er[0].start, er[1].gpr_id),
+        ):
+            window = self._promised_window(request, estimate)
+            if window is not None and self.timeline.fits(window):
+                self.timeline.put(window)
+                holds[request.gpr_id] = window
+        return holds
+
+    def _promised_window(self, request: Request, estimate: Estimate) -> Window | None:
+        spec, placement = request.spec, estimate.placement
+        where = [self.timeline.where.get((placement.cluster, name)) for name in placement.nodes]
+        if not where or any(w is None for w in where) or len({id(w[0]) for w in where}) != 1:
+            return None
+        pool = where[0][0]
+        if pool not in self.pools(spec, self.timeline):
+            return None
+        count, full, last = pool.need(spec.gpus, spec.nodes)
+        if count != len(where):
+            return None
+        start = max(0.0, self.seconds(estimate.start))
+        if spec.start_after is not None and start < self.seconds(spec.start_after):
+            return None
+        picks = (*((i, full) for _, i in where[:-1]), (where[-1][1], last))
+        return Window(spec.slice, pool, picks, start, start + spec.duration.total_seconds())
+
+    def easy(self) -> None:
+        """EASY backfill: the first request that cannot start now holds a reservation; the
+        others start now if they fit without delaying it. Their estimates are where they
+        would go after that, in queue order (as a showstart would say)."""
+        head_reserved = False
+        waiting = []
+        for position, request in enumerate(self.queue, start=1):
+            window = self.earliest(request)
+            if window is None or window.start == 0.0 or not head_reserved:
+                self.place(request, position, window)
+                head_reserved = head_reserved or (window is not None and window.start > 0.0)
+            else:
+                waiting.append((position, request))
+        for position, request in waiting:
+            self.place(request, position, self.earliest(request, floor=_JUST_AFTER_S))
+        self.after_band = dict.fromkeys(BANDS, self.timeline)
+
+    def strict(self) -> None:
+        """Strict order, no backfill: nobody starts before the request ahead of it."""
+        floor = 0.0
+        for position, request in enumerate(self.queue, start=1):
+            window = self.earliest(request, floor)
+            self.place(request, position, window)
+            if window is not None:
+                floor = window.start
+        self.after_band = dict.fromkeys(BANDS, self.timeline)
+
+    # Eviction
+
+    def evictions(self) -> tuple[Eviction, ...]:
+        """For the top of the queue, blocked now: the fewest preemptible lower-priority
+        provisioned GPRs (lowest priority first, then least time left) whose end lets it
+        start now, as the slice's eviction policy says (none when it is "off")."""
+        if not self.queue:
+            return ()
+        top = self.queue[0]
+        estimate = self.estimates[top.gpr_id]
+        policy = self.snapshot.policies.get(top.spec.slice)
+        if estimate.start == self.now or policy is None or policy.eviction == "off":
+            return ()
+        if top.spec.start_after is not None and top.spec.start_after > self.now:
+            return ()
+        candidates = sorted(
+            (
+                b
+                for b in self.snapshot.bookings
+                if b.preemptible and not b.releasing and b.priority < top.spec.priority and b.end > self.now
+            ),
+            key=lambda b: (b.priority, b.end, b.gpr_id),
+        )
+        if not candidates:
+            return ()
+        timeline = self.base.copy()
+        chosen = []
+        for victim in candidates:
+            self._unbook(timeline, victim, -1)
+            chosen.append(victim)
+            if self._starts_now(timeline, top):
+                break
+        else:
+            return ()
+        for victim in reversed(chosen[:-1]):
+            self._unbook(timeline, victim, 1)
+            if self._starts_now(timeline, top):
+                chosen.remove(victim)
+            else:
+                self._unbook(timeline, victim, -1)
+        return (Eviction(top.gpr_id, tuple(v.gpr_id for v in chosen), automatic=policy.eviction == "auto"),)
+
+    def _unbook(self, timeline: Timeline, booking: Booking, sign: int) -> None:
+        """Take (``sign`` 1) or give back (-1) a booking's GPUs on ``timeline``; its GPUs
+        on nodes the planner does not use still count against its slice's limits."""
+        windows = self.booked[booking.gpr_id]
+        for window in windows:
+            window = timeline.translate(window)
+            window.pool.reserve(window.picks, window.start, window.end, sign)
+        use = timeline.use(booking.slice)
+        if use is not None:
+            end = windows[0].end if windows else max(self.seconds(booking.end), _JUST_AFTER_S)
+            use.add(0.0, end, len(booking.gpus), sign)
+
+    def _starts_now(self, timeline: Timeline, request: Request) -> bool:
+        spec = request.spec
+        duration = spec.duration.total_seconds()
+        for pool in _eligible_pools(timeline, spec):
+            window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, 0.0)
+            if window is not None and window.start == 0.0:
+                return True
+        return False

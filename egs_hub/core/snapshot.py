@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from .model import PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy
 
@@ -93,6 +94,8 @@ class Plan:
     estimates: Mapping[int, Estimate]
     approvals: tuple[int, ...]
     evictions: tuple[Eviction, ...] = ()
+    # The planner's state after the pass, for wait-time queries (planner.Views).
+    views: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -143,12 +143,15 @@ def gpr(status: Status, *, gpr_id: int = 7, end_reason: EndReason | None = None,
 
 
 def check_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec) -> None:
-    """Shared check: the soonest wait_times option is the estimate plan() gives ``wanted``
-    submitted now, behind everything of its priority (DESIGN.md: one planner estimates and admits)."""
-    options = wait_times(snapshot, wanted, NOW)
+    """Shared check: the soonest wait_times option is the estimate the next plan() gives
+    ``wanted`` submitted now, when the queue keeps the current plan's promises
+    (DESIGN.md: one planner estimates and admits)."""
+    current = plan(snapshot, NOW)
+    options = wait_times(snapshot, wanted, NOW, current=current)
     last_id = max((r.gpr_id for r in snapshot.queue), default=0) + 1
     probe = Request(gpr_id=last_id, spec=wanted, submitted_at=NOW)
-    planned = plan(dataclasses.replace(snapshot, queue=(*snapshot.queue, probe)), NOW).estimates[last_id]
+    following = dataclasses.replace(snapshot, queue=(*snapshot.queue, probe), previous=current.estimates)
+    planned = plan(following, NOW).estimates[last_id]
     if not options:
         assert planned.start is None
         return

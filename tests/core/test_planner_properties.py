@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import itertools
 from datetime import datetime, timedelta
 
 from hypothesis import given, settings
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, plan, unservable_reason
+from egs_hub.core.queue import band
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
 from .builders import NOW, at, check_wait_times_match_plan, shape
@@ -95,16 +95,24 @@ def held_until(b: Booking) -> datetime:
     return NOW + JUST_AFTER if b.releasing else max(b.end, NOW + JUST_AFTER)
 
 
-def windows(snapshot: Snapshot, planned: Plan) -> list[tuple[str, tuple[str, ...], datetime, datetime]]:
-    """(slice, GPUs, start, end) of every booking and every placed estimate."""
+def node_counts(estimate, nodes: dict[str, Node]) -> list[tuple[str, int]]:
+    """GPUs an estimate takes per node: full nodes first, the remainder on the last."""
+    width = estimate.placement.shape.gpus_per_node
+    names = estimate.placement.nodes
+    full = [(n, width) for n in names[:-1]]
+    return [*full, (names[-1], estimate.placement.count - width * len(full))]
+
+
+def windows(snapshot: Snapshot, planned: Plan) -> list[tuple[str, str, int, datetime, datetime]]:
+    """(slice, node, GPUs, start, end) of every placed estimate, per node."""
     specs_by_id = {r.gpr_id: r.spec for r in snapshot.queue}
-    made = [(b.slice, b.gpus, b.start, held_until(b)) for b in snapshot.bookings]
-    made += [
-        (specs_by_id[e.gpr_id].slice, e.placement.gpus, e.start, e.end)
+    nodes = {n.name: n for n in snapshot.nodes}
+    return [
+        (specs_by_id[e.gpr_id].slice, name, count, e.start, e.end)
         for e in planned.estimates.values()
         if e.start is not None
+        for name, count in node_counts(e, nodes)
     ]
-    return made
 
 
 SETTINGS = settings(max_examples=150, deadline=None)
@@ -112,15 +120,23 @@ SETTINGS = settings(max_examples=150, deadline=None)
 
 @SETTINGS
 @given(snapshots())
-def test_no_gpu_in_two_overlapping_windows(snapshot: Snapshot):
-    held: dict[str, list[tuple[datetime, datetime]]] = {}
-    for _, gpus, start, end in windows(snapshot, plan(snapshot, NOW)):
-        for gpu in gpus:
-            held.setdefault(gpu, []).append((start, end))
-    for gpu, spans in held.items():
-        spans.sort()
-        for (_, first_end), (second_start, _) in itertools.pairwise(spans):
-            assert first_end <= second_start, gpu
+def test_no_gpu_double_booked_at_any_instant(snapshot: Snapshot):
+    """Per node and instant: planned GPUs plus bound-or-unhealthy GPUs fit the node; the exact
+    GPUs of admissions are free, healthy and distinct."""
+    planned = plan(snapshot, NOW)
+    placed = windows(snapshot, planned)
+    for node in snapshot.nodes:
+        mine = [(count, start, end) for _, name, count, start, end in placed if name == node.name]
+        for instant in {start for _, start, _ in mine}:
+            unavailable = {g for g in node.gpus if g in snapshot.unhealthy_gpus}
+            unavailable |= {g for b in snapshot.bookings if held_until(b) > instant for g in b.gpus if g in node.gpus}
+            busy = sum(count for count, start, end in mine if start <= instant < end)
+            assert busy + len(unavailable) <= len(node.gpus), (node.name, instant)
+    exact = [g for a in planned.admits for g in a.placement.gpus]
+    assert len(exact) == len(set(exact))
+    assert not set(exact) & ({g for b in snapshot.bookings for g in b.gpus} | snapshot.unhealthy_gpus)
+    for admit in planned.admits:
+        assert len(admit.placement.gpus) == admit.placement.count
 
 
 @SETTINGS
@@ -178,36 +194,100 @@ def test_placements_respect_shape_cluster_and_health(snapshot: Snapshot):
         assert spec.cluster in (None, placement.cluster)
         assert not set(placement.gpus) & snapshot.unhealthy_gpus
         assert set(placement.gpus) <= {g for n in placed for g in n.gpus}
-        assert len(set(placement.gpus)) == len(placement.gpus)
+        assert len(set(placement.nodes)) == len(placement.nodes)
         if spec.nodes is not None:
             assert len(placed) == spec.nodes
-            assert placement.gpus == tuple(g for n in placed for g in n.gpus)
+            assert placement.count == sum(len(n.gpus) for n in placed)
         else:
-            assert len(placement.gpus) == spec.gpus
-            if spec.gpus <= placement.shape.gpus_per_node:
-                assert len(placed) == 1  # what fits one node is never split
+            assert placement.count == spec.gpus
+            # packed onto as few nodes as possible; what fits one node is never split
+            assert len(placed) == -(-spec.gpus // placement.shape.gpus_per_node)
 
 
 @SETTINGS
 @given(snapshots())
 def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
     planned = plan(snapshot, NOW)
-    every = windows(snapshot, planned)
     for estimate in planned.estimates.values():
         if estimate.start is None:
             continue
         slice_name = next(r.spec.slice for r in snapshot.queue if r.gpr_id == estimate.gpr_id)
         policy = snapshot.policies.get(slice_name, SlicePolicy())
-        own = [(s, len(g), b, e) for s, g, b, e in every if s == slice_name]
+        own = [(s, len(b.gpus), b.start, held_until(b)) for b in snapshot.bookings for s in [b.slice]]
+        own += [
+            (s, e.placement.count, e.start, e.end)
+            for e in planned.estimates.values()
+            if e.start is not None
+            for s in [next(r.spec.slice for r in snapshot.queue if r.gpr_id == e.gpr_id)]
+        ]
+        own = [w for w in own if w[0] == slice_name]
         points = [estimate.start] + [b for _, _, b, _ in own if estimate.start < b < estimate.end]
         for point in points:
             active = [n for _, n, b, e in own if b <= point < e]
             assert len(active) <= policy.max_active_gprs
             if policy.max_gpus is not None:
-                assert sum(active) <= max(policy.max_gpus, len(estimate.placement.gpus))
+                assert sum(active) <= max(policy.max_gpus, estimate.placement.count)
 
 
 @SETTINGS
 @given(snapshots(), specs())
 def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec):
     check_wait_times_match_plan(snapshot, wanted)
+
+
+@SETTINGS
+@given(snapshots(), st.lists(specs(), max_size=3), st.data())
+def test_promises_hold_against_later_work_of_no_higher_band(snapshot: Snapshot, arrivals: list[GPRSpec], data):
+    """Arrivals (whatever their fair share), changed usage and early releases never make an
+    estimate later, except for requests in a lower band than an arrival."""
+    first = plan(snapshot, NOW)
+    newcomers = tuple(Request(1000 + i, spec, NOW) for i, spec in enumerate(arrivals))
+    released = data.draw(st.lists(st.sampled_from(snapshot.bookings), unique=True)) if snapshot.bookings else []
+    later = dataclasses.replace(
+        snapshot,
+        queue=snapshot.queue + newcomers,
+        bookings=tuple(b for b in snapshot.bookings if b not in released),
+        usage=data.draw(st.dictionaries(st.sampled_from(SLICES), st.floats(min_value=0, max_value=1e7))),
+        previous=first.estimates,
+    )
+    second = plan(later, NOW)
+    top_arrival = max((band(s.priority) for s in arrivals), default=-1)
+    for request in snapshot.queue:
+        before, after = first.estimates[request.gpr_id], second.estimates[request.gpr_id]
+        if before.start is not None and band(request.spec.priority) >= top_arrival:
+            assert after.start is not None and after.start <= before.start, request.gpr_id
+
+
+@SETTINGS
+@given(snapshots())
+def test_estimates_equal_actual_starts_when_nothing_changes(snapshot: Snapshot):
+    """Replay the plan: at each next start or window end, end what is due, book what is
+    admitted, plan again with the previous plan's promises; everything starts as first estimated."""
+    now = NOW
+    current = plan(snapshot, now)
+    promised = {gpr_id: e.start for gpr_id, e in current.estimates.items()}
+    started: dict[int, datetime] = {}
+    state = snapshot
+    for _ in range(20):
+        by_id = {r.gpr_id: r for r in state.queue}
+        booked = tuple(
+            Booking(a.gpr_id, by_id[a.gpr_id].spec.slice, a.placement.gpus, a.start, a.end) for a in current.admits
+        )
+        started.update((a.gpr_id, a.start) for a in current.admits)
+        admitted = {a.gpr_id for a in current.admits}
+        bookings = tuple(b for b in state.bookings if not b.releasing and b.end > now) + booked
+        queue = tuple(r for r in state.queue if r.gpr_id not in admitted)
+        upcoming = [e.start for e in current.estimates.values() if e.start is not None and e.start > now]
+        upcoming += [b.end for b in bookings if b.end > now]
+        if not queue or not upcoming:
+            break
+        now = min(upcoming)
+        state = dataclasses.replace(
+            state,
+            bookings=tuple(b for b in bookings if b.end > now),
+            queue=queue,
+            previous=current.estimates,
+        )
+        current = plan(state, now)
+    for gpr_id, start in started.items():
+        assert start == promised[gpr_id], gpr_id

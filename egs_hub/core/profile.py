@@ -1,0 +1,126 @@
+"""A step function of time: the planner's record of how much of something is in use.
+
+Times are float seconds from the plan's ``now`` (0.0); the last step lasts
+forever. A node's profile counts its free GPUs; a slice's profiles count its
+active GPRs and the GPUs they hold. Small and flat on purpose: a node rarely
+has more than a few dozen steps, and lists beat trees at that size.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+
+INF = math.inf
+
+
+class Profile:
+    """``values[k]`` holds on ``[times[k], times[k + 1])``; ``times[0]`` is 0.0."""
+
+    __slots__ = ("times", "values")
+
+    def __init__(self, value: int):
+        self.times: list[float] = [0.0]
+        self.values: list[int] = [value]
+
+    def copy(self) -> Profile:
+        clone = Profile.__new__(Profile)
+        clone.times = self.times.copy()
+        clone.values = self.values.copy()
+        return clone
+
+    def at(self, t: float) -> int:
+        return self.values[bisect_right(self.times, t) - 1]
+
+    def add(self, start: float, end: float, delta: int) -> None:
+        """Add ``delta`` on ``[start, end)``; ``end`` may be ``INF``."""
+        times, values = self.times, self.values
+        i = self._split(start)
+        j = len(times) if end == INF else self._split(end)
+        for k in range(i, j):
+            values[k] += delta
+        if j < len(times) and values[j] == values[j - 1]:
+            del times[j], values[j]
+        if i > 0 and values[i] == values[i - 1]:
+            del times[i], values[i]
+
+    def _split(self, t: float) -> int:
+        """Index of the step starting at ``t``, splitting the step that contains it."""
+        times = self.times
+        k = bisect_right(times, t) - 1
+        if times[k] == t:
+            return k
+        times.insert(k + 1, t)
+        self.values.insert(k + 1, self.values[k])
+        return k + 1
+
+    def minimum(self, start: float, end: float) -> int:
+        times, values = self.times, self.values
+        first = bisect_right(times, start) - 1
+        low = values[first]
+        for k in range(first + 1, len(times)):
+            if times[k] >= end:
+                break
+            low = min(low, values[k])
+        return low
+
+    def maximum(self, start: float, end: float) -> int:
+        times, values = self.times, self.values
+        first = bisect_right(times, start) - 1
+        high = values[first]
+        for k in range(first + 1, len(times)):
+            if times[k] >= end:
+                break
+            high = max(high, values[k])
+        return high
+
+    def earliest_at_least(self, need: int, duration: float, lower: float) -> float:
+        """Earliest ``t >= lower`` with values ``>= need`` on all of ``[t, t + duration)``; INF if none."""
+        times, values = self.times, self.values
+        last = len(times) - 1
+        run = INF
+        for k in range(bisect_right(times, lower) - 1, last + 1):
+            if values[k] >= need:
+                if run == INF:
+                    run = max(times[k], lower)
+                if k == last or times[k + 1] - run >= duration:
+                    return run
+            else:
+                run = INF
+        return INF
+
+    def earliest_at_most(self, limit: int, duration: float, lower: float) -> float:
+        """Earliest ``t >= lower`` with values ``<= limit`` on all of ``[t, t + duration)``; INF if none."""
+        times, values = self.times, self.values
+        last = len(times) - 1
+        run = INF
+        for k in range(bisect_right(times, lower) - 1, last + 1):
+            if values[k] <= limit:
+                if run == INF:
+                    run = max(times[k], lower)
+                if k == last or times[k + 1] - run >= duration:
+                    return run
+            else:
+                run = INF
+        return INF
+
+    def runs_at_least(self, need: int, duration: float, lower: float, upper: float) -> list[float]:
+        """Starts (clipped to ``lower``) of the runs with values ``>= need`` lasting ``duration``
+        that begin before ``upper``."""
+        times, values = self.times, self.values
+        last = len(times) - 1
+        starts = []
+        run = INF
+        for k in range(bisect_right(times, lower) - 1, last + 1):
+            if values[k] >= need:
+                if run == INF:
+                    run = max(times[k], lower)
+                    if run >= upper:
+                        break
+                if k == last or values[k + 1] < need:
+                    end = INF if k == last else times[k + 1]
+                    if end - run >= duration:
+                        starts.append(run)
+            else:
+                run = INF
+        return starts
