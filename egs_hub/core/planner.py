@@ -167,18 +167,20 @@ class _Pass:
         self.bound = {g for b in snapshot.bookings for g in b.gpus}
         self.node_of = {g: n.key for n in snapshot.nodes for g in n.gpus}
         self.booked: dict[int, list[Window]] = {}
+        later: set = set()
         for booking in snapshot.bookings:
-            self._book(booking)
+            self._book(booking, later)
+        Pool.summarize(later)
         self.base = self.timeline.copy() if snapshot.bookings and self.queue else self.timeline
         self.estimates: dict[int, Estimate] = {}
         self.after_band: dict[int, Timeline] = {}
-        self.taken: set[str] = set()
+        self.free_now: dict[tuple[str, str], list[str]] = {}
         self._pools: dict[tuple[str | None, str | None], list[Pool]] = {}
 
     def seconds(self, when: datetime) -> float:
         return (when - self.now).total_seconds()
 
-    def _book(self, booking: Booking) -> None:
+    def _book(self, booking: Booking, later: set) -> None:
         end = _JUST_AFTER_S if booking.releasing else max(self.seconds(booking.end), _JUST_AFTER_S)
         on: dict[int, tuple[Pool, dict[int, int]]] = {}
         for gpu in booking.gpus:
@@ -189,7 +191,7 @@ class _Pass:
                 picks[i] = picks.get(i, 0) + 1
         windows = [Window(booking.slice, pool, tuple(sorted(picks.items())), 0.0, end) for pool, picks in on.values()]
         self.booked[booking.gpr_id] = windows
-        self._unbook(self.timeline, booking, 1)
+        self._unbook(self.timeline, booking, 1, later)
 
     # Planning a request
 
@@ -212,12 +214,13 @@ class _Pass:
                 best = window
         return best
 
-    def place(self, request: Request, position: int, window: Window | None) -> None:
+    def place(self, request: Request, position: int, window: Window | None, already_put: bool = False) -> None:
         """Put ``window`` on the timeline and record the request's estimate (None: unservable)."""
         if window is None:
             self.estimates[request.gpr_id] = Estimate(request.gpr_id, position, None, None, None)
             return
-        self.timeline.put(window)
+        if not already_put:
+            self.timeline.put(window)
         gpus = self._gpus_now(window) if window.start == 0.0 else ()
         start = self.now + timedelta(seconds=window.start)
         self.estimates[request.gpr_id] = Estimate(
@@ -226,12 +229,15 @@ class _Pass:
 
     def _gpus_now(self, window: Window) -> tuple[str, ...]:
         """Exact GPUs for a window starting now: free, healthy, not given to another admit."""
-        unusable = self.bound | self.snapshot.unhealthy_gpus | self.taken
         chosen = []
         for i, count in window.picks:
-            free = [g for g in window.pool.nodes[i].gpus if g not in unusable]
+            node = window.pool.nodes[i]
+            free = self.free_now.get(node.key)
+            if free is None:
+                unusable = self.snapshot.unhealthy_gpus
+                free = self.free_now[node.key] = [g for g in node.gpus if g not in self.bound and g not in unusable]
             chosen += free[:count]
-        self.taken.update(chosen)
+            del free[:count]
         return tuple(chosen)
 
     # The three ways to plan
@@ -244,20 +250,24 @@ class _Pass:
             holds = self._hold_promises([r for _, r in by_band[b]])
             for position, request in by_band[b]:
                 held = holds.pop(request.gpr_id, None)
-                if held is not None:
-                    self.timeline.put(held, -1)
                 window = self.earliest(request)
-                # Where nothing earlier opened up, the request keeps its promised nodes too.
-                if held is not None and window is not None and window.start == held.start:
-                    window = held
-                self.place(request, position, window)
+                if held is None:
+                    self.place(request, position, window)
+                elif window is not None and window.start < held.start:
+                    # A window earlier than its promise opened up: the request moves to the
+                    # earliest one with its promise given back.
+                    self.timeline.put(held, -1)
+                    self.place(request, position, self.earliest(request))
+                else:
+                    self.place(request, position, held, already_put=True)
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
 
     def _hold_promises(self, requests: list[Request]) -> dict[int, Window]:
         """Put each request's promised window back on the timeline, earliest first; a
         promise that no longer fits (capacity lost, higher band arrived) is dropped."""
-        holds = {}
+        holds: dict[int, Window] = {}
+        later: set = set()
         promised = [(self.snapshot.previous.get(r.gpr_id), r) for r in requests]
         for estimate, request in sorted(
             ((e, r) for e, r in promised if e is not None and e.start is not None and e.placement is not None),
@@ -265,8 +275,9 @@ class _Pass:
         ):
             window = self._promised_window(request, estimate)
             if window is not None and self.timeline.fits(window):
-                self.timeline.put(window)
+                self.timeline.put(window, later=later)
                 holds[request.gpr_id] = window
+        Pool.summarize(later)
         return holds
 
     def _promised_window(self, request: Request, estimate: Estimate) -> Window | None:
@@ -355,13 +366,13 @@ class _Pass:
                 self._unbook(timeline, victim, -1)
         return (Eviction(top.gpr_id, tuple(v.gpr_id for v in chosen), automatic=policy.eviction == "auto"),)
 
-    def _unbook(self, timeline: Timeline, booking: Booking, sign: int) -> None:
+    def _unbook(self, timeline: Timeline, booking: Booking, sign: int, later: set | None = None) -> None:
         """Take (``sign`` 1) or give back (-1) a booking's GPUs on ``timeline``; its GPUs
         on nodes the planner does not use still count against its slice's limits."""
         windows = self.booked[booking.gpr_id]
         for window in windows:
             window = timeline.translate(window)
-            window.pool.reserve(window.picks, window.start, window.end, sign)
+            window.pool.reserve(window.picks, window.start, window.end, sign, later)
         use = timeline.use(booking.slice)
         if use is not None:
             end = windows[0].end if windows else max(self.seconds(booking.end), _JUST_AFTER_S)

@@ -5,10 +5,12 @@ for every request, the pool keeps two summaries per node and GPU level ``g``
 (1 .. GPUs per node), in numpy arrays so that a query looks at all nodes at once:
 
 - ``tail[g, i]``: from this time on node ``i`` has ``g`` free GPUs for good;
-- ``hole[g, i]``: the longest earlier stretch with ``g`` free GPUs.
+- ``hole[g, i]``: the longest earlier stretch with ``g`` free GPUs;
+- ``first[g, i]``: when node ``i`` first has ``g`` free GPUs.
 
 A request for ``g`` GPUs and ``d`` seconds fits at ``max(lower, tail)`` on any
-node, and earlier only on nodes with ``hole >= d``: those few are walked.
+node, and earlier only on nodes with ``hole >= d``: those few are walked, in
+order of ``first``, until ``first`` passes the best start found.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Pool:
         levels = self.width + 1
         self.tail = np.full((levels, len(nodes)), INF)
         self.hole = np.zeros((levels, len(nodes)))
+        self.first = np.full((levels, len(nodes)), INF)
         self.free_now = np.array(healthy, dtype=float)
         for i in range(len(nodes)):
             self._summarize(i)
@@ -51,14 +54,28 @@ class Pool:
         clone.profiles = [p.copy() for p in self.profiles]
         clone.tail = self.tail.copy()
         clone.hole = self.hole.copy()
+        clone.first = self.first.copy()
         clone.free_now = self.free_now.copy()
         return clone
 
-    def reserve(self, picks: tuple[tuple[int, int], ...], start: float, end: float, sign: int = 1) -> None:
-        """Take (``sign`` 1) or give back (-1) ``picks``' GPUs over ``[start, end)``."""
+    def reserve(
+        self, picks: tuple[tuple[int, int], ...], start: float, end: float, sign: int = 1, later: set | None = None
+    ) -> None:
+        """Take (``sign`` 1) or give back (-1) ``picks``' GPUs over ``[start, end)``. With
+        ``later``, the summaries wait: ``(pool, node)`` pairs are added for ``summarize``."""
         for i, gpus in picks:
             self.profiles[i].add(start, end, -sign * gpus)
-            self._summarize(i)
+            if later is None:
+                self._summarize(i)
+            else:
+                later.add((self, i))
+
+    @staticmethod
+    def summarize(later: set) -> None:
+        """Bring the summaries of the nodes ``reserve`` deferred up to date."""
+        for pool, i in later:
+            pool._summarize(i)
+        later.clear()
 
     def fits(self, picks: tuple[tuple[int, int], ...], start: float, end: float) -> bool:
         return all(self.profiles[i].minimum(start, end) >= gpus for i, gpus in picks)
@@ -83,25 +100,42 @@ class Pool:
 
     def _earliest_one(self, gpus: int, duration: float, lower: float) -> Fit | None:
         tails = self.tail[gpus]
-        best = max(float(tails.min()), lower)
-        holes = np.flatnonzero(self.hole[gpus] >= duration)
-        hole_starts = {}
-        for i in holes.tolist():
-            t = self.profiles[i].earliest_at_least(gpus, duration, lower)
-            hole_starts[i] = t
-            best = min(best, t)
+        first_tail = int(tails.argmin())
+        tail = float(tails[first_tail])
+        best = max(tail, lower)
+        from_holes = []
+        holes = self.hole[gpus] >= duration
+        if holes.any():
+            holes = np.flatnonzero(holes & (self.first[gpus] < best))
+            firsts = self.first[gpus, holes]
+            for j in np.argsort(firsts, kind="stable").tolist():
+                if firsts[j] >= best:
+                    break
+                i = int(holes[j])
+                t = self.profiles[i].earliest_at_least(gpus, duration, lower)
+                if t < best:
+                    best, from_holes = t, [i]
+                elif t == best:
+                    from_holes.append(i)
         if best == INF:
             return None
-        candidates = set(np.flatnonzero(tails <= best).tolist())
-        candidates.update(i for i, t in hole_starts.items() if t == best)
-        node = self._best_fit(candidates, best)
-        return Fit(best, ((node, gpus),))
+        if best < tail:
+            candidates = np.zeros(len(self.nodes), dtype=bool)
+        elif best == tail and best > lower and not from_holes:
+            return Fit(best, ((first_tail, gpus),))  # the first node whose tail starts it
+        else:
+            candidates = tails <= best
+        candidates[from_holes] = True
+        return Fit(best, ((self._best_fit(candidates, gpus, best), gpus),))
 
-    def _best_fit(self, candidates: set[int], t: float) -> int:
-        """The node with the fewest free GPUs at ``t`` (packing), then the first."""
+    def _best_fit(self, candidates: np.ndarray, gpus: int, t: float) -> int:
+        """Among the ``candidates`` (a mask), the node that keeps the fewest GPUs idle at ``t``
+        (packing), then the first. Now that is the fewest free GPUs; later, the most levels
+        above ``gpus`` still taken at ``t``, which the summaries give for all nodes at once."""
         if t == 0.0:
-            return min(candidates, key=lambda i: (self.free_now[i], i))
-        return min(candidates, key=lambda i: (self.profiles[i].at(t), i))
+            return int(np.where(candidates, self.free_now, INF).argmin())
+        taken = (self.tail[gpus + 1 :] > t).sum(axis=0)
+        return int(np.where(candidates, taken, -1).argmax())
 
     def _earliest_many(self, count: int, full: int, last: int, duration: float, lower: float) -> Fit | None:
         """``count - 1`` nodes with ``full`` GPUs and one more with ``last``, all at once."""
@@ -148,40 +182,43 @@ class Pool:
             return Fit(t, tuple((i, full) for i in fulls[:count]))
         partial = last_ok - full_ok
         if partial:
-            return Fit(t, (*((i, full) for i in fulls[: count - 1]), (self._best_fit(partial, t), last)))
+            mask = np.zeros(len(self.nodes), dtype=bool)
+            mask[list(partial)] = True
+            return Fit(t, (*((i, full) for i in fulls[: count - 1]), (self._best_fit(mask, last, t), last)))
         return Fit(t, (*((i, full) for i in fulls[: count - 1]), (fulls[count - 1], last)))
 
     def _summarize(self, i: int) -> None:
         """Recompute node ``i``'s ``tail`` and ``hole`` for every level, and ``free_now``."""
         profile = self.profiles[i]
         times, free = profile.times, profile.values
-        tail, hole = self.tail, self.hole
-        capacity = self.capacity[i]
-        self.free_now[i] = free[0]
+        levels = self.width + 1
+        tails = [INF] * levels
         top = free[-1]
-        for g in range(top + 1, capacity + 1):
-            tail[g, i] = INF
         for k in range(len(times) - 2, -1, -1):
             f = free[k]
             if f < top:
-                t = times[k + 1]
                 for g in range(max(f, 0) + 1, top + 1):
-                    tail[g, i] = t
+                    tails[g] = times[k + 1]
                 top = f
         for g in range(1, top + 1):
-            tail[g, i] = 0.0
-        for g in range(1, capacity + 1):
-            until = tail[g, i]
-            longest = 0.0
-            run = INF
-            for k, start in enumerate(times):
-                if start >= until:
-                    break
-                if free[k] >= g:
-                    if run == INF:
-                        run = start
-                else:
-                    if run != INF:
-                        longest = max(longest, start - run)
-                    run = INF
-            hole[g, i] = longest
+            tails[g] = 0.0
+        # A run at level g starts where free rises to g and, unless it is the tail, ends
+        # where free drops below g: one pass over the steps touches each level change once.
+        holes = [0.0] * levels
+        starts = [0.0] * levels
+        firsts = [INF] * levels
+        previous = 0
+        for t, f in zip(times, free, strict=True):
+            if f > previous:
+                for g in range(previous + 1, f + 1):
+                    starts[g] = t
+                    if firsts[g] == INF:
+                        firsts[g] = t
+            else:
+                for g in range(max(f, 0) + 1, previous + 1):
+                    holes[g] = max(holes[g], t - starts[g])
+            previous = f
+        self.free_now[i] = free[0]
+        self.tail[:, i] = tails
+        self.hole[:, i] = holes
+        self.first[:, i] = firsts

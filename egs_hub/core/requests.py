@@ -9,6 +9,7 @@ A field left out of a body is ``MISSING`` (PATCH bodies) or its default.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import InvalidRequest
-from .model import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
+from .model import EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
 from .units import DURATION_PATTERN, MAX_DURATION_SECONDS, parse_duration, parse_time
 
 SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -114,6 +115,28 @@ def parse_int_between(low: int, high: int) -> Callable[[Any, str], int]:
         return value
 
     return parse_int
+
+
+def parse_positive_number(high: float) -> Callable[[Any, str], float]:
+    """A number above 0 and at most ``high`` (whole or not); JSON's NaN and Infinity are refused."""
+
+    def parse(value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InvalidRequest(field, f"{field} must be a number above 0 and at most {high:g}")
+        if not 0 < value <= high:
+            raise InvalidRequest(field, f"{field} must be above 0 and at most {high:g}, not {value}")
+        return float(value)
+
+    return parse
+
+
+def parse_choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def parse(value: Any, field: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise InvalidRequest(field, f"{field} must be one of {', '.join(map(repr, choices))}, not {value!r}")
+        return value
+
+    return parse
 
 
 def parse_bool(value: Any, field: str) -> bool:
@@ -292,9 +315,17 @@ _LIMIT = optional(parse_int_between(1, 100_000))
 _LIMIT_SCHEMA = {"type": ["integer", "null"], "minimum": 1, "maximum": 100_000}
 
 
+_AMOUNT_MAX = 1e9
+_AMOUNT = optional(parse_positive_number(_AMOUNT_MAX))
+_AMOUNT_SCHEMA = {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": _AMOUNT_MAX}
+
+
 @dataclass(frozen=True)
 class QuotaBody:
     max_gpus: int | None = _field(_LIMIT, {**_LIMIT_SCHEMA, "description": "GPUs held at once"}, None)
+    max_gpu_hours: float | None = _field(
+        _AMOUNT, {**_AMOUNT_SCHEMA, "description": "GPU-hours per rolling week (7 days)"}, None
+    )
 
 
 @dataclass(frozen=True)
@@ -306,6 +337,25 @@ class PolicyBody:
     auto_approve_max_gpus: int | None = _field(_LIMIT, _LIMIT_SCHEMA, None)
     max_active_gprs: int = _field(parse_int_between(1, 1000), {"type": "integer", "minimum": 1, "maximum": 1000}, 1)
     restart_servers: bool = _field(parse_bool, {"type": "boolean"}, False)
+    reject_over_limits: bool = _field(
+        parse_bool, {"type": "boolean", "description": "reject over-limit GPRs instead of asking an admin"}, False
+    )
+    eviction: str = _field(
+        parse_choice(EVICTION_MODES),
+        {
+            "type": "string",
+            "enum": list(EVICTION_MODES),
+            "description": "ending lower-priority preemptible GPRs for this slice's GPRs: "
+            "auto, confirm (an admin confirms) or off",
+        },
+        "confirm",
+    )
+    requeue_evicted: bool = _field(
+        parse_bool, {"type": "boolean", "description": "an evicted GPR of this slice is queued again"}, True
+    )
+    share: float | None = _field(
+        _AMOUNT, {**_AMOUNT_SCHEMA, "description": "fair-share weight; null: max_gpus, else 1"}, None
+    )
 
 
 def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:
@@ -355,6 +405,31 @@ class SliceUpdate:
     quota: QuotaBody = _field(nested(QuotaBody, partial=True), body_schema(QuotaBody, partial=True))
     policy: PolicyBody = _field(nested(PolicyBody, partial=True), body_schema(PolicyBody, partial=True))
     namespaces: dict = _field(parse_namespaces, _NAMESPACES_SCHEMA)
+
+
+ID_MAX = 2**31 - 1  # ids are SQL INTEGER columns
+_ID = parse_int_between(1, ID_MAX)
+_ID_SCHEMA = {"type": "integer", "minimum": 1, "maximum": ID_MAX}
+
+
+def parse_id_list(value: Any, field: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not 1 <= len(value) <= 1000:
+        raise InvalidRequest(field, f"{field} must be a list of 1 to 1000 GPR ids")
+    ids = tuple(_ID(item, field) for item in value)
+    if len(set(ids)) != len(ids):
+        raise InvalidRequest(field, f"{field} lists a GPR more than once")
+    return ids
+
+
+@dataclass(frozen=True)
+class EvictionConfirm:
+    """POST queue/evictions: an admin confirms the planner's proposal for ``gpr_id``."""
+
+    gpr_id: int = _field(_ID, _ID_SCHEMA)
+    victims: tuple[int, ...] = _field(
+        parse_id_list,
+        {"type": "array", "items": _ID_SCHEMA, "minItems": 1, "maxItems": 1000, "uniqueItems": True},
+    )
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,8 @@ class Timeline:
             self.slices[name] = SliceUse(policy) if limited else None
         return self.slices[name]
 
-    def put(self, window: Window, sign: int = 1) -> None:
-        window.pool.reserve(window.picks, window.start, window.end, sign)
+    def put(self, window: Window, sign: int = 1, later: set | None = None) -> None:
+        window.pool.reserve(window.picks, window.start, window.end, sign, later)
         use = self.use(window.slice)
         if use is not None:
             use.add(window.start, window.end, window.gpus, sign)

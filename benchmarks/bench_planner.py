@@ -1,0 +1,174 @@
+"""Planner at scale: full plan passes, wait-time queries, queue operations, peak memory.
+
+The scenario (issue 3): 2,000 nodes x 8 GPUs in 4 shapes and 2 clusters; 1,500
+provisioned GPRs; 10,000 queued GPRs of mixed sizes, priorities and durations.
+Targets: plan pass p50 and p99 <= 1 s; wait-time query over all shapes p99 <=
+20 ms; 100,000 queue operations <= 1 s; peak RSS <= 500 MB.
+
+    python benchmarks/bench_planner.py --json planner.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import resource
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+from egs_hub.core.model import GPRSpec, Node, Shape, SlicePolicy
+from egs_hub.core.planner import plan, wait_times
+from egs_hub.core.queue import PriorityQueue
+from egs_hub.core.snapshot import Booking, Request, Snapshot
+
+NOW = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+SHAPES = [Shape("H100", 80, 8), Shape("A100", 80, 8), Shape("B200", 192, 8), Shape("L40S", 48, 8)]
+CLUSTERS = ["east", "west"]
+SIZES = [1, 1, 1, 2, 2, 4, 4, 8, 8, 16]  # GPUs; 16 spans two nodes
+HOURS = [0.5, 1, 1, 2, 2, 4, 8, 12, 24]
+PRIORITIES = [50, 101, 101, 101, 150, 250]
+
+
+def scenario(seed: int, nodes: int, bound: int, queued: int, slices: int) -> Snapshot:
+    rng = random.Random(seed)
+    inventory = []
+    for i in range(nodes):
+        shape = SHAPES[i % len(SHAPES)]
+        cluster = CLUSTERS[(i // len(SHAPES)) % len(CLUSTERS)]
+        name = f"n{i:04d}"
+        inventory.append(Node(name, cluster, shape, tuple(f"{name}-g{g}" for g in range(8))))
+    names = [f"s{i:03d}" for i in range(slices)]
+    policies = {n: SlicePolicy(max_active_gprs=40, share=rng.choice([1, 2, 4])) for n in names}
+    bookings, free = [], {n.name: list(n.gpus) for n in inventory}
+    order = list(inventory)
+    rng.shuffle(order)
+    k = 0
+    for gpr_id in range(1, bound + 1):
+        size = rng.choice([1, 2, 4, 8])
+        while len(free[order[k % len(order)].name]) < size:
+            k += 1
+        node = order[k % len(order)]
+        gpus, free[node.name] = tuple(free[node.name][:size]), free[node.name][size:]
+        start = NOW - timedelta(hours=rng.uniform(0, 4))
+        end = NOW + timedelta(minutes=rng.uniform(1, 24 * 60))
+        bookings.append(Booking(gpr_id, names[gpr_id % slices], gpus, start, end, priority=rng.choice(PRIORITIES)))
+    queue = []
+    for gpr_id in range(bound + 1, bound + queued + 1):
+        spec = GPRSpec(
+            slice=rng.choice(names),
+            duration=timedelta(hours=rng.choice(HOURS)),
+            gpus=rng.choice(SIZES),
+            priority=rng.choice(PRIORITIES),
+            shape=rng.choice([None, "H100", "A100", "B200", "L40S", "H100", "A100"]),
+            cluster=rng.choice([None, None, "east", "west"]),
+        )
+        queue.append(Request(gpr_id, spec, NOW - timedelta(seconds=rng.uniform(0, 86400))))
+    usage = {n: rng.uniform(0, 1e8) for n in names}
+    return Snapshot(
+        nodes=tuple(inventory), bookings=tuple(bookings), queue=tuple(queue), policies=policies, usage=usage
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench_plan(snapshot: Snapshot, passes: int) -> tuple[list[float], object]:
+    """The first pass plans from nothing; later ones keep the previous pass's promises."""
+    times, current = [], None
+    for _ in range(passes):
+        if current is not None:
+            snapshot = dataclasses.replace(snapshot, previous=current.estimates)
+        started = time.perf_counter()
+        current = plan(snapshot, NOW)
+        times.append(time.perf_counter() - started)
+        print(f"  plan pass: {times[-1]:.3f} s", file=sys.stderr)
+    return times, current
+
+
+def bench_wait_times(snapshot: Snapshot, current, queries: int, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    times = []
+    for _ in range(queries):
+        spec = GPRSpec(
+            slice=rng.choice(list(snapshot.policies)),
+            duration=timedelta(hours=rng.choice(HOURS)),
+            gpus=rng.choice(SIZES),
+            priority=rng.choice(PRIORITIES),
+        )
+        started = time.perf_counter()
+        wait_times(snapshot, spec, NOW, current=current)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def bench_queue(operations: int, seed: int) -> float:
+    """``operations`` queue operations, a third each of insert, priority change and remove."""
+    rng = random.Random(seed)
+    third = operations // 3
+    requests = [
+        Request(i, GPRSpec(slice=f"s{i % 50}", duration=timedelta(hours=1), gpus=1, priority=rng.randint(1, 300)), NOW)
+        for i in range(third)
+    ]
+    factors = {f"s{i}": rng.uniform(0.01, 1) for i in range(50)}
+    queue = PriorityQueue(factors=factors)
+    started = time.perf_counter()
+    for request in requests:
+        queue.push(request)
+    for request in requests:
+        queue.change_priority(request.gpr_id, rng.randint(1, 300))
+    for request in requests:
+        queue.position(request.gpr_id)
+        queue.remove(request.gpr_id)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--bound", type=int, default=1500)
+    parser.add_argument("--queued", type=int, default=10000)
+    parser.add_argument("--passes", type=int, default=11)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    snapshot = scenario(args.seed, args.nodes, args.bound, args.queued, slices=100)
+    pass_times, current = bench_plan(snapshot, args.passes)
+    query_times = bench_wait_times(snapshot, current, args.queries, args.seed)
+    queue_seconds = bench_queue(100_000, args.seed)
+    admitted = len(current.admits)
+    placed = sum(e.start is not None for e in current.estimates.values())
+    figures = {
+        "nodes": args.nodes,
+        "gpus": args.nodes * 8,
+        "provisioned": args.bound,
+        "queued": args.queued,
+        "admitted_first_pass": admitted,
+        "estimated": placed,
+        "plan_first_s": round(pass_times[0], 4),
+        "plan_p50_s": round(statistics.median(pass_times), 4),
+        "plan_p99_s": round(percentile(pass_times, 0.99), 4),
+        "estimate_p50_ms": round(1000 * statistics.median(query_times), 3),
+        "estimate_p99_ms": round(1000 * percentile(query_times, 0.99), 3),
+        "queue_ops": 100_000,
+        "queue_ops_s": round(queue_seconds, 4),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    width = max(map(len, figures))
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
