@@ -35,7 +35,7 @@ def queue_key(request: Request, factor: float = 1.0) -> tuple:
     submission, then lower GPR id (a deterministic tie-break).
     """
     priority = request.spec.priority
-    return (-band(priority), -factor, -priority, request.submitted_at, request.gpr_id)
+    return (-band(priority), -factor, -priority, request.submitted_at.timestamp(), request.gpr_id)
 
 
 class PriorityQueue:

@@ -93,9 +93,20 @@ def booking(
     since: float = -1,
     slice: str = SLICE,
     releasing: bool = False,
+    priority: int = PRIORITY_DEFAULT,
+    preemptible: bool = True,
 ) -> Booking:
     """A GPR holding ``gpus`` from ``since`` to ``until`` (hours from ``NOW``)."""
-    return Booking(gpr_id=gpr_id, slice=slice, gpus=gpus, start=at(since), end=at(until), releasing=releasing)
+    return Booking(
+        gpr_id=gpr_id,
+        slice=slice,
+        gpus=gpus,
+        start=at(since),
+        end=at(until),
+        releasing=releasing,
+        priority=priority,
+        preemptible=preemptible,
+    )
 
 
 def snap(
@@ -105,6 +116,7 @@ def snap(
     pending: list[Request] | tuple[Request, ...] = (),
     policies: dict[str, SlicePolicy] | None = None,
     unhealthy: set[str] | frozenset[str] = frozenset(),
+    usage: dict[str, float] | None = None,
 ) -> Snapshot:
     return Snapshot(
         nodes=tuple(nodes),
@@ -113,6 +125,7 @@ def snap(
         pending=tuple(pending),
         policies=dict(policies or {}),
         unhealthy_gpus=frozenset(unhealthy),
+        usage=dict(usage or {}),
     )
 
 

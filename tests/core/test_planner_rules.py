@@ -1,0 +1,198 @@
+"""The planner's rules, one hand-checkable case each: kept promises, fair share, bands,
+backfill against the baselines, bursting, and eviction.
+
+Every case runs on one or two 8-GPU H100 nodes; times are hours from NOW.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pytest
+
+from egs_hub.core.model import Node, SlicePolicy
+from egs_hub.core.planner import plan
+from egs_hub.core.snapshot import Booking, Request, Snapshot
+
+from .builders import NOW, at, booking, gpus_of, node, req, snap
+
+H1 = node("h1")
+H2 = node("h2")
+X1 = node("x1", cluster="c2")
+OPEN = SlicePolicy(max_active_gprs=10)
+SLICES = {"a": OPEN, "b": OPEN, "team": OPEN, "o": OPEN}
+
+
+def starts(snapshot: Snapshot, **options) -> dict[int, datetime | None]:
+    return {gpr_id: e.start for gpr_id, e in plan(snapshot, NOW, **options).estimates.items()}
+
+
+# Promises: the second plan sees the first plan's estimates as snapshot.previous.
+
+FULL_FOR_AN_HOUR = booking(90, H1.gpus, until=1, slice="o")
+A_WAITS = req(1, gpus=8, slice="a")
+
+
+@dataclass(frozen=True)
+class PromiseCase:
+    arrivals: tuple[Request, ...] = ()
+    released: tuple[int, ...] = ()
+    usage: dict[str, float] = field(default_factory=dict)
+    want: dict[int, datetime] = field(default_factory=dict)  # second plan's starts
+
+
+PROMISES = {
+    "a later arrival with better fair share goes after the promise": PromiseCase(
+        arrivals=(req(2, gpus=8, slice="b", submitted=0),),
+        usage={"a": 1e6},
+        want={1: at(1), 2: at(2)},
+    ),
+    "a higher band arrival may take the promised window": PromiseCase(
+        arrivals=(req(2, gpus=8, slice="b", priority=250, submitted=0),),
+        want={1: at(2), 2: at(1)},
+    ),
+    "a lower band arrival waits behind": PromiseCase(
+        arrivals=(req(2, gpus=8, slice="b", priority=50, submitted=0),),
+        want={1: at(1), 2: at(2)},
+    ),
+    "a small arrival backfills the gap before the promise": PromiseCase(
+        arrivals=(req(2, gpus=8, slice="b", hours=0.5, submitted=0),),
+        released=(90,),
+        want={1: NOW, 2: at(1)},
+    ),
+    "early release moves the promise earlier": PromiseCase(released=(90,), want={1: NOW}),
+}
+
+
+@pytest.mark.parametrize("case", PROMISES.values(), ids=PROMISES.keys())
+def test_promises(case: PromiseCase):
+    first_snapshot = snap(H1, bookings=(FULL_FOR_AN_HOUR,), queue=(A_WAITS,), policies=SLICES)
+    first = plan(first_snapshot, NOW)
+    assert first.estimates[1].start == at(1)
+    second = dataclasses.replace(
+        first_snapshot,
+        queue=(A_WAITS, *case.arrivals),
+        bookings=tuple(b for b in first_snapshot.bookings if b.gpr_id not in case.released),
+        usage=case.usage,
+        previous=first.estimates,
+    )
+    assert starts(second) == case.want
+
+
+def test_without_promises_fair_share_orders_the_band():
+    """The same arrival as the first promise case, planned from nothing: b used less, goes first."""
+    snapshot = snap(
+        H1,
+        bookings=(FULL_FOR_AN_HOUR,),
+        queue=(A_WAITS, req(2, gpus=8, slice="b", submitted=0)),
+        policies=SLICES,
+        usage={"a": 1e6},
+    )
+    got = plan(snapshot, NOW)
+    assert {i: e.start for i, e in got.estimates.items()} == {1: at(2), 2: at(1)}
+    assert {i: e.position for i, e in got.estimates.items()} == {1: 2, 2: 1}
+
+
+# Backfill: ours (conservative) against EASY and strict order, on one node where 4 GPUs
+# are bound for two hours. 1 needs the whole node (the head, at +2h); 2 would start now
+# but run into 1's window; 3 fits the 4 free GPUs for an hour before it.
+
+BACKFILL_SNAPSHOT = snap(
+    H1,
+    bookings=(booking(90, gpus_of(H1, 0, 1, 2, 3), until=2, slice="o"),),
+    queue=(req(1, gpus=8), req(2, gpus=4, hours=3), req(3, gpus=4, hours=1)),
+    policies=SLICES,
+)
+
+
+@pytest.mark.parametrize(
+    ("backfill", "want"),
+    [
+        ("conservative", {1: at(2), 2: at(3), 3: NOW}),
+        ("easy", {1: at(2), 2: at(3), 3: NOW}),
+        ("none", {1: at(2), 2: at(3), 3: at(3)}),
+    ],
+)
+def test_backfill_against_baselines(backfill: str, want: dict[int, datetime]):
+    assert starts(BACKFILL_SNAPSHOT, backfill=backfill) == want
+
+
+def test_backfill_uses_the_gap_before_a_multi_node_head():
+    """Two nodes; 1 needs both, at +1h when h1 frees. 2 fits h2 for the hour before: both
+    backfills start it now, strict order does not; 3 (3h) goes after 1 in all three."""
+    snapshot = snap(
+        H1,
+        H2,
+        bookings=(booking(90, H1.gpus, until=1, slice="o"),),
+        queue=(req(1, gpus=16), req(2, gpus=8, hours=1), req(3, gpus=8, hours=3)),
+        policies=SLICES,
+    )
+    assert starts(snapshot) == {1: at(1), 2: NOW, 3: at(2)}
+    assert starts(snapshot, backfill="easy") == {1: at(1), 2: NOW, 3: at(2)}
+    assert starts(snapshot, backfill="none") == {1: at(1), 2: at(2), 3: at(2)}
+
+
+def test_bursts_to_the_cluster_that_starts_soonest():
+    snapshot = snap(H1, X1, bookings=(booking(90, H1.gpus, until=2, slice="o"),), queue=(req(1, gpus=4),))
+    got = plan(snapshot, NOW)
+    assert got.estimates[1].start == NOW
+    assert got.estimates[1].placement.cluster == "c2"
+
+
+def test_unknown_backfill_is_refused():
+    with pytest.raises(ValueError, match="backfill must be one of conservative, easy, none"):
+        plan(snap(H1), NOW, backfill="greedy")
+
+
+# Eviction: the top of the queue (priority 250) is blocked; provisioned GPRs of lower
+# priority that are preemptible may be ended for it.
+
+
+@dataclass(frozen=True)
+class EvictionCase:
+    nodes: tuple[Node, ...]
+    bookings: tuple[Booking, ...]
+    gpus: int
+    want: tuple[int, ...] | None  # victims; None: no eviction
+    priority: int = 250
+    mode: str = "confirm"
+
+
+LOW_3H = booking(91, gpus_of(H1, 0, 1, 2, 3), until=3, priority=50, slice="o")
+MID_1H = booking(92, gpus_of(H1, 4, 5, 6, 7), until=1, priority=80, slice="o")
+EVICTIONS = {
+    "lowest priority first": EvictionCase((H1,), (LOW_3H, MID_1H), 4, (91,)),
+    "as many as it takes": EvictionCase((H1,), (LOW_3H, MID_1H), 8, (91, 92)),
+    "never a non-preemptible GPR": EvictionCase(
+        (H1,), (dataclasses.replace(LOW_3H, preemptible=False), MID_1H), 4, (92,)
+    ),
+    "only lower priorities": EvictionCase((H1,), (LOW_3H, MID_1H), 8, None, priority=60),
+    "policy off": EvictionCase((H1,), (LOW_3H, MID_1H), 4, None, mode="off"),
+    "automatic by policy": EvictionCase((H1,), (LOW_3H, MID_1H), 4, (91,), mode="auto"),
+    "the fewest: a victim that does not help is spared": EvictionCase(
+        (H1, H2),
+        (
+            booking(91, gpus_of(H1, 0, 1), until=3, priority=50, slice="o"),
+            booking(93, gpus_of(H1, 2, 3, 4, 5, 6, 7), until=3, priority=200, slice="o"),
+            booking(92, H2.gpus, until=3, priority=60, slice="o"),
+        ),
+        8,
+        (92,),
+    ),
+    "none when it can start now": EvictionCase((H1,), (MID_1H,), 4, None),
+}
+
+
+@pytest.mark.parametrize("case", EVICTIONS.values(), ids=EVICTIONS.keys())
+def test_eviction(case: EvictionCase):
+    policies = {**SLICES, "team": SlicePolicy(max_active_gprs=10, eviction=case.mode)}
+    snapshot = snap(
+        *case.nodes, bookings=case.bookings, queue=(req(1, gpus=case.gpus, priority=case.priority),), policies=policies
+    )
+    evictions = plan(snapshot, NOW).evictions
+    if case.want is None:
+        assert evictions == ()
+    else:
+        assert [(e.gpr_id, e.victims, e.automatic) for e in evictions] == [(1, case.want, case.mode == "auto")]
