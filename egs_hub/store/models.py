@@ -14,6 +14,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -21,6 +22,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -111,12 +114,18 @@ class Slice(Base):
     owns_group: Mapped[bool] = mapped_column(Boolean, default=False)
     # quota
     max_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_gpu_hours: Mapped[float | None] = mapped_column(Float, nullable=True)
     # policy
     max_duration_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_priority: Mapped[int] = mapped_column(Integer)
     auto_approve_max_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_active_gprs: Mapped[int] = mapped_column(Integer)
     restart_servers: Mapped[bool] = mapped_column(Boolean, default=False)
+    # server defaults: what slices made before migration 0002 get
+    reject_over_limits: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    eviction: Mapped[str] = mapped_column(String(16), default="confirm", server_default="confirm")
+    requeue_evicted: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    share: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     namespaces: Mapped[list[SliceNamespace]] = relationship(

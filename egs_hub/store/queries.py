@@ -6,14 +6,16 @@ so one API call or one reconcile step is one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
+from ..core import fairshare
 from ..core import model as core
-from ..core.snapshot import Booking, Request, Snapshot
+from ..core.fairshare import Use
+from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from .models import (
     GPU,
     Allocation,
@@ -220,6 +222,11 @@ def slice_policy(row: Slice) -> core.SlicePolicy:
         auto_approve_max_gpus=row.auto_approve_max_gpus,
         max_active_gprs=row.max_active_gprs,
         restart_servers=row.restart_servers,
+        max_gpu_hours=row.max_gpu_hours,
+        reject_over_limits=row.reject_over_limits,
+        eviction=row.eviction,
+        requeue_evicted=row.requeue_evicted,
+        share=row.share,
     )
 
 
@@ -230,6 +237,11 @@ def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
     row.auto_approve_max_gpus = policy.auto_approve_max_gpus
     row.max_active_gprs = policy.max_active_gprs
     row.restart_servers = policy.restart_servers
+    row.max_gpu_hours = policy.max_gpu_hours
+    row.reject_over_limits = policy.reject_over_limits
+    row.eviction = policy.eviction
+    row.requeue_evicted = policy.requeue_evicted
+    row.share = policy.share
 
 
 def set_namespaces(session: Session, row: Slice, namespaces: dict[str, tuple[str, ...]]) -> None:
@@ -341,8 +353,45 @@ def _inventory_event(kind: str, cluster: str, node: str, now: datetime, gpu: str
 
 # The planner's snapshot
 
+# Fair-share usage looks back this many half-lives; older use weighs under 0.4%.
+USAGE_HALF_LIVES = 8
 
-def load_snapshot(session: Session) -> Snapshot:
+
+def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[str] | None = None) -> list[Use]:
+    """GPUs each GPR held over its window, for windows that overlap [since, now).
+
+    A window lasts from its start to when its GPR ended (``ended_at``), or to ``now`` while
+    it still holds its GPUs; the GPUs are those it was given. (A GPR that was evicted and
+    re-queued lost its allocations with its window, so only its current window counts.)
+    """
+    query = (
+        select(GPRRow.slice, GPRRow.window_start, GPRRow.ended_at, func.count(Allocation.gpu_uuid))
+        .join(Allocation, Allocation.gpr_id == GPRRow.id)
+        .where(
+            GPRRow.window_start.is_not(None),
+            GPRRow.window_start < now,
+            or_(GPRRow.ended_at.is_(None), GPRRow.ended_at > since),
+        )
+        .group_by(GPRRow.id, GPRRow.slice, GPRRow.window_start, GPRRow.ended_at)
+        .order_by(GPRRow.id)
+    )
+    if slices is not None:
+        query = query.where(GPRRow.slice.in_(list(slices)))
+    return [
+        Use(slice=name, gpus=count, start=start, end=min(ended or now, now))
+        for name, start, ended, count in session.execute(query)
+    ]
+
+
+def load_snapshot(
+    session: Session,
+    now: datetime,
+    *,
+    half_life: timedelta = fairshare.HALF_LIFE,
+    previous: Mapping[int, Estimate] | None = None,
+) -> Snapshot:
+    """What the planner needs at ``now``: inventory, GPRs, policies, each slice's decayed
+    usage (fair share, with ``half_life``), and ``previous``, the last plan's estimates."""
     nodes = tuple(to_node(n) for cluster in inventory_rows(session) for n in cluster.nodes if n.present)
     unhealthy = frozenset(session.scalars(select(GPU.uuid).where((GPU.healthy.is_(False)) | (GPU.present.is_(False)))))
     rows = gpr_rows(
@@ -361,6 +410,8 @@ def load_snapshot(session: Session) -> Snapshot:
                     start=gpr.window_start,
                     end=gpr.window_end,
                     releasing=gpr.status is core.Status.RELEASING,
+                    priority=gpr.spec.priority,
+                    preemptible=gpr.spec.preemptible,
                 )
             )
         elif gpr.status is core.Status.QUEUED:
@@ -368,6 +419,7 @@ def load_snapshot(session: Session) -> Snapshot:
         else:
             pending.append(Request(gpr.id, gpr.spec, gpr.created_at))
     policies = {s.name: slice_policy(s) for s in all_slices(session)}
+    uses = gpu_uses(session, now - USAGE_HALF_LIVES * half_life, now)
     return Snapshot(
         nodes=nodes,
         bookings=tuple(bookings),
@@ -375,6 +427,8 @@ def load_snapshot(session: Session) -> Snapshot:
         pending=tuple(pending),
         policies=policies,
         unhealthy_gpus=unhealthy,
+        usage=fairshare.decayed_usage(uses, now, half_life),
+        previous=dict(previous or {}),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -115,7 +116,7 @@ def test_releasing_gpus_are_not_usable_and_unbind_frees_them(sessions):
         )
     with sessions() as session:
         assert queries.slice_usable_gpus(session, "team-a") == []
-        assert queries.load_snapshot(session).bookings[0].releasing
+        assert queries.load_snapshot(session, NOW).bookings[0].releasing
     with transaction(sessions) as session:
         queries.unbind(session, gpr.id)
     admit(sessions, submit(sessions).id, ("GPU-a-0",))
@@ -133,7 +134,7 @@ def test_inventory_sync_marks_lost_and_returning_gpus(sessions):
         events = queries.sync_inventory(session, "local", "local", [node("a", 3)], gpus_of("a", 3), NOW)
     assert Counter(e.kind for e in events) == {"gpu-lost": 5, "node-lost": 1}
     with sessions() as session:
-        snapshot = queries.load_snapshot(session)
+        snapshot = queries.load_snapshot(session, NOW)
         assert [n.name for n in snapshot.nodes] == ["a"]
         assert "GPU-a-3" not in snapshot.nodes[0].gpus
     with transaction(sessions) as session:
@@ -151,7 +152,7 @@ def test_snapshot_sorts_gprs_into_bookings_queue_and_pending(sessions):
         row = queries.new_gpr_row(session, spec, "bob", NOW)
         pending = queries.apply(session, row, lifecycle.submit(row.id, spec, "bob", ["too long"], NOW))
     with sessions() as session:
-        snapshot = queries.load_snapshot(session)
+        snapshot = queries.load_snapshot(session, NOW)
     assert [b.gpr_id for b in snapshot.bookings] == [held.id]
     assert [r.gpr_id for r in snapshot.queue] == [queued.id]
     assert [r.gpr_id for r in snapshot.pending] == [pending.id]
@@ -169,3 +170,56 @@ def test_servers_holding_finds_servers_by_gpu(sessions):
         queries.forget_server(session, "alice", "")
     with sessions() as session:
         assert queries.servers_holding(session, ["GPU-a-1"]) == []
+
+
+def test_slice_policy_round_trips_every_field(sessions):
+    policy = core.SlicePolicy(
+        max_gpus=4,
+        max_duration=timedelta(hours=2),
+        max_priority=200,
+        auto_approve_max_gpus=2,
+        max_active_gprs=3,
+        restart_servers=True,
+        max_gpu_hours=12.5,
+        reject_over_limits=True,
+        eviction="auto",
+        requeue_evicted=False,
+        share=0.25,
+    )
+    with transaction(sessions) as session:
+        queries.write_slice_policy(queries.get_slice(session, "team-a"), policy)
+    with sessions() as session:
+        assert queries.slice_policy(queries.get_slice(session, "team-a")) == policy
+
+
+def test_snapshot_books_priority_and_preemptible_and_counts_usage(sessions):
+    held = admit(sessions, submit(sessions).id, ("GPU-a-0", "GPU-a-1"))
+    later = NOW + timedelta(hours=1)
+    with sessions() as session:
+        snapshot = queries.load_snapshot(session, later, half_life=timedelta(hours=1))
+        uses = queries.gpu_uses(session, NOW - timedelta(days=7), later)
+    booking = snapshot.bookings[0]
+    assert (booking.gpr_id, booking.priority, booking.preemptible) == (held.id, 101, True)
+    # 2 GPUs held for an hour that is still running: counted up to now, one half-life's worth.
+    assert [(u.slice, u.gpus, u.start, u.end) for u in uses] == [("team-a", 2, NOW, later)]
+    assert snapshot.usage["team-a"] == pytest.approx(2 * 3600 / math.log(2) * 0.5)
+
+
+def test_usage_ends_at_ended_at_and_skips_windows_before_since(sessions):
+    gpr = admit(sessions, submit(sessions).id, ("GPU-a-0",))
+    with transaction(sessions) as session:
+        row = queries.get_gpr_row(session, gpr.id)
+        queries.apply(session, row, lifecycle.mark_provisioned(queries.to_gpr(row), "local", NOW))
+        ended = NOW + timedelta(minutes=30)
+        queries.apply(
+            session,
+            row,
+            lifecycle.begin_release(queries.to_gpr(row), core.EndReason.RELEASED_EARLY, "alice", "", ended),
+        )
+        queries.apply(session, row, lifecycle.complete(queries.to_gpr(row), "local", ended))
+        queries.unbind(session, gpr.id)
+    with sessions() as session:
+        week = queries.gpu_uses(session, NOW - timedelta(days=7), NOW + timedelta(days=1))
+        assert [(u.gpus, u.start, u.end) for u in week] == [(1, NOW, ended)]
+        assert queries.gpu_uses(session, ended + timedelta(seconds=1), NOW + timedelta(days=1)) == []
+        assert queries.gpu_uses(session, NOW - timedelta(days=1), NOW + timedelta(days=1), ["other"]) == []
