@@ -22,7 +22,8 @@ from .units import DURATION_PATTERN, MAX_DURATION_SECONDS, parse_duration, parse
 
 SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}")
-USER_NAME_RE = re.compile(r"[^/\s?#%]{1,255}")
+# What the hub's authenticators accept: no '/', ',', whitespace or control characters, not only dots.
+USER_NAME_RE = re.compile(r"(?!\.+$)[^/\s?#%,\x00-\x1f\x7f]{1,255}")
 
 
 class _Missing:

@@ -13,23 +13,24 @@ import logging
 import os
 import secrets
 import signal
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlparse
 
 import jinja2
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Float, Integer, Unicode, default
+from traitlets import Float, Integer, TraitError, Unicode, default, validate
 from traitlets.config import Application
 
 from .. import __version__
 from ..backends.local import LocalBackend
 from ..store import queries
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions, transaction
-from .handlers import gprs, inventory, pages, servers, slices
+from .handlers import gprs, inventory, pages, queue, servers, slices
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
+from .planning import Planning
 from .reconcile import Reconciler
 
 HERE = os.path.dirname(__file__)
@@ -75,6 +76,22 @@ class EGSService(Application):
         help="""Seconds between reconcile passes when nothing wakes the loop earlier. Windows end
         within this long of their end time. Changes through the API wake the loop at once.""",
     ).tag(config=True)
+
+    fairshare_half_life = Float(
+        7 * 24 * 3600.0,
+        help="""Half-life, in seconds, of a slice's recorded GPU use for fair share (default 7 days).
+        Within a priority band the queue serves first the slices that used least of their share
+        lately; a GPU-second used one half-life ago counts half as much as one used now.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("fairshare_half_life")
+    def _check_fairshare_half_life(self, proposal) -> float:
+        if not proposal.value > 0:
+            raise TraitError(f"fairshare_half_life must be a positive number of seconds, not {proposal.value}")
+        return proposal.value
 
     identity_cache_seconds = Integer(
         30,
@@ -165,7 +182,8 @@ class EGSService(Application):
             (api + r"gprs/([^/]+)", gprs.GPRHandler),
             (api + r"gprs/([^/]+)/release", gprs.ReleaseHandler),
             (api + r"gprs/([^/]+)/(approve|deny)", gprs.DecisionHandler),
-            (api + r"queue", gprs.QueueHandler),
+            (api + r"queue", queue.QueueHandler),
+            (api + r"queue/evictions", queue.EvictionsHandler),
             (api + r"events", inventory.EventsHandler),
             (api + r"servers", servers.ServersHandler),
             (api + r"servers/([^/]+)", servers.ServerHandler),
@@ -204,7 +222,10 @@ class EGSService(Application):
             ):
                 queries.add_event(session, event)
         self.log.info("inventory of %s: %d GPU(s), %s", self.backend.cluster, len(found.gpus), found.source)
-        self.reconciler = Reconciler(self.sessions, self.backend, self.clock, self.reconcile_interval)
+        self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
+        self.reconciler = Reconciler(
+            self.sessions, self.backend, self.clock, self.reconcile_interval, planning=self.planning
+        )
 
     async def serve(self) -> None:
         await self.setup()

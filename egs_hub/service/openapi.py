@@ -7,8 +7,9 @@ checked against the live service in the tests.
 
 from __future__ import annotations
 
-from ..core.model import PRIORITY_MAX, PRIORITY_MIN, Status
+from ..core.model import EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
 from ..core.requests import (
+    EvictionConfirm,
     GPRCreate,
     GPRUpdate,
     Reason,
@@ -24,6 +25,7 @@ TIME = {"type": "string", "format": "date-time"}
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
 NULLABLE_INT = {"type": ["integer", "null"]}
 NULLABLE_STR = {"type": ["string", "null"]}
+NULLABLE_NUMBER = {"type": ["number", "null"]}
 STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
@@ -64,7 +66,9 @@ SCHEMAS = {
             "status_reason": {"type": "string"},
             "estimated_start": {**NULLABLE_TIME, "description": "queued GPRs: when the planner starts it"},
             "queue_position": NULLABLE_INT,
-            "planned_gpus": STRINGS,
+            "planned_gpus": {**STRINGS, "description": "queued GPRs admitted now: the GPUs they get"},
+            "planned_nodes": {**STRINGS, "description": "queued GPRs: the nodes planned for them"},
+            "planned_gpu_count": {**NULLABLE_INT, "description": "queued GPRs: GPUs planned on those nodes"},
             "window_start": NULLABLE_TIME,
             "window_end": NULLABLE_TIME,
             "bound_gpus": STRINGS,
@@ -81,7 +85,12 @@ SCHEMAS = {
             "display_name": {"type": "string"},
             "group": {"type": "string"},
             "members": STRINGS,
-            "quota": _obj({"max_gpus": NULLABLE_INT}),
+            "quota": _obj(
+                {
+                    "max_gpus": NULLABLE_INT,
+                    "max_gpu_hours": {**NULLABLE_NUMBER, "description": "GPU-hours per rolling week"},
+                }
+            ),
             "policy": _obj(
                 {
                     "max_duration": {**NULLABLE_INT, "description": "seconds"},
@@ -89,6 +98,24 @@ SCHEMAS = {
                     "auto_approve_max_gpus": NULLABLE_INT,
                     "max_active_gprs": {"type": "integer"},
                     "restart_servers": {"type": "boolean"},
+                    "reject_over_limits": {"type": "boolean"},
+                    "eviction": {"type": "string", "enum": list(EVICTION_MODES)},
+                    "requeue_evicted": {"type": "boolean"},
+                    "share": {**NULLABLE_NUMBER, "description": "fair-share weight; null: max_gpus, else 1"},
+                }
+            ),
+            "usage": _obj(
+                {
+                    "gpu_hours_week": {"type": "number", "description": "GPU-hours used in the rolling week"},
+                    "decayed_gpu_hours": {
+                        "type": "number",
+                        "description": "GPU-hours used, each weighed down by its age (fair-share half-life)",
+                    },
+                    "fair_share_factor": {
+                        "type": "number",
+                        "description": "in (0, 1]: 1 used nothing lately, 1/2 used its share; "
+                        "higher is served first within a priority band",
+                    },
                 }
             ),
             "namespaces": {"type": "object", "additionalProperties": STRINGS},
@@ -179,7 +206,8 @@ SCHEMAS = {
         {
             "gpr": {"type": "integer"},
             "slice": {"type": "string"},
-            "gpus": STRINGS,
+            "gpus": {**STRINGS, "description": "empty for a planned window that starts later than now"},
+            "gpu_count": {"type": "integer"},
             "start": TIME,
             "end": TIME,
             "state": {"type": "string", "enum": ["past", "current", "planned"]},
@@ -213,11 +241,41 @@ SCHEMAS = {
                         "estimated_start": TIME,
                         "wait_seconds": {"type": "integer", "minimum": 0},
                         "nodes": STRINGS,
-                        "gpus": {"type": "integer"},
+                        "gpus": {"type": "integer", "description": "GPUs it would get on those nodes"},
                     }
                 ),
             },
             "needs_approval": {**STRINGS, "description": "why a GPR like this would wait for an admin"},
+        }
+    ),
+    "QueueEntry": {
+        "allOf": [
+            {"$ref": "#/components/schemas/GPR"},
+            _obj(
+                {
+                    "band": {"type": "string", "enum": ["low", "medium", "high"]},
+                    "fair_share_factor": {"type": "number", "description": "of the GPR's slice, in (0, 1]"},
+                }
+            ),
+        ]
+    },
+    "Eviction": _obj(
+        {
+            "gpr_id": {"type": "integer", "description": "the queued GPR that starts once the victims are gone"},
+            "victims": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "id": {"type": "integer"},
+                        "slice": {"type": "string"},
+                        "priority": {"type": "integer"},
+                        "gpus": {"type": "integer"},
+                        "window_end": NULLABLE_TIME,
+                        "status": {"type": "string", "enum": [s.value for s in Status]},
+                    }
+                ),
+            },
+            "automatic": {"type": "boolean", "description": "the slice's policy evicts without an admin"},
         }
     ),
     "ServerGPUs": _obj(
@@ -260,6 +318,7 @@ SCHEMAS = {
     "SliceCreate": body_schema(SliceCreate),
     "SliceUpdate": body_schema(SliceUpdate, partial=True),
     "Reason": body_schema(Reason),
+    "EvictionConfirm": body_schema(EvictionConfirm),
     "ServerStart": body_schema(ServerStart),
 }
 
@@ -449,9 +508,20 @@ def _paths() -> dict:
         },
         "/queue": {
             "get": {
-                "summary": "Queued GPRs in order, with position and estimated start",
-                "responses": _responses("queue", _list("queue", "GPR"), *AUTH_ERRORS),
+                "summary": "Queued GPRs in order, with position, estimated start, band and fair share",
+                "responses": _responses("queue", _list("queue", "QueueEntry"), *AUTH_ERRORS),
             }
+        },
+        "/queue/evictions": {
+            "get": {
+                "summary": "Evictions the planner proposes now (admin)",
+                "responses": _responses("proposals", _list("evictions", "Eviction"), "401", "403"),
+            },
+            "post": {
+                "summary": "Evict exactly the victims the planner proposes for a GPR (admin)",
+                "requestBody": _body("EvictionConfirm"),
+                "responses": _responses("evicted", _ref("Eviction"), "400", "401", "403", "409"),
+            },
         },
         "/events": {
             "get": {

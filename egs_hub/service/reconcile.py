@@ -1,7 +1,9 @@
 """The reconcile loop: snapshot the store, plan, act on the backends.
 
 It runs on every change (``wake``) and on a short tick, and sleeps no longer
-than until the next window ends. The store is the truth: a GPR found
+than until the next window ends. Each pass plans with the last plan's promises
+(planning.py), ends windows, evicts when the planner names victims and the
+policy says so without an admin, and admits. The store is the truth: a GPR found
 ``provisioning`` is bound (again), one found ``releasing`` is unbound (again),
 so a restarted service picks up exactly where the last one stopped. Backend
 calls run as one task per GPR, so a slow server restart never delays another
@@ -22,11 +24,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend, BindError, ServerRef, UnbindError
 from ..core import lifecycle
+from ..core.errors import Conflict
 from ..core.model import GPR, EndReason, Status
-from ..core.planner import plan
-from ..core.snapshot import Estimate, Plan, Snapshot
+from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
 from ..store import queries
 from ..store.db import transaction
+from .planning import Planning, eviction_proposals, issue_eviction
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +46,14 @@ class Reconciler:
         clock: Callable[[], datetime],
         interval: float = 1.0,
         retry_interval: float = 5.0,
+        *,
+        planning: Planning | None = None,
     ):
         self.sessions = sessions
         self.backend = backend
         self.clock = clock
         self.interval = interval
+        self.planning = planning or Planning()
         self.retry_interval = retry_interval
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -85,11 +91,14 @@ class Reconciler:
             now = self.clock()
             # 1. snapshot
             with self.sessions() as session:
-                snapshot = queries.load_snapshot(session)
+                snapshot = self.planning.snapshot(session, now)
+                evicting = bool(queries.evictions_in_flight(session))
             # 2. decide
-            decisions = plan(snapshot, now)
+            decisions = self.planning.plan(snapshot, now)
+            evictions = [e for e in eviction_proposals(decisions, now, evicting) if e.automatic]
             # 3. act
             self._end_windows(decisions, now)
+            self._evict(evictions, now)
             self._admit(decisions.admits, now)
             self._drive_backend(now)
             return self._next_due(snapshot, decisions, now)
@@ -115,6 +124,17 @@ class Reconciler:
                         queries.to_gpr(row), EndReason.WINDOW_ENDED, lifecycle.PLANNER, "window ended", now
                     ),
                 )
+
+    def _evict(self, evictions: list[Eviction], now: datetime) -> None:
+        """Evict what the planner names where the policy needs no admin ("auto")."""
+        for eviction in evictions:
+            try:
+                with transaction(self.sessions) as session:
+                    issue_eviction(session, eviction, lifecycle.PLANNER, now)
+            except Conflict as e:
+                # The snapshot was stale (a victim was released meanwhile): the next pass plans again.
+                log.info("eviction for GPR %s not issued: %s", eviction.gpr_id, e)
+            self.wake()
 
     def _admit(self, admits: tuple[Estimate, ...], now: datetime) -> None:
         for estimate in admits:
@@ -183,6 +203,12 @@ class Reconciler:
             if gpr is None:
                 return
             holders = _server_refs(queries.servers_holding(session, gpr.bound_gpus))
+            slice_row = queries.get_slice(session, gpr.spec.slice)
+            requeue = (
+                gpr.end_reason is EndReason.EVICTED
+                and slice_row is not None
+                and queries.slice_policy(slice_row).requeue_evicted
+            )
         try:
             events = await self.backend.unbind(gpr, holders, self.clock())
         except UnbindError as e:
@@ -193,7 +219,13 @@ class Reconciler:
             log.exception("GPR %s: unbinding failed; trying again", gpr_id)
             self._retry_later(gpr_id)
             return
-        self._finish(gpr_id, Status.RELEASING, partial(lifecycle.complete, actor=self.backend.kind), events)
+        # An evicted GPR whose slice re-queues evicted work waits again; the others are done.
+        done = (
+            partial(lifecycle.requeue, actor=lifecycle.PLANNER)
+            if requeue
+            else partial(lifecycle.complete, actor=self.backend.kind)
+        )
+        self._finish(gpr_id, Status.RELEASING, done, events)
 
     def _retry_later(self, gpr_id: int) -> None:
         self._retry_at[gpr_id] = self.clock() + timedelta(seconds=self.retry_interval)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..core.model import GPR, Shape
-from ..core.snapshot import Estimate, Option
+from ..core.snapshot import Estimate, Eviction, Option
 from ..core.units import format_time
 from ..store.models import Cluster, EventRow, Slice
 
@@ -15,9 +15,15 @@ def _seconds(value: timedelta | None) -> int | None:
 
 
 def gpr_json(gpr: GPR, estimate: Estimate | None, *, redact: bool = False) -> dict:
-    """A GPR; ``redact`` hides who asked and what they named it (others' slices)."""
+    """A GPR; ``redact`` hides who asked and what they named it (others' slices).
+
+    A queued GPR's plan: ``planned_nodes`` and ``planned_gpu_count`` always, ``planned_gpus``
+    (exact UUIDs) only when it is admitted now; which GPUs of its nodes a later start gets
+    is decided when its window starts.
+    """
     spec = gpr.spec
     queued = estimate is not None
+    placement = estimate.placement if queued else None
     return {
         "id": gpr.id,
         "name": None if redact else spec.name,
@@ -36,7 +42,9 @@ def gpr_json(gpr: GPR, estimate: Estimate | None, *, redact: bool = False) -> di
         "status_reason": gpr.status_reason,
         "estimated_start": format_time(estimate.start) if queued else None,
         "queue_position": estimate.position if queued else None,
-        "planned_gpus": list(estimate.placement.gpus) if queued and estimate.placement else [],
+        "planned_gpus": list(placement.gpus) if placement else [],
+        "planned_nodes": list(placement.nodes) if placement else [],
+        "planned_gpu_count": placement.count if placement else None,
         "window_start": format_time(gpr.window_start),
         "window_end": format_time(gpr.window_end),
         "bound_gpus": list(gpr.bound_gpus),
@@ -48,7 +56,8 @@ def gpr_json(gpr: GPR, estimate: Estimate | None, *, redact: bool = False) -> di
     }
 
 
-def slice_json(row: Slice, members: list[str], gpus: list[str]) -> dict:
+def slice_json(row: Slice, members: list[str], gpus: list[str], usage: dict) -> dict:
+    """A slice; ``usage``: its ``gpu_hours_week``, ``decayed_gpu_hours`` and ``fair_share_factor``."""
     namespaces: dict[str, list[str]] = {}
     for ns in row.namespaces:
         namespaces.setdefault(ns.cluster, []).append(ns.namespace)
@@ -57,14 +66,19 @@ def slice_json(row: Slice, members: list[str], gpus: list[str]) -> dict:
         "display_name": row.display_name,
         "group": row.group_name,
         "members": members,
-        "quota": {"max_gpus": row.max_gpus},
+        "quota": {"max_gpus": row.max_gpus, "max_gpu_hours": row.max_gpu_hours},
         "policy": {
             "max_duration": row.max_duration_s,
             "max_priority": row.max_priority,
             "auto_approve_max_gpus": row.auto_approve_max_gpus,
             "max_active_gprs": row.max_active_gprs,
             "restart_servers": row.restart_servers,
+            "reject_over_limits": row.reject_over_limits,
+            "eviction": row.eviction,
+            "requeue_evicted": row.requeue_evicted,
+            "share": row.share,
         },
+        "usage": usage,
         "namespaces": namespaces,
         "gpus": gpus,
         "created_at": format_time(row.created_at),
@@ -103,7 +117,26 @@ def option_json(option: Option) -> dict:
         "estimated_start": format_time(option.start),
         "wait_seconds": int(option.wait.total_seconds()),
         "nodes": list(option.placement.nodes),
-        "gpus": len(option.placement.gpus),
+        "gpus": option.placement.count,
+    }
+
+
+def eviction_json(eviction: Eviction, victims: list[GPR]) -> dict:
+    """A proposed (or issued) eviction: the GPR it lets start and what its victims hold."""
+    return {
+        "gpr_id": eviction.gpr_id,
+        "victims": [
+            {
+                "id": v.id,
+                "slice": v.spec.slice,
+                "priority": v.spec.priority,
+                "gpus": len(v.bound_gpus),
+                "window_end": format_time(v.window_end),
+                "status": v.status.value,
+            }
+            for v in victims
+        ],
+        "automatic": eviction.automatic,
     }
 
 
@@ -169,12 +202,22 @@ def inventory_json(clusters: list[Cluster], bound: dict[str, tuple[str, int]], s
 
 
 def window_json(
-    gpr_id: int, slice_name: str, gpus: list[str], start: datetime, end: datetime, state: str, status: str
+    gpr_id: int,
+    slice_name: str,
+    gpus: list[str],
+    start: datetime,
+    end: datetime,
+    state: str,
+    status: str,
+    gpu_count: int | None = None,
 ) -> dict:
+    """One GPR's window on one node; a planned window later than now names no GPUs, only
+    how many (``gpu_count``)."""
     return {
         "gpr": gpr_id,
         "slice": slice_name,
         "gpus": gpus,
+        "gpu_count": len(gpus) if gpu_count is None else gpu_count,
         "start": format_time(start),
         "end": format_time(end),
         "state": state,

@@ -149,6 +149,14 @@ def apply(session: Session, row: GPRRow, change: tuple[core.GPR, core.Event]) ->
     return gpr
 
 
+def evictions_in_flight(session: Session) -> list[int]:
+    """GPRs evicted whose GPUs are not back yet."""
+    query = select(GPRRow.id).where(
+        GPRRow.status == core.Status.RELEASING.value, GPRRow.end_reason == core.EndReason.EVICTED.value
+    )
+    return list(session.scalars(query.order_by(GPRRow.id)))
+
+
 def get_gpr_row(session: Session, gpr_id: int, *, lock: bool = False) -> GPRRow | None:
     query = select(GPRRow).where(GPRRow.id == gpr_id).options(selectinload(GPRRow.allocations))
     if lock:

@@ -187,3 +187,17 @@ def stop_hub(hub: Hub) -> None:
         raise AssertionError(f"egs-hub did not stop within 30 s of SIGINT:\n{hub.log()[-2000:]}") from None
     assert returncode == 0, f"egs-hub exited {returncode} on SIGINT:\n{hub.log()[-2000:]}"
     wait_for(lambda: not hub.service_running(), 10, "the EGS service to stop with the hub")
+
+
+def until_status(client: Client, gpr_id: int, status: str, timeout: float = 15) -> dict:
+    """The GPR once it has ``status`` (polled through ``client``)."""
+    return wait_for(
+        lambda: (g := client.get(f"gprs/{gpr_id}", expect=200))["status"] == status and g,
+        timeout,
+        f"GPR {gpr_id} to be {status}",
+    )
+
+
+def event_kinds(client: Client, gpr_id: int) -> list[tuple[str, str]]:
+    """(kind, actor) of every event of the GPR, oldest first."""
+    return [(e["kind"], e["actor"]) for e in client.get(f"events?gpr={gpr_id}", expect=200)["events"]]

@@ -99,6 +99,58 @@ CASES = {
     "patch policy out of range": Bad(
         "PATCH", "slices/{slice}", {"policy": {"max_priority": 999}}, who=ADMIN, want_field="policy.max_priority"
     ),
+    "eviction mode unknown": Bad(
+        "POST",
+        "slices",
+        {"name": "e-bad", "policy": {"eviction": "sometimes"}},
+        who=ADMIN,
+        want_field="policy.eviction",
+        want_message="'auto', 'confirm', 'off'",
+    ),
+    "share zero": Bad("PATCH", "slices/{slice}", {"policy": {"share": 0}}, who=ADMIN, want_field="policy.share"),
+    "share negative": Bad("PATCH", "slices/{slice}", {"policy": {"share": -1.5}}, who=ADMIN, want_field="policy.share"),
+    "share not a number": Bad(
+        "PATCH", "slices/{slice}", {"policy": {"share": "half"}}, who=ADMIN, want_field="policy.share"
+    ),
+    "weekly GPU-hours zero": Bad(
+        "PATCH", "slices/{slice}", {"quota": {"max_gpu_hours": 0}}, who=ADMIN, want_field="quota.max_gpu_hours"
+    ),
+    "weekly GPU-hours not a number": Bad(
+        "POST",
+        "slices",
+        {"name": "h-bad", "quota": {"max_gpu_hours": "lots"}},
+        who=ADMIN,
+        want_field="quota.max_gpu_hours",
+    ),
+    "requeue_evicted not a boolean": Bad(
+        "PATCH",
+        "slices/{slice}",
+        {"policy": {"requeue_evicted": "yes"}},
+        who=ADMIN,
+        want_field="policy.requeue_evicted",
+    ),
+    "reject_over_limits not a boolean": Bad(
+        "PATCH",
+        "slices/{slice}",
+        {"policy": {"reject_over_limits": 1}},
+        who=ADMIN,
+        want_field="policy.reject_over_limits",
+    ),
+    "evictions listed to a member": Bad("GET", "queue/evictions", want_status=403),
+    "eviction confirmed by a member": Bad("POST", "queue/evictions", {"gpr_id": 1, "victims": [2]}, want_status=403),
+    "eviction without victims": Bad("POST", "queue/evictions", {"gpr_id": 1}, who=ADMIN, want_field="victims"),
+    "eviction with an empty list": Bad(
+        "POST", "queue/evictions", {"gpr_id": 1, "victims": []}, who=ADMIN, want_field="victims"
+    ),
+    "eviction naming a victim twice": Bad(
+        "POST", "queue/evictions", {"gpr_id": 1, "victims": [2, 2]}, who=ADMIN, want_field="victims"
+    ),
+    "eviction gpr_id not a number": Bad(
+        "POST", "queue/evictions", {"gpr_id": "x", "victims": [2]}, who=ADMIN, want_field="gpr_id"
+    ),
+    "eviction nobody proposed": Bad(
+        "POST", "queue/evictions", {"gpr_id": 987654321, "victims": [2]}, who=ADMIN, want_status=409
+    ),
     "patch unknown slice": Bad("PATCH", "slices/no-such-slice", {"display_name": "x"}, who=ADMIN, want_status=404),
     "remove a non-member": Bad("DELETE", "slices/{slice}/members/nobody-here", who=ADMIN, want_status=404),
 }

@@ -127,13 +127,16 @@ def test_future_start_after_is_kept_and_shown_in_the_schedule(hub, make_slice, u
     body = {"slice": team["name"], "gpus": 2, "duration": "1h", "start_after": start.isoformat()}
     gpr = as_alice.post("gprs", body, expect=201)
     assert gpr["status"] == "queued" and parse(gpr["estimated_start"]) == start
+    # A later start names its node and how many GPUs, not which: those are picked when it starts.
+    assert gpr["planned_gpus"] == [] and gpr["planned_gpu_count"] == 2 and len(gpr["planned_nodes"]) == 1
 
     schedule = as_alice.get(
         f"inventory/schedule?start={datetime.now(UTC).isoformat().replace('+00:00', 'Z')}", expect=200
     )
     planned = [w for n in schedule["nodes"] for w in n["windows"] if w["gpr"] == gpr["id"]]
     assert planned and planned[0]["state"] == "planned" and parse(planned[0]["start"]) == start
-    assert len(planned[0]["gpus"]) == 2
+    assert planned[0]["gpus"] == [] and planned[0]["gpu_count"] == 2
+    assert [n["node"] for n in schedule["nodes"] if planned[0] in n["windows"]] == gpr["planned_nodes"]
 
 
 def test_inventory_lists_declared_gpus_and_what_is_free(hub, make_slice, user):

@@ -50,6 +50,7 @@ NO_INVALID_INPUT = {
     "DELETE /slices/{name}/members/{user}",
     "GET /inventory",
     "GET /queue",
+    "GET /queue/evictions",
     "DELETE /servers/{user}",
     "DELETE /servers/{user}/{server}",
 }

@@ -200,3 +200,40 @@ async def test_a_new_loop_resumes_provisioning_and_releasing_gprs_from_the_datab
     with sessions() as session:
         assert queries.slice_usable_gpus(session, "a") == [("GPU-0", binding)]
         assert queries.slice_usable_gpus(session, "b") == []
+
+
+def set_policy(sessions, slice_name: str, **policy) -> None:
+    with transaction(sessions) as session:
+        queries.write_slice_policy(queries.get_slice(session, slice_name), core.SlicePolicy(**policy))
+
+
+def submit_spec(sessions, spec: core.GPRSpec, now: datetime) -> int:
+    with transaction(sessions) as session:
+        row = queries.new_gpr_row(session, spec, "alice", now)
+        return queries.apply(session, row, lifecycle.submit(row.id, spec, "alice", [], now)).id
+
+
+async def test_eviction_waits_for_its_victims_unbind_and_evicts_no_more(world):
+    sessions, clock, backend, reconciler = world
+    set_policy(sessions, "a", eviction="auto")
+    set_policy(sessions, "b", max_active_gprs=2, requeue_evicted=True)
+    hour = timedelta(hours=1)
+    low = submit_spec(sessions, core.GPRSpec(slice="b", duration=hour, gpus=2, priority=50), clock.now)
+    other = submit_spec(sessions, core.GPRSpec(slice="b", duration=hour, gpus=2, priority=60), clock.now)
+    await settle(reconciler)
+    assert status(sessions, low).status is core.Status.PROVISIONED
+
+    urgent = submit_spec(sessions, core.GPRSpec(slice="a", duration=hour, gpus=2, priority=250), clock.now)
+    backend.fail_unbinds.append(UnbindError("the server did not stop yet"))
+    await settle(reconciler)
+    # The lowest priority is evicted; while it unbinds, nobody else is.
+    assert status(sessions, low).status is core.Status.RELEASING
+    assert status(sessions, other).status is core.Status.PROVISIONED
+    assert status(sessions, urgent).status is core.Status.QUEUED
+
+    clock.advance(seconds=5)
+    await settle(reconciler)
+    assert status(sessions, urgent).status is core.Status.PROVISIONED
+    assert status(sessions, low).status is core.Status.QUEUED
+    assert status(sessions, other).status is core.Status.PROVISIONED
+    assert kinds(sessions, low) == ["submitted", "admitted", "provisioned", "evicted", "requeued"]

@@ -22,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from ...core.errors import Conflict, IllegalTransition, InvalidRequest, PolicyViolation
+from ...core.requests import ID_MAX
 from ...roles import ADMIN_SCOPE
 from ..hub import HubAPIError
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_ID = 2**31 - 1  # ids and limits are SQL INTEGER columns
+MAX_ID = ID_MAX  # ids and limits are SQL INTEGER columns
 KNOWN_SCOPES = frozenset({ADMIN_SCOPE})
 
 ERROR_STATUS: dict[type[Exception], int] = {

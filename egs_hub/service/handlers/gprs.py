@@ -1,8 +1,11 @@
-"""GPRs: submit, read, edit, cancel, release early, approve and deny; the queue
-and wait-time estimates. Estimates come from the same planner pass as admission.
+"""GPRs: submit, read, edit, cancel, release early, approve and deny; wait-time
+estimates. Estimates come from the same planner as admission, with the same
+promises (planning.py); the queue and evictions are in queue.py.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from tornado import web
 
@@ -10,12 +13,15 @@ from ...core import lifecycle, planner
 from ...core import model as core
 from ...core.errors import Conflict, InvalidRequest, PolicyViolation
 from ...core.policy import approval_reasons, check_request
+from ...core.queue import band
 from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
+from ...core.snapshot import Plan, Snapshot
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow
 from ...store.models import Slice as SliceRow
+from ..planning import week_gpu_hours
 from ..serialize import gpr_json, option_json
 from .base import APIHandler, authenticated, needs_scope
 
@@ -35,22 +41,25 @@ class GPRBase(APIHandler):
             raise PolicyViolation("slice", f"no slice named {name!r}; GET /slices lists yours")
         return row
 
-    def plan_now(self, session) -> planner.Plan:
-        return planner.plan(queries.load_snapshot(session), self.now())
+    def plan_now(self, session) -> Plan:
+        return self.egs.planning.plan_now(session, self.now())[1]
 
-    def vet(self, session, spec: core.GPRSpec, slice_row: SliceRow) -> tuple[planner.Snapshot, list[str]]:
+    def vet(self, session, spec: core.GPRSpec, slice_row: SliceRow, now: datetime) -> tuple[Snapshot, list[str]]:
         """Check a spec against its slice (members' limits) and the inventory (can it ever run).
 
-        Returns the snapshot it was checked against and why it would need an admin's approval.
+        Returns the snapshot it was checked against and why it would need an admin's approval
+        (or be rejected): over max_duration, max_gpus, auto_approve_max_gpus, or the GPU-hours
+        left of the slice's rolling week.
         """
         policy = queries.slice_policy(slice_row)
         if not self.is_admin:
             check_request(spec, policy)
-        snapshot = queries.load_snapshot(session)
+        snapshot = self.egs.planning.snapshot(session, now)
         self.check_servable(snapshot, spec)
-        return snapshot, approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy)
+        week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
+        return snapshot, approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy, week)
 
-    def check_servable(self, snapshot: planner.Snapshot, spec: core.GPRSpec) -> None:
+    def check_servable(self, snapshot: Snapshot, spec: core.GPRSpec) -> None:
         reason = planner.unservable_reason(spec, snapshot.nodes, snapshot.unhealthy_gpus)
         if reason is None:
             return
@@ -59,7 +68,7 @@ class GPRBase(APIHandler):
             field = "shape" if spec.shape else "cluster" if spec.cluster else field
         raise PolicyViolation(field, reason)
 
-    def view(self, gpr: core.GPR, plan: planner.Plan, member: bool = True) -> dict:
+    def view(self, gpr: core.GPR, plan: Plan, member: bool = True) -> dict:
         return gpr_json(gpr, plan.estimates.get(gpr.id), redact=not member)
 
     def answer(self, gpr_id: int, status: int = 200) -> None:
@@ -99,9 +108,11 @@ class GPRsHandler(GPRBase):
         with transaction(self.egs.sessions) as session:
             slice_row = self.slice_of(session, spec.slice)
             self.require_member(slice_row)
-            _, reasons = self.vet(session, spec, slice_row)
+            _, reasons = self.vet(session, spec, slice_row, now)
+            reject = queries.slice_policy(slice_row).reject_over_limits
             row = queries.new_gpr_row(session, spec, self.user_name, now)
-            gpr = queries.apply(session, row, lifecycle.submit(row.id, spec, self.user_name, reasons, now))
+            submitted = lifecycle.submit(row.id, spec, self.user_name, reasons, now, reject=reject)
+            gpr = queries.apply(session, row, submitted)
         self.egs.reconciler.wake()
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{gpr.id}")
         self.answer(gpr.id, 201)
@@ -130,6 +141,9 @@ class GPRHandler(GPRBase):
                 queries.apply(session, row, lifecycle.change_priority(gpr, changes["priority"], self.user_name, now))
             else:
                 self._edit(session, row, gpr, update, slice_row, now)
+        # A new priority may reorder its old and new bands; an edited GPR is planned afresh.
+        new_priority = changes.get("priority", gpr.spec.priority)
+        self.egs.planning.forget([gpr.id], {band(gpr.spec.priority), band(new_priority)})
         self.egs.reconciler.wake()
         self.answer(row.id)
 
@@ -137,7 +151,9 @@ class GPRHandler(GPRBase):
         if not (self.is_admin or gpr.requested_by == self.user_name):
             raise web.HTTPError(403, f"only {gpr.requested_by} (who asked) or an admin can edit GPR {gpr.id}")
         spec = update.apply(gpr.spec)
-        _, reasons = self.vet(session, spec, slice_row)
+        _, reasons = self.vet(session, spec, slice_row, now)
+        if reasons and not self.is_admin and queries.slice_policy(slice_row).reject_over_limits:
+            raise Conflict(f"this change is over the slice's limits ({'; '.join(reasons)}); it is not allowed")
         if gpr.status is core.Status.QUEUED and reasons and not self.is_admin:
             raise Conflict(
                 f"this change needs an admin's approval ({'; '.join(reasons)}); cancel this GPR and submit a new one"
@@ -196,21 +212,10 @@ class WaitTimesHandler(GPRBase):
     @authenticated
     def post(self) -> None:
         spec = parse_body(WaitTimeQuery, self.json_body()).to_spec()
+        now = self.now()
         with self.egs.sessions() as session:
             slice_row = self.slice_of(session, spec.slice)
             self.require_member(slice_row)
-            snapshot, reasons = self.vet(session, spec, slice_row)
-        options = planner.wait_times(snapshot, spec, self.now())
+            snapshot, reasons = self.vet(session, spec, slice_row, now)
+        options = planner.wait_times(snapshot, spec, now, current=self.egs.planning.plan(snapshot, now))
         self.write_json({"options": [option_json(o) for o in options], "needs_approval": reasons})
-
-
-class QueueHandler(GPRBase):
-    @authenticated
-    def get(self) -> None:
-        with self.egs.sessions() as session:
-            plan = self.plan_now(session)
-            member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
-            rows = queries.gpr_rows(session, statuses=[core.Status.QUEUED])
-            views = [self.view(queries.to_gpr(r), plan, r.slice in member_of) for r in rows]
-        views.sort(key=lambda v: v["queue_position"])
-        self.write_json({"queue": views})

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from sqlalchemy import select, text
 
-from ...core import planner
 from ...core.errors import InvalidRequest
+from ...core.snapshot import Placement
 from ...core.units import format_time, parse_time
 from ...store import queries
 from ...store.models import GPU, Allocation, Binding, EventRow, GPRRow, Node
@@ -48,6 +48,24 @@ class InventoryHandler(APIHandler):
         self.write_json(view)
 
 
+def planned_per_node(placement: Placement, node_of: dict[str, str]) -> list[tuple[str, list[str], int]]:
+    """(node, GPUs, how many) of a planned window. An admission names its GPUs; a later
+    start names nodes and a count: whole nodes first, the remainder on the last."""
+    if placement.gpus:
+        per_node: dict[str, list[str]] = {}
+        for uuid in placement.gpus:
+            per_node.setdefault(node_of[uuid], []).append(uuid)
+        return [(node, gpus, len(gpus)) for node, gpus in per_node.items()]
+    width = placement.shape.gpus_per_node
+    left = placement.count
+    spread = []
+    for i, node in enumerate(placement.nodes):
+        count = left if i == len(placement.nodes) - 1 else min(width, left)
+        spread.append((node, [], count))
+        left -= count
+    return spread
+
+
 class ScheduleHandler(APIHandler):
     """Every node's windows in [start, end): past, current and planned."""
 
@@ -73,20 +91,18 @@ class ScheduleHandler(APIHandler):
                 .order_by(GPRRow.window_start, GPRRow.id, Allocation.position)
             ).all()
             self._add_held(nodes, held, start, now)
-            plan = planner.plan(queries.load_snapshot(session), now)
+            _, plan = self.egs.planning.plan_now(session, now)
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
             queued = {r.id: r for r in queries.gpr_rows(session, statuses=["queued"])}
         for estimate in plan.estimates.values():
             if estimate.start is None or not (estimate.start < end and estimate.end > start):
                 continue
             row = queued[estimate.gpr_id]
-            per_node: dict[str, list[str]] = {}
-            for uuid in estimate.placement.gpus:
-                per_node.setdefault(node_of[uuid], []).append(uuid)
-            for node, gpus in per_node.items():
-                nodes[node]["windows"].append(
-                    window_json(row.id, row.slice, gpus, estimate.start, estimate.end, "planned", row.status)
-                )
+            for node, gpus, count in planned_per_node(estimate.placement, node_of):
+                if node in nodes:
+                    nodes[node]["windows"].append(
+                        window_json(row.id, row.slice, gpus, estimate.start, estimate.end, "planned", row.status, count)
+                    )
         self.write_json({"start": format_time(start), "end": format_time(end), "nodes": list(nodes.values())})
 
     def _add_held(self, nodes: dict, held, start, now) -> None:
@@ -101,6 +117,7 @@ class ScheduleHandler(APIHandler):
                 windows[key] = window_json(gpr.id, gpr.slice, [], gpr.window_start, window_end, state, gpr.status)
                 nodes[node]["windows"].append(windows[key])
             windows[key]["gpus"].append(uuid)
+            windows[key]["gpu_count"] += 1
 
     def _time(self, name: str, default):
         value = self.get_argument(name, None)

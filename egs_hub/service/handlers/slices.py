@@ -17,6 +17,7 @@ from ...core.errors import Conflict, PolicyViolation
 from ...core.requests import (
     MISSING,
     PolicyBody,
+    QuotaBody,
     SliceCreate,
     SliceUpdate,
     check_slice_name,
@@ -28,20 +29,26 @@ from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow, SliceNamespace
 from ...store.models import Slice as SliceRow
+from ..planning import slice_usage
 from ..serialize import slice_json
 from .base import APIHandler, authenticated, needs_scope
 
 
-def _policy(quota_max_gpus, body: PolicyBody | None, current: core.SlicePolicy | None = None) -> core.SlicePolicy:
-    """The policy a create (``current`` None) or a partial update gives; MISSING keeps a value."""
+def _policy(
+    quota: QuotaBody | None, body: PolicyBody | None, current: core.SlicePolicy | None = None
+) -> core.SlicePolicy:
+    """The policy a create (``current`` None) or a partial update gives; MISSING keeps a value.
+
+    Quota and policy fields are SlicePolicy fields of the same names.
+    """
     base = current or core.SlicePolicy()
     changes = {
-        f.name: getattr(body, f.name)
-        for f in (dataclasses.fields(body) if body else ())
-        if getattr(body, f.name) is not MISSING
+        f.name: getattr(part, f.name)
+        for part in (quota, body)
+        if part
+        for f in dataclasses.fields(part)
+        if getattr(part, f.name) is not MISSING
     }
-    if quota_max_gpus is not MISSING:
-        changes["max_gpus"] = quota_max_gpus
     return dataclasses.replace(base, **changes)
 
 
@@ -63,10 +70,13 @@ class SliceBase(APIHandler):
                     where = f"namespace {ns.namespace!r} on cluster {cluster!r}"
                     raise Conflict(f"{where} belongs to slice {ns.slice.name!r}")
 
+    def usage(self, session) -> dict[str, dict]:
+        return slice_usage(session, self.now(), self.egs.planning.half_life)
+
     async def slice_view(self, session, row: SliceRow) -> dict:
         members = await self.egs.hub.group_members(row.group_name)
         gpus = [uuid for uuid, _ in queries.slice_usable_gpus(session, row.name)]
-        return slice_json(row, members, gpus)
+        return slice_json(row, members, gpus, self.usage(session)[row.name])
 
 
 class SlicesHandler(SliceBase):
@@ -75,11 +85,13 @@ class SlicesHandler(SliceBase):
         groups = await self.egs.hub.groups()
         with self.egs.sessions() as session:
             rows = [r for r in queries.all_slices(session) if self.is_member(r)]
+            usage = self.usage(session)
             views = [
                 slice_json(
                     r,
                     groups.get(r.group_name, []),
                     [uuid for uuid, _ in queries.slice_usable_gpus(session, r.name)],
+                    usage[r.name],
                 )
                 for r in rows
             ]
@@ -118,7 +130,7 @@ class SlicesHandler(SliceBase):
                     created_at=now,
                     updated_at=now,
                 )
-                queries.write_slice_policy(row, _policy(body.quota.max_gpus, body.policy))
+                queries.write_slice_policy(row, _policy(body.quota, body.policy))
                 session.add(row)
                 session.flush()
                 queries.set_namespaces(session, row, body.namespaces)
@@ -166,9 +178,9 @@ class SliceHandler(SliceBase):
             row = self.load_slice(session, name)
             if body.display_name is not MISSING:
                 row.display_name = body.display_name
-            max_gpus = body.quota.max_gpus if body.quota is not MISSING else MISSING
+            quota = body.quota if body.quota is not MISSING else None
             policy_body = body.policy if body.policy is not MISSING else None
-            queries.write_slice_policy(row, _policy(max_gpus, policy_body, queries.slice_policy(row)))
+            queries.write_slice_policy(row, _policy(quota, policy_body, queries.slice_policy(row)))
             if body.namespaces is not MISSING:
                 self.check_namespaces_free(session, body.namespaces, row.id)
                 queries.set_namespaces(session, row, body.namespaces)

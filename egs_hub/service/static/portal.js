@@ -192,6 +192,10 @@ function renderSlices(slices) {
       s.policy.max_duration ? `max ${span(s.policy.max_duration)} per request` : null,
       s.policy.auto_approve_max_gpus ? `approval above ${s.policy.auto_approve_max_gpus} GPUs` : null,
       `max ${s.policy.max_active_gprs} request(s) holding GPUs at once`,
+      s.quota.max_gpu_hours
+        ? `${hours(s.usage.gpu_hours_week)} of ${hours(s.quota.max_gpu_hours)} GPU-hours used this week`
+        : `${hours(s.usage.gpu_hours_week)} GPU-hours used this week`,
+      `fair-share factor ${s.usage.fair_share_factor.toFixed(2)}`,
     ].filter(Boolean).join(" · ");
     return el("div", { class: "card", "data-slice": s.name },
       el("h3", {}, s.display_name || s.name, " ", el("span", { class: "muted" }, `(${s.name}, hub group ${s.group})`)),
@@ -200,6 +204,10 @@ function renderSlices(slices) {
         s.members.length ? el("ul", {}, members) : el("span", { class: "muted" }, "none")),
       addForm);
   }));
+}
+
+function hours(value) {
+  return Number(value.toFixed(2)).toString();
 }
 
 function renderInventory(inventory) {

@@ -1,0 +1,80 @@
+"""The queue in the planner's order, and the evictions it proposes.
+
+An eviction ends lower-priority preemptible provisioned GPRs (the *victims*) so
+that the GPR at the top of the queue starts now. The slice policy of that GPR
+says whether the reconcile loop evicts at once ("auto"), an admin confirms the
+planner's list here ("confirm"), or nothing is evicted ("off").
+"""
+
+from __future__ import annotations
+
+from ...core import model as core
+from ...core.errors import Conflict
+from ...core.queue import band
+from ...core.requests import EvictionConfirm, parse_body
+from ...roles import ADMIN_SCOPE
+from ...store import queries
+from ...store.db import transaction
+from ..planning import BAND_NAMES, eviction_proposals, factors, issue_eviction
+from ..serialize import eviction_json
+from .base import authenticated, needs_scope
+from .gprs import GPRBase
+
+
+class QueueHandler(GPRBase):
+    @authenticated
+    def get(self) -> None:
+        now = self.now()
+        with self.egs.sessions() as session:
+            snapshot, plan = self.egs.planning.plan_now(session, now)
+            member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
+            rows = queries.gpr_rows(session, statuses=[core.Status.QUEUED])
+            views = [self.view(queries.to_gpr(r), plan, r.slice in member_of) for r in rows]
+        factor_of = factors(snapshot)
+        for view in views:
+            view["band"] = BAND_NAMES[band(view["priority"])]
+            view["fair_share_factor"] = round(factor_of.get(view["slice"], 1.0), 6)
+        views.sort(key=lambda v: (v["queue_position"] is None, v["queue_position"] or 0, v["id"]))
+        self.write_json({"queue": views})
+
+
+class EvictionsHandler(GPRBase):
+    """GET and POST queue/evictions (admins)."""
+
+    @needs_scope(ADMIN_SCOPE)
+    def get(self) -> None:
+        now = self.now()
+        with self.egs.sessions() as session:
+            _, plan = self.egs.planning.plan_now(session, now)
+            evicting = bool(queries.evictions_in_flight(session))
+            views = [self._json(session, e) for e in eviction_proposals(plan, now, evicting)]
+        self.write_json({"evictions": views})
+
+    @needs_scope(ADMIN_SCOPE)
+    def post(self) -> None:
+        body = parse_body(EvictionConfirm, self.json_body())
+        now = self.now()
+        with transaction(self.egs.sessions) as session:
+            _, plan = self.egs.planning.plan_now(session, now)
+            evicting = bool(queries.evictions_in_flight(session))
+            proposals = eviction_proposals(plan, now, evicting)
+            proposal = next((e for e in proposals if e.gpr_id == body.gpr_id), None)
+            if proposal is None:
+                raise Conflict(
+                    f"the planner proposes no eviction for GPR {body.gpr_id} now; "
+                    "GET queue/evictions for the current list"
+                )
+            if set(proposal.victims) != set(body.victims):
+                raise Conflict(
+                    f"the planner's eviction for GPR {body.gpr_id} is now GPRs "
+                    f"{', '.join(map(str, proposal.victims))}, not {', '.join(map(str, body.victims))}; "
+                    "GET queue/evictions and confirm the current list"
+                )
+            issue_eviction(session, proposal, self.user_name, now, note=f"confirmed by {self.user_name}")
+            view = self._json(session, proposal)
+        self.egs.reconciler.wake()
+        self.write_json(view)
+
+    def _json(self, session, eviction) -> dict:
+        victims = [queries.to_gpr(row) for v in eviction.victims if (row := queries.get_gpr_row(session, v))]
+        return eviction_json(eviction, victims)

@@ -1,0 +1,140 @@
+"""The planner as the service runs it: one plan for admissions and for every read.
+
+Vocabulary: the *promises* are the last plan's estimates. core/planner.py keeps a
+queued GPR's promised window unless work of a higher band arrives or capacity is
+lost, so every snapshot (the reconcile pass and the API reads: queue, GPRs, wait
+times, inventory schedule) carries them, and every plan made replaces them: all
+answers show the same estimates, and an estimate never moves later because work
+of its own band arrived. A slice's *usage* is its decayed GPU-seconds (fair
+share); its *week* is the rolling week of its policy's ``max_gpu_hours``.
+
+Evictions: ``eviction_proposals`` (pure) picks the plan's evictions worth acting
+on; ``issue_eviction`` (I/O) begins releasing the victims.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from ..core import fairshare, lifecycle, planner, quota
+from ..core import model as core
+from ..core.errors import Conflict
+from ..core.queue import band
+from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
+from ..store import queries
+
+BAND_NAMES = ("low", "medium", "high")
+
+
+class Planning:
+    """Snapshots with the promises, and plans that renew them.
+
+    The promises live in memory only: after a restart the first plan makes them anew,
+    so an estimate may move once then (the database holds GPRs, not estimates).
+    Everything runs on the service's one event-loop thread, so no lock is needed.
+    """
+
+    def __init__(self, half_life: timedelta = fairshare.HALF_LIFE):
+        self.half_life = half_life
+        self._promises: dict[int, Estimate] = {}
+        self._bands: dict[int, int] = {}
+
+    def snapshot(self, session: Session, now: datetime) -> Snapshot:
+        return queries.load_snapshot(session, now, half_life=self.half_life, previous=self._promises)
+
+    def plan(self, snapshot: Snapshot, now: datetime) -> Plan:
+        """Plan ``snapshot`` (one taken with ``self.snapshot``); its estimates become the promises."""
+        made = planner.plan(snapshot, now)
+        self._promises = dict(made.estimates)
+        self._bands = {r.gpr_id: band(r.spec.priority) for r in snapshot.queue}
+        return made
+
+    def plan_now(self, session: Session, now: datetime) -> tuple[Snapshot, Plan]:
+        snapshot = self.snapshot(session, now)
+        return snapshot, self.plan(snapshot, now)
+
+    def forget(self, gpr_ids: Iterable[int] = (), bands: Iterable[int] = ()) -> None:
+        """Drop the promises of these GPRs and of every GPR in these bands, so the next
+        plan orders them afresh (an admin changed a priority, an owner edited a GPR)."""
+        drop = set(gpr_ids)
+        bands = set(bands)
+        drop.update(gpr_id for gpr_id, b in self._bands.items() if b in bands)
+        for gpr_id in drop:
+            self._promises.pop(gpr_id, None)
+
+
+def factors(snapshot: Snapshot) -> dict[str, float]:
+    """Each slice's fair-share factor, as the planner orders the snapshot's queue with."""
+    return fairshare.factors(snapshot.usage, fairshare.shares(snapshot.policies))
+
+
+def slice_usage(session: Session, now: datetime, half_life: timedelta) -> dict[str, dict]:
+    """Per slice: GPU-hours in the rolling week, decayed GPU-hours and fair-share factor."""
+    since = now - max(quota.WEEK, queries.USAGE_HALF_LIVES * half_life)
+    uses = queries.gpu_uses(session, since, now)
+    decayed = fairshare.decayed_usage(uses, now, half_life)
+    policies = {row.name: queries.slice_policy(row) for row in queries.all_slices(session)}
+    made = fairshare.factors(decayed, fairshare.shares(policies))
+    return {
+        name: {
+            "gpu_hours_week": round(quota.week_gpu_hours(uses, name, now), 6),
+            "decayed_gpu_hours": round(decayed.get(name, 0.0) / 3600, 6),
+            "fair_share_factor": round(made[name], 6),
+        }
+        for name in policies
+    }
+
+
+def week_gpu_hours(session: Session, slice_name: str, now: datetime) -> float:
+    """GPU-hours the slice used in the rolling week; running GPRs count up to now."""
+    return quota.week_gpu_hours(queries.gpu_uses(session, now - quota.WEEK, now, [slice_name]), slice_name, now)
+
+
+# Eviction
+
+
+def eviction_proposals(plan: Plan, now: datetime, evicting: bool = False) -> tuple[Eviction, ...]:
+    """The plan's evictions worth acting on now.
+
+    None while earlier victims are still being unbound (``evicting``): the planner counts
+    their GPUs as held until they are back, so it would name more victims than needed;
+    the pass after they are back plans again. Nor those whose GPR only waits for GPUs
+    being released anyway.
+    """
+    if evicting:
+        return ()
+    proposals = []
+    for eviction in plan.evictions:
+        estimate = plan.estimates.get(eviction.gpr_id)
+        if estimate is None or estimate.start is None or estimate.start > now + planner.JUST_AFTER:
+            proposals.append(eviction)
+    return tuple(proposals)
+
+
+def issue_eviction(session: Session, eviction: Eviction, actor: str, now: datetime, note: str = "") -> list[core.GPR]:
+    """Begin releasing every victim, evicted for ``eviction.gpr_id``; one event each.
+
+    Raises Conflict, changing nothing, when the GPR is no longer queued or a victim no
+    longer holds GPUs. Runs inside the caller's transaction.
+    """
+    beneficiary = queries.get_gpr_row(session, eviction.gpr_id)
+    if beneficiary is None or beneficiary.status != core.Status.QUEUED:
+        raise Conflict(f"GPR {eviction.gpr_id} is no longer queued; nothing is evicted for it")
+    rows = [queries.get_gpr_row(session, victim, lock=True) for victim in eviction.victims]
+    for victim, row in zip(eviction.victims, rows, strict=True):
+        if row is None or row.status not in (core.Status.PROVISIONING, core.Status.PROVISIONED):
+            raise Conflict(f"GPR {victim} no longer holds GPUs; nothing is evicted")
+    reason = (
+        f"evicted for GPR {beneficiary.id} (priority {beneficiary.priority}, slice {beneficiary.slice}), "
+        "which could not start otherwise" + (f"; {note}" if note else "")
+    )
+    evicted = []
+    for row in rows:
+        gpr, event = lifecycle.begin_release(queries.to_gpr(row), core.EndReason.EVICTED, actor, reason, now)
+        event = dataclasses.replace(event, data={"for_gpr": beneficiary.id})
+        evicted.append(queries.apply(session, row, (gpr, event)))
+    return evicted

@@ -1,0 +1,80 @@
+"""The queue through the live service: fair share orders a priority band, and an estimate
+never moves later because work of its own band arrived (the planner keeps its promises).
+
+Both fill the 4-GPU A100 node with a holder, then queue behind it on that shape.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from .hub import until_status
+
+A100 = {"gpus": 4, "shape": "A100"}
+
+
+def parse(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def queued(client, *gprs: dict) -> list[dict]:
+    """These GPRs as /queue shows them now."""
+    by_id = {q["id"]: q for q in client.get("queue", expect=200)["queue"]}
+    return [by_id[g["id"]] for g in gprs]
+
+
+def hold_a100(client, slice_name: str, seconds: int) -> dict:
+    holder = client.post("gprs", {"slice": slice_name, **A100, "duration": seconds}, expect=201)
+    return until_status(client, holder["id"], "provisioned")
+
+
+def test_fair_share_orders_a_band_by_recent_use(make_slice, user):
+    alice, as_alice = user("alice")
+    busy, idle, other = (make_slice(members=(alice,))["name"] for _ in range(3))
+    recent = as_alice.post("gprs", {"slice": busy, "gpus": 2, "duration": 2, "shape": "H100"}, expect=201)
+    until_status(as_alice, recent["id"], "complete")
+    holder = hold_a100(as_alice, other, 20)
+
+    first = as_alice.post("gprs", {"slice": busy, **A100, "duration": 30}, expect=201)
+    second = as_alice.post("gprs", {"slice": idle, **A100, "duration": 30}, expect=201)
+    mine_busy, mine_idle = queued(as_alice, first, second)
+
+    # Same band; the slice that used nothing lately goes first though it asked later.
+    assert mine_busy["band"] == mine_idle["band"] == "medium"
+    assert mine_idle["fair_share_factor"] == 1.0 > mine_busy["fair_share_factor"]
+    assert mine_idle["queue_position"] < mine_busy["queue_position"]
+    busy_usage = as_alice.get(f"slices/{busy}")["usage"]
+    # (The holder's slice keeps using GPUs meanwhile, so the factors move: compare loosely.)
+    assert busy_usage["gpu_hours_week"] > 0 and 0 < busy_usage["fair_share_factor"] < 1
+    assert as_alice.get(f"slices/{idle}")["usage"]["fair_share_factor"] == 1.0
+
+    # The busy slice's GPR was promised the node when the holder ends, and keeps it.
+    assert mine_busy["estimated_start"] == first["estimated_start"]
+    assert abs(parse(first["estimated_start"]) - parse(holder["window_end"])) < timedelta(seconds=1)
+    assert parse(mine_idle["estimated_start"]) >= parse(mine_busy["estimated_start"]) + timedelta(seconds=30)
+
+
+def test_estimates_do_not_move_later_when_same_band_work_arrives(make_slice, user):
+    alice, as_alice = user("alice")
+    a, b, c, d = (make_slice(members=(alice,))["name"] for _ in range(4))
+    holder = hold_a100(as_alice, a, 20)
+    first = as_alice.post("gprs", {"slice": b, **A100, "duration": 30, "priority": 101}, expect=201)
+    (before,) = queued(as_alice, first)
+    assert abs(parse(before["estimated_start"]) - parse(holder["window_end"])) < timedelta(seconds=1)
+
+    # Higher priority in the same band: ahead in the queue, but after the promised window.
+    second = as_alice.post("gprs", {"slice": c, **A100, "duration": 30, "priority": 180}, expect=201)
+    after, ahead = queued(as_alice, first, second)
+    assert ahead["queue_position"] < after["queue_position"]
+    assert after["estimated_start"] == before["estimated_start"], "a same-band arrival moved an estimate later"
+    assert parse(ahead["estimated_start"]) >= parse(after["estimated_start"]) + timedelta(seconds=30)
+    assert as_alice.get(f"gprs/{first['id']}")["estimated_start"] == before["estimated_start"]
+    schedule = as_alice.get("inventory/schedule", expect=200)
+    planned = [w for n in schedule["nodes"] for w in n["windows"] if w["gpr"] == first["id"]]
+    assert [w["start"] for w in planned] == [before["estimated_start"]]
+
+    # A higher band may move it later: that is what bands are for.
+    urgent = as_alice.post("gprs", {"slice": d, **A100, "duration": 30, "priority": 250}, expect=201)
+    moved, top = queued(as_alice, first, urgent)
+    assert top["queue_position"] < moved["queue_position"] and top["band"] == "high"
+    assert parse(moved["estimated_start"]) > parse(before["estimated_start"])
