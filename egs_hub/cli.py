@@ -3,6 +3,7 @@
 egs-hub up [--ip IP] [--port N] [--data-dir DIR] [--db-url URL] [--inventory FILE] [--config FILE]
 egs-hub db upgrade [--data-dir DIR] [--db-url URL]
 egs-hub db current [--data-dir DIR] [--db-url URL]
+egs-hub simulate (--trace philly | --csv FILE) [--nodes N --gpus-per-node G | --cluster FILE] [--load L] ...
 """
 
 from __future__ import annotations
@@ -49,6 +50,45 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .sim import Options, SimInputError, build_inventory, load_trace, policies_for, run_policies
+    from .sim.plot import write_plot
+    from .sim.report import table, write_json
+
+    options = Options(
+        trace=args.trace,
+        csv=args.csv,
+        trace_file=args.trace_file,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        cluster=args.cluster,
+        load=args.load,
+        limit=args.limit,
+        days=args.days,
+    )
+    try:
+        policies = policies_for(args.policy)
+        trace = load_trace(options)
+        inventory = build_inventory(options, trace)
+        print(
+            f"{trace.name}: {len(trace.jobs)} GPRs in {len(trace.slices)} slices over {trace.span_s / 86400:.2f} days "
+            f"on {inventory.describe()}",
+            flush=True,
+        )
+        report, runs = run_policies(trace, inventory, policies, progress=not args.quiet)
+        print(table(report))
+        if args.json:
+            write_json(report, args.json)
+            print(f"wrote {args.json}")
+        if args.plot:
+            write_plot(runs, args.plot)
+            print(f"wrote {args.plot}")
+    except SimInputError as e:
+        print(f"egs-hub simulate: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="egs-hub", description="Elastic GPU Service for JupyterHub")
     top.add_argument("--version", action="version", version=__version__)
@@ -75,6 +115,37 @@ def parser() -> argparse.ArgumentParser:
     db.add_argument("action", choices=["upgrade", "current"])
     data_options(db)
     db.set_defaults(run=cmd_db)
+
+    sim = commands.add_parser(
+        "simulate",
+        help="replay a GPU job trace through the planner in virtual time, against fifo and EASY backfill",
+        description="Replay a trace in virtual time through the planner and report waits, estimate quality, "
+        "utilization, fairness and planner cost per policy. CSV header: "
+        "submit_s,slice,gpus,nodes,duration_s,actual_s,priority.",
+    )
+    source = sim.add_argument_group("trace (one of)")
+    source.add_argument("--trace", default=None, help="a named scenario: philly (shared/traces/philly/README.md)")
+    source.add_argument("--csv", default=None, metavar="FILE", help="a trace in the simulator's CSV format")
+    sim.add_argument(
+        "--trace-file", default=None, metavar="PATH", help="where philly.csv is (default: beside the checkout)"
+    )
+    sim.add_argument("--nodes", type=int, default=None, metavar="N", help="nodes of one shape")
+    sim.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node of that shape")
+    sim.add_argument(
+        "--cluster", default=None, metavar="FILE", help="YAML of shapes and clusters (egs_hub/sim/cluster.py)"
+    )
+    sim.add_argument(
+        "--load", type=float, default=None, metavar="L", help="scale the node count so the offered load is L"
+    )
+    sim.add_argument("--policy", default="all", help="planner, fifo, easy or all (default: all, side by side)")
+    sim.add_argument("--limit", type=int, default=None, metavar="N", help="replay only the first N jobs")
+    sim.add_argument("--days", type=float, default=None, metavar="D", help="replay only the jobs of the first D days")
+    sim.add_argument("--json", default=None, metavar="FILE", help="write the figures as JSON, one object per policy")
+    sim.add_argument(
+        "--plot", default=None, metavar="FILE", help="write a PNG: queue, GPUs bound/used, waits over time"
+    )
+    sim.add_argument("--quiet", action="store_true", help="no progress bar")
+    sim.set_defaults(run=cmd_simulate)
     return top
 
 

@@ -1,0 +1,240 @@
+"""Replay a trace through the planner in virtual time.
+
+Vocabulary: a *policy* is how the planner fills the inventory, named for the
+report (``planner``: our conservative backfill, ``fifo``: strict order,
+``easy``: EASY backfill); a *pass* is one call of ``plan()`` with a full
+snapshot; an *event* is a submit, an early release (a job's real end before
+its window ends) or a window end. Virtual time counts whole microseconds from
+``EPOCH`` so that times compare exactly; ``now`` for the planner is
+``EPOCH + t``.
+
+One loop, as the control plane runs it (DESIGN.md "Data flows one way"): at
+each distinct event time (1) apply submits and early releases to the
+simulated store, (2) take a snapshot and plan, (3) apply the plan's ends and
+admits. A pass also runs when a queued GPR's estimated start arrives, since a
+start can be due without any other event. Nothing here decides anything: the
+planner does, as it does in the service.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from ..core.fairshare import HALF_LIFE, accrue, decay
+from ..core.model import GPRSpec, SlicePolicy
+from ..core.planner import plan
+from ..core.snapshot import Booking, Estimate, Request, Snapshot
+from .cluster import Inventory
+from .progress import progress_bar
+from .trace import Trace
+
+EPOCH = datetime(2017, 10, 1, tzinfo=UTC)
+US = timedelta(microseconds=1)
+# Report name -> the planner's ``backfill`` mode.
+POLICIES = {"planner": "conservative", "fifo": "none", "easy": "easy"}
+_RELEASE, _WINDOW_END = 0, 1
+POSTFIX_EVERY = 100  # passes between updates of the progress bar's queue length and pass time
+
+
+@dataclass
+class Replay:
+    """What happened to each GPR (index i is GPR id i + 1), in seconds from the trace start.
+
+    ``estimate``: the start the first pass after submit estimated (None: not servable);
+    ``start``/``bound_end``/``used_end``: None for a GPR that never started.
+    ``samples``: after every pass, (time, queued GPRs, GPUs bound, GPUs used).
+    """
+
+    policy: str
+    trace: Trace
+    inventory: Inventory
+    submit: list[float]
+    estimate: list[float | None]
+    start: list[float | None]
+    bound_end: list[float | None]
+    used_end: list[float | None]
+    bound_gpus: list[int]
+    used_gpus: list[int]
+    pass_s: list[float] = field(default_factory=list)
+    samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def slice_policies(trace: Trace, inventory: Inventory) -> dict[str, SlicePolicy]:
+    """No per-slice limits: only fair share (weights from the trace, else the inventory, else 1)
+    and the order of the queue decide. Nothing is evicted: the replay has no admin to confirm."""
+    weights = trace.shares or inventory.shares
+    return {
+        name: SlicePolicy(max_active_gprs=10**9, share=weights.get(name, 1.0), eviction="off") for name in trace.slices
+    }
+
+
+def replay(
+    trace: Trace,
+    inventory: Inventory,
+    policy: str,
+    *,
+    progress: bool = False,
+    half_life: timedelta = HALF_LIFE,
+) -> Replay:
+    """Run ``trace`` on ``inventory`` through ``plan(..., backfill=POLICIES[policy])``."""
+    backfill = POLICIES[policy]
+    nodes = inventory.nodes()
+    policies = slice_policies(trace, inventory)
+    jobs = trace.jobs
+    n = len(jobs)
+    submit_us = [round(j.submit_s * 1e6) for j in jobs]
+    duration_us = [round(j.duration_s * 1e6) for j in jobs]
+    actual_us = [min(round(j.actual_s * 1e6), d) for j, d in zip(jobs, duration_us, strict=True)]
+    requests = [
+        Request(
+            gpr_id=i + 1,
+            spec=GPRSpec(slice=j.slice, duration=duration_us[i] * US, gpus=j.gpus, nodes=j.nodes, priority=j.priority),
+            submitted_at=EPOCH + submit_us[i] * US,
+        )
+        for i, j in enumerate(jobs)
+    ]
+    out = Replay(
+        policy=policy,
+        trace=trace,
+        inventory=inventory,
+        submit=[t / 1e6 for t in submit_us],
+        estimate=[None] * n,
+        start=[None] * n,
+        bound_end=[None] * n,
+        used_end=[None] * n,
+        bound_gpus=[0] * n,
+        used_gpus=[0] * n,
+    )
+    store = _Store(out, [j.used_gpus for j in jobs], dict.fromkeys(policies, 0))
+    usage: dict[str, float] = {}
+    previous: dict = {}
+    next_submit, wake, last = 0, None, None
+    began = time.perf_counter()
+    with progress_bar(total=n, desc=policy, enabled=progress) as bar:
+        while True:
+            due = [t for t in (wake, store.next_event()) if t is not None]
+            if next_submit < n:
+                due.append(submit_us[next_submit])
+            if not due:
+                break
+            t = min(due)
+            if last is not None and t > last:
+                usage = _accrued(usage, store.held, (t - last) * US, half_life)
+            last = t
+            # 1. Apply this instant's events to the store: submits, then early releases.
+            submitted = []
+            while next_submit < n and submit_us[next_submit] == t:
+                store.queue[next_submit + 1] = requests[next_submit]
+                submitted.append(next_submit)
+                next_submit += 1
+            store.release_due(t)
+            # 2. Snapshot and plan, as the service's reconcile loop does.
+            now = EPOCH + t * US
+            snapshot = Snapshot(
+                nodes=nodes,
+                bookings=tuple(store.bookings.values()),
+                queue=tuple(store.queue.values()),
+                policies=policies,
+                usage=usage,
+                previous=previous,
+            )
+            tick = time.perf_counter()
+            decided = plan(snapshot, now, backfill=backfill)
+            out.pass_s.append(time.perf_counter() - tick)
+            # 3. Act: end windows, then bind admitted GPRs.
+            for gpr_id in decided.ends:
+                store.unbind(gpr_id - 1, t)
+            for admitted in decided.admits:
+                i = admitted.gpr_id - 1
+                store.bind(admitted, t, now, actual_us[i])
+            for i in submitted:
+                estimate = decided.estimates.get(i + 1)
+                if estimate is not None and estimate.start is not None:
+                    out.estimate[i] = (estimate.start - EPOCH) / US / 1e6
+            previous = decided.estimates
+            wake = _next_start(decided.estimates, store.queue, t)
+            out.samples.append((t / 1e6, len(store.queue), store.bound, store.used))
+            if decided.admits:
+                bar.update(len(decided.admits))
+            if len(out.pass_s) % POSTFIX_EVERY == 0:
+                bar.set_postfix(queued=len(store.queue), pass_ms=f"{1000 * out.pass_s[-1]:.1f}", refresh=False)
+    out.wall_s = time.perf_counter() - began
+    return out
+
+
+class _Store:
+    """What the service's database would hold during a replay: the queue, the bookings, GPUs
+    bound and used (in total and per slice), and when each held GPR lets go of its GPUs."""
+
+    def __init__(self, out: Replay, used_gpus: list[int | None], held: dict[str, int]):
+        self.out = out
+        self.used_gpus = used_gpus  # per job: GPUs it computes on when it holds more; None = all
+        self.queue: dict[int, Request] = {}
+        self.bookings: dict[int, Booking] = {}
+        self.held = held  # GPUs bound per slice, for fair share
+        self.bound = self.used = 0
+        self.events: list[tuple[int, int, int]] = []  # (time, GPR index, kind), a heap
+
+    def next_event(self) -> int | None:
+        return self.events[0][0] if self.events else None
+
+    def release_due(self, t: int) -> None:
+        """Early releases due by ``t`` unbind now; a window end waits for the pass (Plan.ends)."""
+        while self.events and self.events[0][0] <= t:
+            _, i, kind = heapq.heappop(self.events)
+            if kind == _RELEASE:
+                self.unbind(i, t)
+
+    def bind(self, admitted: Estimate, t: int, now: datetime, actual_us: int) -> None:
+        i = admitted.gpr_id - 1
+        request = self.queue.pop(admitted.gpr_id)
+        gpus = admitted.placement.gpus
+        self.bookings[admitted.gpr_id] = Booking(
+            gpr_id=admitted.gpr_id,
+            slice=request.spec.slice,
+            gpus=gpus,
+            start=now,
+            end=now + request.spec.duration,
+            priority=request.spec.priority,
+        )
+        out = self.out
+        out.start[i] = t / 1e6
+        out.bound_gpus[i] = len(gpus)
+        out.used_gpus[i] = min(len(gpus), self.used_gpus[i] or len(gpus))
+        self.held[request.spec.slice] += len(gpus)
+        self.bound += len(gpus)
+        self.used += out.used_gpus[i]
+        window_us = request.spec.duration // US
+        if actual_us < window_us:
+            heapq.heappush(self.events, (t + actual_us, i, _RELEASE))
+        else:
+            heapq.heappush(self.events, (t + window_us, i, _WINDOW_END))
+
+    def unbind(self, i: int, t: int) -> None:
+        booking = self.bookings.pop(i + 1)
+        out = self.out
+        self.held[booking.slice] -= out.bound_gpus[i]
+        self.bound -= out.bound_gpus[i]
+        self.used -= out.used_gpus[i]
+        out.bound_end[i] = out.used_end[i] = t / 1e6
+
+
+def _next_start(estimates, queue: dict[int, Request], t: int) -> int | None:
+    """The earliest estimated start after ``t`` among queued GPRs (virtual microseconds)."""
+    starts = [e.start for gpr_id, e in estimates.items() if e.start is not None and gpr_id in queue]
+    later = [(s - EPOCH) // US for s in starts]
+    later = [s for s in later if s > t]
+    return min(later, default=None)
+
+
+def _accrued(usage: dict[str, float], held: dict[str, int], elapsed: timedelta, half_life: timedelta) -> dict:
+    """Fair-share usage ``elapsed`` later, with each slice holding ``held`` GPUs throughout."""
+    usage = decay(usage, elapsed, half_life)
+    for name, gpus in held.items():
+        if gpus:
+            usage[name] = usage.get(name, 0.0) + accrue({}, name, gpus, elapsed, half_life)[name]
+    return usage
