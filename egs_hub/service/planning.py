@@ -97,21 +97,28 @@ def week_gpu_hours(session: Session, slice_name: str, now: datetime) -> float:
 # Eviction
 
 
-def eviction_proposals(plan: Plan, now: datetime, evicting: bool = False) -> tuple[Eviction, ...]:
-    """The plan's evictions worth acting on now.
+def eviction_proposals(snapshot: Snapshot, plan: Plan, now: datetime, evicting: bool = False) -> tuple[Eviction, ...]:
+    """The evictions of ``plan`` (the plan of ``snapshot``) worth acting on now.
 
     None while earlier victims are still being unbound (``evicting``): the planner counts
     their GPUs as held until they are back, so it would name more victims than needed;
-    the pass after they are back plans again. Nor those whose GPR only waits for GPUs
-    being released anyway.
+    the pass after they are back plans again. Nor one whose GPR only waits for GPUs being
+    released, or could start now on the GPUs no GPR holds: then what keeps it waiting is
+    queued work, not the provisioned GPRs an eviction would end.
     """
-    if evicting:
+    if evicting or not plan.evictions:
         return ()
+    specs = {r.gpr_id: r.spec for r in snapshot.queue}
+    held_only = dataclasses.replace(snapshot, queue=(), pending=(), previous={})
     proposals = []
     for eviction in plan.evictions:
         estimate = plan.estimates.get(eviction.gpr_id)
-        if estimate is None or estimate.start is None or estimate.start > now + planner.JUST_AFTER:
-            proposals.append(eviction)
+        if estimate is not None and estimate.start is not None and estimate.start <= now + planner.JUST_AFTER:
+            continue
+        spec = specs.get(eviction.gpr_id)
+        if spec is not None and any(o.start <= now for o in planner.wait_times(held_only, spec, now)):
+            continue
+        proposals.append(eviction)
     return tuple(proposals)
 
 

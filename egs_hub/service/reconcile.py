@@ -95,7 +95,7 @@ class Reconciler:
                 evicting = bool(queries.evictions_in_flight(session))
             # 2. decide
             decisions = self.planning.plan(snapshot, now)
-            evictions = [e for e in eviction_proposals(decisions, now, evicting) if e.automatic]
+            evictions = [e for e in eviction_proposals(snapshot, decisions, now, evicting) if e.automatic]
             # 3. act
             self._end_windows(decisions, now)
             self._evict(evictions, now)
@@ -131,6 +131,8 @@ class Reconciler:
             try:
                 with transaction(self.sessions) as session:
                     issue_eviction(session, eviction, lifecycle.PLANNER, now)
+                # Its promise was a later start; it is planned afresh now that room is being made.
+                self.planning.forget([eviction.gpr_id])
             except Conflict as e:
                 # The snapshot was stale (a victim was released meanwhile): the next pass plans again.
                 log.info("eviction for GPR %s not issued: %s", eviction.gpr_id, e)

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
+
 from .hub import until_status
+
+# core/planner.py (_Pass.conservative) looks for an earlier window while the request's own
+# promised window is still on the timeline, so a request whose window now would overlap its
+# promise keeps the promise although its GPUs are free. Strict: this fails once it is fixed.
+PROMISE_BLOCKS_ITS_OWN_EARLIER_START = pytest.mark.xfail(
+    strict=True, reason="planner: a kept promise blocks its own earlier start (reported to the planner's owners)"
+)
 
 A100 = {"gpus": 4, "shape": "A100"}
 
@@ -78,3 +87,17 @@ def test_estimates_do_not_move_later_when_same_band_work_arrives(make_slice, use
     moved, top = queued(as_alice, first, urgent)
     assert top["queue_position"] < moved["queue_position"] and top["band"] == "high"
     assert parse(moved["estimated_start"]) > parse(before["estimated_start"])
+
+
+@PROMISE_BLOCKS_ITS_OWN_EARLIER_START
+def test_early_release_moves_a_later_gpr_earlier(make_slice, user):
+    alice, as_alice = user("alice")
+    a, b = (make_slice(members=(alice,))["name"] for _ in range(2))
+    holder = hold_a100(as_alice, a, 60)
+    # Longer than the wait: its window now would overlap the window it was promised.
+    waiting = as_alice.post("gprs", {"slice": b, **A100, "duration": 120}, expect=201)
+    assert abs(parse(waiting["estimated_start"]) - parse(holder["window_end"])) < timedelta(seconds=1)
+
+    as_alice.post(f"gprs/{holder['id']}/release", expect=200)
+    started = until_status(as_alice, waiting["id"], "provisioned", timeout=10)
+    assert parse(started["window_start"]) < parse(waiting["estimated_start"]) - timedelta(seconds=30)

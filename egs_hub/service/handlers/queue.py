@@ -45,9 +45,9 @@ class EvictionsHandler(GPRBase):
     def get(self) -> None:
         now = self.now()
         with self.egs.sessions() as session:
-            _, plan = self.egs.planning.plan_now(session, now)
+            snapshot, plan = self.egs.planning.plan_now(session, now)
             evicting = bool(queries.evictions_in_flight(session))
-            views = [self._json(session, e) for e in eviction_proposals(plan, now, evicting)]
+            views = [self._json(session, e) for e in eviction_proposals(snapshot, plan, now, evicting)]
         self.write_json({"evictions": views})
 
     @needs_scope(ADMIN_SCOPE)
@@ -55,9 +55,9 @@ class EvictionsHandler(GPRBase):
         body = parse_body(EvictionConfirm, self.json_body())
         now = self.now()
         with transaction(self.egs.sessions) as session:
-            _, plan = self.egs.planning.plan_now(session, now)
+            snapshot, plan = self.egs.planning.plan_now(session, now)
             evicting = bool(queries.evictions_in_flight(session))
-            proposals = eviction_proposals(plan, now, evicting)
+            proposals = eviction_proposals(snapshot, plan, now, evicting)
             proposal = next((e for e in proposals if e.gpr_id == body.gpr_id), None)
             if proposal is None:
                 raise Conflict(
@@ -72,6 +72,7 @@ class EvictionsHandler(GPRBase):
                 )
             issue_eviction(session, proposal, self.user_name, now, note=f"confirmed by {self.user_name}")
             view = self._json(session, proposal)
+        self.egs.planning.forget([proposal.gpr_id])
         self.egs.reconciler.wake()
         self.write_json(view)
 
