@@ -99,5 +99,5 @@ def test_early_release_moves_a_later_gpr_earlier(make_slice, user):
     assert abs(parse(waiting["estimated_start"]) - parse(holder["window_end"])) < timedelta(seconds=1)
 
     as_alice.post(f"gprs/{holder['id']}/release", expect=200)
-    started = until_status(as_alice, waiting["id"], "provisioned", timeout=10)
+    started = until_status(as_alice, waiting["id"], "provisioned", timeout=5)
     assert parse(started["window_start"]) < parse(waiting["estimated_start"]) - timedelta(seconds=30)
