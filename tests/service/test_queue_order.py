@@ -63,7 +63,7 @@ def test_fair_share_orders_a_band_by_recent_use(make_slice, user):
     assert parse(mine_idle["estimated_start"]) >= parse(mine_busy["estimated_start"]) + timedelta(seconds=30)
 
 
-def test_estimates_do_not_move_later_when_same_band_work_arrives(make_slice, user):
+def test_estimates_do_not_move_later_when_same_band_work_arrives(admin, make_slice, user):
     alice, as_alice = user("alice")
     a, b, c, d = (make_slice(members=(alice,))["name"] for _ in range(4))
     holder = hold_a100(as_alice, a, 20)
@@ -81,6 +81,12 @@ def test_estimates_do_not_move_later_when_same_band_work_arrives(make_slice, use
     schedule = as_alice.get("inventory/schedule", expect=200)
     planned = [w for n in schedule["nodes"] for w in n["windows"] if w["gpr"] == first["id"]]
     assert [w["start"] for w in planned] == [before["estimated_start"]]
+
+    # An admin changing a priority may reorder the band: its promises are planned afresh.
+    admin.call("PATCH", f"gprs/{second['id']}", {"priority": 190}, expect=200)
+    behind, promoted = queued(as_alice, first, second)
+    assert promoted["estimated_start"] == before["estimated_start"]
+    assert parse(behind["estimated_start"]) >= parse(before["estimated_start"]) + timedelta(seconds=30)
 
     # A higher band may move it later: that is what bands are for.
     urgent = as_alice.post("gprs", {"slice": d, **A100, "duration": 30, "priority": 250}, expect=201)
