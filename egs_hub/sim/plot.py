@@ -33,7 +33,9 @@ def write_plot(runs: Sequence[Replay], path: str | Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    end = max((s[0] for run in runs for s in run.samples), default=1.0) or 1.0
+    # Up to the last start: after it the replays only drain, which would squash the rest.
+    span = runs[0].trace.span_s if runs else 0.0
+    end = max([span, *(s for run in runs for s in run.start if s is not None)]) * 1.05 or 1.0
     grid = np.linspace(0.0, end, POINTS)
     day, day_name = unit(end)
     binned = [_binned_waits(run, end, np) for run in runs]
@@ -54,16 +56,16 @@ def write_plot(runs: Sequence[Replay], path: str | Path) -> None:
         wait_ax.plot(centers / day, waits / hour, color=color, marker=".", markersize=3, label=run.policy)
     capacity = runs[0].inventory.capacity if runs else 0
     gpus_ax.axhline(capacity, color="black", linewidth=1, label=f"capacity ({capacity})")
-    span = runs[0].trace.span_s if runs else 0
     for ax in (queue_ax, gpus_ax, wait_ax):
         ax.axvline(span / day, color="grey", linestyle=":", linewidth=1)
         ax.grid(alpha=0.3)
     queue_ax.set_ylabel("queued GPRs")
     gpus_ax.set_ylabel("GPUs")
     wait_ax.set_ylabel(f"mean wait ({hour_name})")
-    wait_ax.set_xlabel(f"{day_name} from trace start (dotted: end of span)")
-    queue_ax.legend(loc="upper left")
-    gpus_ax.legend(loc="upper left", fontsize="small", ncol=2)
+    wait_ax.set_xlabel(f"{day_name} from trace start (dotted: end of span), up to the last start")
+    wait_ax.set_xlim(0, end / day)
+    queue_ax.legend(loc="best")
+    gpus_ax.legend(loc="lower right", fontsize="small", ncol=2)
     title = runs[0].trace.name if runs else ""
     if runs:
         title += f" on {runs[0].inventory.describe()}"
