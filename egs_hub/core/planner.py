@@ -161,9 +161,7 @@ class _Pass:
         self.now = now
         self.factors = fairshare.factors(snapshot.usage, fairshare.shares(snapshot.policies))
         self.queue = list(PriorityQueue(snapshot.queue, self.factors))
-        self.timeline = Timeline(
-            snapshot.nodes, snapshot.unhealthy_gpus, snapshot.policies, len(snapshot.bookings) + len(snapshot.queue) + 1
-        )
+        self.timeline = self._empty_timeline()
         self.bound = {g for b in snapshot.bookings for g in b.gpus}
         self.node_of = {g: n.key for n in snapshot.nodes for g in n.gpus}
         self.booked: dict[int, list[Window]] = {}
@@ -171,11 +169,25 @@ class _Pass:
         for booking in snapshot.bookings:
             self._book(booking, later)
         Pool.summarize(later)
-        self.base = self.timeline.copy() if snapshot.bookings and self.queue else self.timeline
         self.estimates: dict[int, Estimate] = {}
         self.after_band: dict[int, Timeline] = {}
         self.free_now: dict[tuple[str, str], list[str]] = {}
         self._pools: dict[tuple[str | None, str | None], list[Pool]] = {}
+
+    def _empty_timeline(self) -> Timeline:
+        snapshot = self.snapshot
+        gprs = len(snapshot.bookings) + len(snapshot.queue) + 1
+        return Timeline(snapshot.nodes, snapshot.unhealthy_gpus, snapshot.policies, gprs)
+
+    def _bookings_only(self) -> Timeline:
+        """A timeline with the bookings and nothing planned: where evictions are weighed.
+        Built only when an eviction is weighed, so that no pass pays for a copy."""
+        timeline = self._empty_timeline()
+        later: set = set()
+        for booking in self.snapshot.bookings:
+            self._unbook(timeline, booking, 1, later)
+        Pool.summarize(later)
+        return timeline
 
     def seconds(self, when: datetime) -> float:
         return (when - self.now).total_seconds()
@@ -195,20 +207,18 @@ class _Pass:
 
     # Planning a request
 
-    def pools(self, spec: GPRSpec, timeline: Timeline) -> list[Pool]:
+    def pools(self, spec: GPRSpec) -> list[Pool]:
         key = (spec.cluster, spec.shape)
         if key not in self._pools:
             self._pools[key] = _eligible_pools(self.timeline, spec)
-        if timeline is self.timeline:
-            return self._pools[key]
-        return _eligible_pools(timeline, spec)
+        return self._pools[key]
 
     def earliest(self, request: Request, floor: float = 0.0) -> Window | None:
         spec = request.spec
         lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
         duration = spec.duration.total_seconds()
         best = None
-        for pool in self.pools(spec, self.timeline):
+        for pool in self.pools(spec):
             window = self.timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower)
             if window is not None and (best is None or window.start < best.start):
                 best = window
@@ -286,7 +296,7 @@ class _Pass:
         if not where or any(w is None for w in where) or len({id(w[0]) for w in where}) != 1:
             return None
         pool = where[0][0]
-        if pool not in self.pools(spec, self.timeline):
+        if pool not in self.pools(spec):
             return None
         count, full, last = pool.need(spec.gpus, spec.nodes)
         if count != len(where):
@@ -349,7 +359,7 @@ class _Pass:
         )
         if not candidates:
             return ()
-        timeline = self.base.copy()
+        timeline = self._bookings_only()
         chosen = []
         for victim in candidates:
             self._unbook(timeline, victim, -1)
