@@ -224,13 +224,12 @@ class _Pass:
                 best = window
         return best
 
-    def place(self, request: Request, position: int, window: Window | None, already_put: bool = False) -> None:
+    def place(self, request: Request, position: int, window: Window | None) -> None:
         """Put ``window`` on the timeline and record the request's estimate (None: unservable)."""
         if window is None:
             self.estimates[request.gpr_id] = Estimate(request.gpr_id, position, None, None, None)
             return
-        if not already_put:
-            self.timeline.put(window)
+        self.timeline.put(window)
         gpus = self._gpus_now(window) if window.start == 0.0 else ()
         start = self.now + timedelta(seconds=window.start)
         self.estimates[request.gpr_id] = Estimate(
@@ -260,16 +259,15 @@ class _Pass:
             holds = self._hold_promises([r for _, r in by_band[b]])
             for position, request in by_band[b]:
                 held = holds.pop(request.gpr_id, None)
-                window = self.earliest(request)
-                if held is None:
-                    self.place(request, position, window)
-                elif window is not None and window.start < held.start:
-                    # A window earlier than its promise opened up: the request moves to the
-                    # earliest one with its promise given back.
+                if held is not None:
+                    # Its turn: the promise is given back, so the search sees every earlier
+                    # window, its own included; the request keeps the promise unless one
+                    # starts earlier.
                     self.timeline.put(held, -1)
-                    self.place(request, position, self.earliest(request))
-                else:
-                    self.place(request, position, held, already_put=True)
+                window = self.earliest(request)
+                if held is not None and (window is None or window.start >= held.start):
+                    window = held
+                self.place(request, position, window)
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
 
@@ -284,6 +282,9 @@ class _Pass:
             key=lambda er: (er[0].start, er[1].gpr_id),
         ):
             window = self._promised_window(request, estimate)
+            if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
+                # Due now, on GPUs whose window ended at this instant: they are free just after.
+                window = Window(window.slice, window.pool, window.picks, _JUST_AFTER_S, window.end + _JUST_AFTER_S)
             if window is not None and self.timeline.fits(window):
                 self.timeline.put(window, later=later)
                 holds[request.gpr_id] = window

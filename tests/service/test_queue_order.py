@@ -8,16 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import pytest
-
 from .hub import until_status
-
-# core/planner.py (_Pass.conservative) looks for an earlier window while the request's own
-# promised window is still on the timeline, so a request whose window now would overlap its
-# promise keeps the promise although its GPUs are free. Strict: this fails once it is fixed.
-PROMISE_BLOCKS_ITS_OWN_EARLIER_START = pytest.mark.xfail(
-    strict=True, reason="planner: a kept promise blocks its own earlier start (reported to the planner's owners)"
-)
 
 A100 = {"gpus": 4, "shape": "A100"}
 
@@ -95,7 +86,6 @@ def test_estimates_do_not_move_later_when_same_band_work_arrives(admin, make_sli
     assert parse(moved["estimated_start"]) > parse(before["estimated_start"])
 
 
-@PROMISE_BLOCKS_ITS_OWN_EARLIER_START
 def test_early_release_moves_a_later_gpr_earlier(make_slice, user):
     alice, as_alice = user("alice")
     a, b = (make_slice(members=(alice,))["name"] for _ in range(2))

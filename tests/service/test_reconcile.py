@@ -22,12 +22,6 @@ from egs_hub.store.models import EventRow, Slice
 
 START = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
-# core/planner.py (_Pass.conservative) looks for an earlier window while the request's own
-# promised window is still on the timeline: promised "just after now" (its GPUs were being
-# unbound), it cannot start now once they are back. Strict: this fails once it is fixed.
-PROMISE_BLOCKS_ITS_OWN_EARLIER_START = pytest.mark.xfail(
-    strict=True, reason="planner: a kept promise blocks its own earlier start (reported to the planner's owners)"
-)
 SHAPE = core.Shape("H100", 80, 4)
 NODE = core.Node(name="n1", cluster="local", shape=SHAPE, gpus=tuple(f"GPU-{i}" for i in range(4)))
 
@@ -163,7 +157,6 @@ async def test_an_unexpected_bind_error_is_retried_not_failed(world):
     assert backend.binds == [gpr_id, gpr_id]
 
 
-@PROMISE_BLOCKS_ITS_OWN_EARLIER_START
 async def test_an_unfinished_unbind_keeps_the_gpus_held_until_it_succeeds(world):
     sessions, clock, backend, reconciler = world
     holder = submit(sessions, "a", 4, 10, clock.now)
@@ -254,7 +247,6 @@ async def test_eviction_evicts_no_more_while_its_victim_unbinds(world):
     assert kinds(sessions, low) == ["submitted", "admitted", "provisioned", "evicted", "requeued"]
 
 
-@PROMISE_BLOCKS_ITS_OWN_EARLIER_START
 async def test_the_gpr_evicted_for_starts_once_its_victim_is_unbound(world):
     sessions, clock, _, reconciler = world
     _, _, urgent = await evict_while_unbinding(world)

@@ -23,24 +23,6 @@ class Case:
     want_starts: list[float | None] | None = None  # per job, seconds; None in it: never started
     want_estimates: list[float | None] | None = None  # start estimated at submit
     want_bound_gpus: list[int] | None = None  # GPUs each job held
-    known_bug: pytest.MarkDecorator | None = None  # a planner bug that makes the case fail today
-
-
-# Planner bugs these replays found (strict: a fix turns the case green and the mark must go).
-# 1. After an early release a promised GPR does not move earlier when its own promised
-#    window is what blocks it: conservative() calls earliest() with the request's own hold
-#    still on the timeline. Two GPRs promised [100, 200) on a 4-GPU node stay at 100 after
-#    the GPR ahead releases at 99 (planned without ``previous`` they start at 99).
-PULL_IN_BLOCKED_BY_OWN_HOLD = pytest.mark.xfail(
-    strict=True, reason="planner: an early release does not pull promised GPRs in (own hold blocks)"
-)
-# 2. A promise that starts at a booking's window end is dropped by the pass at that instant
-#    (the ended booking holds its GPUs until just after now, so the promise no longer fits);
-#    a GPR promised later keeps its hold and passes it, breaking the first one's promise by
-#    a whole window.
-PROMISE_AT_WINDOW_END_DROPPED = pytest.mark.xfail(
-    strict=True, reason="planner: a promise starting at a window end is dropped at that pass"
-)
 
 
 CASES = {
@@ -52,7 +34,6 @@ CASES = {
         "planner",
         want_starts=[0, 99, 99, 198, 4],
         want_estimates=[0, 100, 100, 200, 4],
-        known_bug=PULL_IN_BLOCKED_BY_OWN_HOLD,
     ),
     # The same, as promised at submit: G backfills at once, F gets the first window after E's.
     "planner: estimates at submit": Case(HAND_ROWS, "planner", want_estimates=[0, 100, 100, 200, 4]),
@@ -108,14 +89,13 @@ CASES = {
         ],
         "planner",
         want_starts=[0, 200 + 2 * US, 100 + US],
-        known_bug=PROMISE_AT_WINDOW_END_DROPPED,
     ),
 }
 
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, id=name, marks=[c.known_bug] if c.known_bug else []) for name, c in CASES.items()],
+    [pytest.param(c, id=name) for name, c in CASES.items()],
 )
 def test_replay(case: Case, tmp_path):
     run = replay(trace(tmp_path, case.rows), inventory(case.nodes, case.gpus_per_node), case.policy)
@@ -141,9 +121,7 @@ FIGURES = {
 }
 
 
-@pytest.mark.parametrize(
-    "policy", [pytest.param(p, marks=[PULL_IN_BLOCKED_BY_OWN_HOLD] if p == "planner" else []) for p in POLICIES]
-)
+@pytest.mark.parametrize("policy", POLICIES)
 def test_hand_figures(policy, tmp_path):
     figures = summarize(replay(trace(tmp_path, HAND_ROWS), inventory(), policy))
     assert figures["offered_load"] == pytest.approx(891 / 608)
