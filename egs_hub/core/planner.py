@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from . import fairshare
 from .model import GPRSpec, Node
 from .pool import Pool
+from .profile import INF
 from .queue import PriorityQueue, band
 from .snapshot import Booking, Estimate, Eviction, Option, Placement, Plan, Request, Snapshot
 from .timeline import Timeline, Window
@@ -193,7 +194,7 @@ class _Pass:
         return (when - self.now).total_seconds()
 
     def _book(self, booking: Booking, later: set) -> None:
-        end = _JUST_AFTER_S if booking.releasing else max(self.seconds(booking.end), _JUST_AFTER_S)
+        end = self._held_until(booking)
         on: dict[int, tuple[Pool, dict[int, int]]] = {}
         for gpu in booking.gpus:
             where = self.timeline.where.get(self.node_of.get(gpu))
@@ -205,6 +206,11 @@ class _Pass:
         self.booked[booking.gpr_id] = windows
         self._unbook(self.timeline, booking, 1, later)
 
+    def _held_until(self, booking: Booking) -> float:
+        """When a booking's GPUs are free for planning: just after now when it is releasing
+        or its window has passed, else at its window's end."""
+        return _JUST_AFTER_S if booking.releasing else max(self.seconds(booking.end), _JUST_AFTER_S)
+
     # Planning a request
 
     def pools(self, spec: GPRSpec) -> list[Pool]:
@@ -213,23 +219,27 @@ class _Pass:
             self._pools[key] = _eligible_pools(self.timeline, spec)
         return self._pools[key]
 
-    def earliest(self, request: Request, floor: float = 0.0) -> Window | None:
+    def earliest(self, request: Request, floor: float = 0.0, upper: float = INF) -> Window | None:
+        """The earliest window for the request from ``floor`` on and before ``upper``, on the
+        first of its pools where the earliest start is."""
         spec = request.spec
         lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
         duration = spec.duration.total_seconds()
         best = None
         for pool in self.pools(spec):
-            window = self.timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower)
-            if window is not None and (best is None or window.start < best.start):
-                best = window
+            window = self.timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper)
+            if window is not None:
+                best, upper = window, window.start
         return best
 
-    def place(self, request: Request, position: int, window: Window | None) -> None:
-        """Put ``window`` on the timeline and record the request's estimate (None: unservable)."""
+    def place(self, request: Request, position: int, window: Window | None, *, put: bool = True) -> None:
+        """Put ``window`` on the timeline (unless it is held there already) and record the
+        request's estimate (None: unservable)."""
         if window is None:
             self.estimates[request.gpr_id] = Estimate(request.gpr_id, position, None, None, None)
             return
-        self.timeline.put(window)
+        if put:
+            self.timeline.put(window)
         gpus = self._gpus_now(window) if window.start == 0.0 else ()
         start = self.now + timedelta(seconds=window.start)
         self.estimates[request.gpr_id] = Estimate(
@@ -259,14 +269,17 @@ class _Pass:
             holds = self._hold_promises([r for _, r in by_band[b]])
             for position, request in by_band[b]:
                 held = holds.pop(request.gpr_id, None)
+                if held is not None and held.start == 0.0:
+                    self.place(request, position, held, put=False)  # due now: nothing is earlier
+                    continue
                 if held is not None:
                     # Its turn: the promise is given back, so the search sees every earlier
                     # window, its own included; the request keeps the promise unless one
                     # starts earlier.
                     self.timeline.put(held, -1)
-                window = self.earliest(request)
-                if held is not None and (window is None or window.start >= held.start):
-                    window = held
+                    window = self.earliest(request, upper=held.start) or held
+                else:
+                    window = self.earliest(request)
                 self.place(request, position, window)
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
@@ -386,7 +399,7 @@ class _Pass:
             window.pool.reserve(window.picks, window.start, window.end, sign, later)
         use = timeline.use(booking.slice)
         if use is not None:
-            end = windows[0].end if windows else max(self.seconds(booking.end), _JUST_AFTER_S)
+            end = windows[0].end if windows else self._held_until(booking)
             use.add(0.0, end, len(booking.gpus), sign)
 
     def _starts_now(self, timeline: Timeline, request: Request) -> bool:

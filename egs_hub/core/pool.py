@@ -40,13 +40,13 @@ class Pool:
         self.width = shape.gpus_per_node
         self.capacity = healthy
         self.profiles = [Profile(c) for c in healthy]
-        levels = self.width + 1
-        self.tail = np.full((levels, len(nodes)), INF)
-        self.hole = np.zeros((levels, len(nodes)))
-        self.first = np.full((levels, len(nodes)), INF)
+        # Nothing reserved yet: node i has its healthy GPUs free from now on, for good.
+        level = np.arange(self.width + 1)[:, None]
+        free = (level >= 1) & (level <= np.array(healthy)[None, :])
+        self.tail = np.where(free, 0.0, INF)
+        self.hole = np.zeros(free.shape)
+        self.first = self.tail.copy()
         self.free_now = np.array(healthy, dtype=float)
-        for i in range(len(nodes)):
-            self._summarize(i)
 
     def copy(self) -> Pool:
         clone = Pool.__new__(Pool)
@@ -92,17 +92,18 @@ class Pool:
         count = math.ceil(gpus / width)
         return (count, width, gpus - (count - 1) * width)
 
-    def earliest(self, need: tuple[int, int, int], duration: float, lower: float) -> Fit | None:
+    def earliest(self, need: tuple[int, int, int], duration: float, lower: float, upper: float = INF) -> Fit | None:
+        """The earliest fit starting at ``lower`` or later and before ``upper``; None if none."""
         count, full, last = need
         if count == 1:
-            return self._earliest_one(last, duration, lower)
-        return self._earliest_many(count, full, last, duration, lower)
+            return self._earliest_one(last, duration, lower, upper)
+        return self._earliest_many(count, full, last, duration, lower, upper)
 
-    def _earliest_one(self, gpus: int, duration: float, lower: float) -> Fit | None:
+    def _earliest_one(self, gpus: int, duration: float, lower: float, upper: float) -> Fit | None:
         tails = self.tail[gpus]
         first_tail = int(tails.argmin())
         tail = float(tails[first_tail])
-        best = max(tail, lower)
+        best = min(max(tail, lower), upper)
         from_holes = []
         holes = self.hole[gpus] >= duration
         if holes.any():
@@ -117,7 +118,7 @@ class Pool:
                     best, from_holes = t, [i]
                 elif t == best:
                     from_holes.append(i)
-        if best == INF:
+        if best >= upper:
             return None
         if best < tail:
             candidates = np.zeros(len(self.nodes), dtype=bool)
@@ -137,7 +138,9 @@ class Pool:
         taken = (self.tail[gpus + 1 :] > t).sum(axis=0)
         return int(np.where(candidates, taken, -1).argmax())
 
-    def _earliest_many(self, count: int, full: int, last: int, duration: float, lower: float) -> Fit | None:
+    def _earliest_many(
+        self, count: int, full: int, last: int, duration: float, lower: float, upper: float
+    ) -> Fit | None:
         """``count - 1`` nodes with ``full`` GPUs and one more with ``last``, all at once."""
         tail_full, tail_last = self.tail[full], self.tail[last]
         if len(self.nodes) < count:
@@ -147,6 +150,7 @@ class Pool:
             float(np.partition(tail_full, count - 2)[count - 2]) if count >= 2 else 0.0,
             float(np.partition(tail_last, count - 1)[count - 1]),
         )
+        bound = min(bound, upper)
         hole_nodes = set(np.flatnonzero((self.hole[last] >= duration) | (self.hole[full] >= duration)).tolist())
         times = {lower, bound}
         times.update(t for t in tail_full.tolist() if lower < t < bound)
@@ -155,7 +159,7 @@ class Pool:
             times.update(self.profiles[i].runs_at_least(last, duration, lower, bound))
             times.update(self.profiles[i].runs_at_least(full, duration, lower, bound))
         for t in sorted(times):
-            if t == INF:
+            if t >= upper:
                 return None
             fit = self._pick_many(count, full, last, duration, t, hole_nodes)
             if fit is not None:

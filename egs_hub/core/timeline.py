@@ -121,9 +121,17 @@ class Timeline:
         return use is None or use.allows(window.gpus, window.start, window.end)
 
     def earliest(
-        self, slice_name: str, pool: Pool, gpus: int | None, nodes: int | None, duration: float, lower: float
+        self,
+        slice_name: str,
+        pool: Pool,
+        gpus: int | None,
+        nodes: int | None,
+        duration: float,
+        lower: float,
+        upper: float = INF,
     ) -> Window | None:
-        """The earliest window on ``pool`` for the request that its slice's limits allow."""
+        """The earliest window on ``pool`` for the request that its slice's limits allow,
+        starting before ``upper``."""
         need = pool.need(gpus, nodes)
         use = self.use(slice_name)
         held = need[0] * need[1] - need[1] + need[2]
@@ -131,9 +139,9 @@ class Timeline:
         while True:
             if use is not None:
                 t = use.earliest(held, duration, t)
-                if t == INF:
+                if t >= upper:
                     return None
-            fit: Fit | None = pool.earliest(need, duration, t)
+            fit: Fit | None = pool.earliest(need, duration, t, upper)
             if fit is None:
                 return None
             if use is None or fit.start == t or use.allows(held, fit.start, fit.start + duration):

@@ -221,6 +221,12 @@ CASES = {
         bookings=(booking(90, H1.gpus, until=5, slice="o", releasing=True),),
         want_starts={1: JUST_AFTER_NOW},
     ),
+    "a releasing booking on a cordoned node frees its slice's slot just after now": PlanCase(
+        (H1, node("h9", schedulable=False)),
+        queue=(req(1),),
+        bookings=(booking(90, gpus_of(node("h9"), 0), until=5, releasing=True),),
+        want_starts={1: JUST_AFTER_NOW},
+    ),
     "overdue booking ends and frees its GPUs just after now": PlanCase(
         (H1,),
         queue=(req(1, gpus=8),),
