@@ -219,15 +219,23 @@ class _Pass:
             self._pools[key] = _eligible_pools(self.timeline, spec)
         return self._pools[key]
 
-    def earliest(self, request: Request, floor: float = 0.0, upper: float = INF) -> Window | None:
+    def earliest(
+        self,
+        request: Request,
+        floor: float = 0.0,
+        upper: float = INF,
+        *,
+        only: Pool | None = None,
+        node: int | None = None,
+    ) -> Window | None:
         """The earliest window for the request from ``floor`` on and before ``upper``, on the
-        first of its pools where the earliest start is."""
+        first of its pools where the earliest start is (or on pool ``only``, or its ``node``)."""
         spec = request.spec
         lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
         duration = spec.duration.total_seconds()
         best = None
-        for pool in self.pools(spec):
-            window = self.timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper)
+        for pool in self.pools(spec) if only is None else (only,):
+            window = self.timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper, node)
             if window is not None:
                 best, upper = window, window.start
         return best
@@ -269,20 +277,42 @@ class _Pass:
             holds = self._hold_promises([r for _, r in by_band[b]])
             for position, request in by_band[b]:
                 held = holds.pop(request.gpr_id, None)
-                if held is not None and held.start == 0.0:
-                    self.place(request, position, held, put=False)  # due now: nothing is earlier
+                if held is None:
+                    self.place(request, position, self.earliest(request))
                     continue
-                if held is not None:
-                    # Its turn: the promise is given back, so the search sees every earlier
-                    # window, its own included; the request keeps the promise unless one
-                    # starts earlier.
-                    self.timeline.put(held, -1)
-                    window = self.earliest(request, upper=held.start) or held
-                else:
-                    window = self.earliest(request)
-                self.place(request, position, window)
+                earlier = self._earlier_than_promise(request, held)
+                self.place(request, position, earlier or held, put=earlier is not None)
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
+
+    def _earlier_than_promise(self, request: Request, held: Window) -> Window | None:
+        """The earliest window that starts before the request's promise ``held``, searched as
+        if the promise were given back (it is, when one is found); None when none does.
+
+        Most promises are kept, so a one-node promise is given back only on its node's
+        profile and its slice's use while they are searched, and keeping it costs nothing."""
+        if held.start == 0.0:
+            return None
+        if len(held.picks) > 1:
+            self.timeline.put(held, -1)
+            window = self.earliest(request, upper=held.start)
+            if window is None:
+                self.timeline.put(held)
+            return window
+        (i, gpus), profile = held.picks[0], held.pool.profiles[held.picks[0][0]]
+        use = self.timeline.use(held.slice)
+        if use is not None:
+            use.add(held.start, held.end, gpus, -1)
+        window = self.earliest(request, upper=held.start)  # its own node still holds the promise
+        profile.add(held.start, held.end, gpus)
+        own = self.earliest(request, upper=window.start if window else held.start, only=held.pool, node=i)
+        profile.add(held.start, held.end, -gpus)
+        if use is not None:
+            use.add(held.start, held.end, gpus, 1)
+        window = own or window
+        if window is not None:
+            self.timeline.put(held, -1)
+        return window
 
     def _hold_promises(self, requests: list[Request]) -> dict[int, Window]:
         """Put each request's promised window back on the timeline, earliest first; a

@@ -92,9 +92,15 @@ class Pool:
         count = math.ceil(gpus / width)
         return (count, width, gpus - (count - 1) * width)
 
-    def earliest(self, need: tuple[int, int, int], duration: float, lower: float, upper: float = INF) -> Fit | None:
-        """The earliest fit starting at ``lower`` or later and before ``upper``; None if none."""
+    def earliest(
+        self, need: tuple[int, int, int], duration: float, lower: float, upper: float = INF, node: int | None = None
+    ) -> Fit | None:
+        """The earliest fit starting at ``lower`` or later and before ``upper``; None if none.
+        With ``node``, a one-node fit on that node, read from its profile, not the summaries."""
         count, full, last = need
+        if node is not None:
+            t = self.profiles[node].earliest_at_least(last, duration, lower)
+            return Fit(t, ((node, last),)) if t < upper else None
         if count == 1:
             return self._earliest_one(last, duration, lower, upper)
         return self._earliest_many(count, full, last, duration, lower, upper)

@@ -129,9 +129,10 @@ class Timeline:
         duration: float,
         lower: float,
         upper: float = INF,
+        node: int | None = None,
     ) -> Window | None:
-        """The earliest window on ``pool`` for the request that its slice's limits allow,
-        starting before ``upper``."""
+        """The earliest window on ``pool`` (or on its ``node``, for a one-node request) for the
+        request that its slice's limits allow, starting before ``upper``."""
         need = pool.need(gpus, nodes)
         use = self.use(slice_name)
         held = need[0] * need[1] - need[1] + need[2]
@@ -141,7 +142,7 @@ class Timeline:
                 t = use.earliest(held, duration, t)
                 if t >= upper:
                     return None
-            fit: Fit | None = pool.earliest(need, duration, t, upper)
+            fit: Fit | None = pool.earliest(need, duration, t, upper, node)
             if fit is None:
                 return None
             if use is None or fit.start == t or use.allows(held, fit.start, fit.start + duration):
