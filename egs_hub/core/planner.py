@@ -8,11 +8,14 @@ so an estimate comes from the planner that will start it.
 
 Estimates are kept. The snapshot carries the previous plan's estimates, its
 *promises*: before a band is planned, each of its requests holds its promised
-window, and gives it back only when its own turn comes; so work that arrives
-later in the same band (whatever its fair share) can use any free gap but never
-a promised one, and a request's estimate only moves later when work of a higher
-band arrives or capacity is lost. Early release and idle release free capacity
-at once, and the next pass moves later requests earlier.
+window, and gives it back only when its own turn comes, to take an earlier one
+if there is one. A request that had no promise (it is new) takes its place in
+the queue: it is planned without the promises of the requests behind it, and
+those it displaces are planned afresh. So an estimate moves later only when
+work arrives ahead of it in the queue (a higher band, or better fair share) or
+capacity is lost; fair-share changes among waiting requests, early and idle
+releases never move it later, and the next pass moves requests earlier into
+what was released.
 
 Also here: the baselines the simulator compares against (``easy``: only the
 head of the queue holds a reservation; ``none``: strict order), the wait-time
@@ -213,7 +216,10 @@ class _Pass:
 
     # Planning a request
 
-    def pools(self, spec: GPRSpec) -> list[Pool]:
+    def pools(self, spec: GPRSpec, on: Timeline | None = None) -> list[Pool]:
+        """The spec's pools on the pass's timeline (cached), or on ``on``."""
+        if on is not None:
+            return _eligible_pools(on, spec)
         key = (spec.cluster, spec.shape)
         if key not in self._pools:
             self._pools[key] = _eligible_pools(self.timeline, spec)
@@ -227,15 +233,17 @@ class _Pass:
         *,
         only: Pool | None = None,
         node: int | None = None,
+        on: Timeline | None = None,
     ) -> Window | None:
         """The earliest window for the request from ``floor`` on and before ``upper``, on the
-        first of its pools where the earliest start is (or on pool ``only``, or its ``node``)."""
+        first of its pools where the earliest start is (or on pool ``only``, or its ``node``),
+        on the pass's timeline or ``on``."""
         spec = request.spec
         lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
         duration = spec.duration.total_seconds()
-        best = None
-        for pool in self.pools(spec) if only is None else (only,):
-            window = self.timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper, node)
+        timeline, best = on or self.timeline, None
+        for pool in self.pools(spec, on) if only is None else (only,):
+            window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper, node)
             if window is not None:
                 best, upper = window, window.start
         return best
@@ -274,16 +282,49 @@ class _Pass:
         for position, request in enumerate(self.queue, start=1):
             by_band[band(request.spec.priority)].append((position, request))
         for b in BANDS:
-            holds = self._hold_promises([r for _, r in by_band[b]])
-            for position, request in by_band[b]:
+            members = by_band[b]
+            # A request without a promise (new, or not planned before) takes its place in the
+            # queue: it may take windows promised to requests behind it. While one is ahead of
+            # a promised request, the band is also planned on a timeline without the promises.
+            promised = [self._promise(r) is not None for _, r in members]
+            last_promised = max((k for k, p in enumerate(promised) if p), default=-1)
+            last_ahead = max((k for k, p in enumerate(promised) if not p and k < last_promised), default=-1)
+            open_ = self.timeline.copy() if last_ahead >= 0 else None
+            holds = self._hold_promises([r for _, r in members])
+            overtaken = False
+            for k, (position, request) in enumerate(members):
                 held = holds.pop(request.gpr_id, None)
                 if held is None:
-                    self.place(request, position, self.earliest(request))
+                    window = self.earliest(request, on=open_)
+                    if open_ is not None and window is not None:
+                        open_.put(window)
+                        window = self.timeline.translate(window)
+                        overtaken = True
+                elif overtaken:
+                    window = self._keep_or_replan(request, held)
+                    if open_ is not None and window is not None:
+                        open_.put(open_.translate(window))
+                else:
+                    earlier = self._earlier_than_promise(request, held)
+                    window = earlier or held
+                    if open_ is not None:
+                        open_.put(open_.translate(window))
+                    self.place(request, position, window, put=earlier is not None)
                     continue
-                earlier = self._earlier_than_promise(request, held)
-                self.place(request, position, earlier or held, put=earlier is not None)
+                self.place(request, position, window)
+                if k == last_ahead:
+                    open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
+
+    def _keep_or_replan(self, request: Request, held: Window) -> Window | None:
+        """After a request without a promise went ahead of it: the request keeps its promise
+        if it still fits (or moves earlier), else it is planned afresh. Leaves its promise
+        given back."""
+        self.timeline.put(held, -1)
+        if self.timeline.fits(held):
+            return self.earliest(request, upper=held.start) or held
+        return self.earliest(request)
 
     def _earlier_than_promise(self, request: Request, held: Window) -> Window | None:
         """The earliest window that starts before the request's promise ``held``, searched as
@@ -319,10 +360,9 @@ class _Pass:
         promise that no longer fits (capacity lost, higher band arrived) is dropped."""
         holds: dict[int, Window] = {}
         later: set = set()
-        promised = [(self.snapshot.previous.get(r.gpr_id), r) for r in requests]
+        promised = [(self._promise(r), r) for r in requests]
         for estimate, request in sorted(
-            ((e, r) for e, r in promised if e is not None and e.start is not None and e.placement is not None),
-            key=lambda er: (er[0].start, er[1].gpr_id),
+            ((e, r) for e, r in promised if e is not None), key=lambda er: (er[0].start, er[1].gpr_id)
         ):
             window = self._promised_window(request, estimate)
             if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
@@ -333,6 +373,13 @@ class _Pass:
                 holds[request.gpr_id] = window
         Pool.summarize(later)
         return holds
+
+    def _promise(self, request: Request) -> Estimate | None:
+        """The previous plan's estimate for the request, when it gave a start and a place."""
+        estimate = self.snapshot.previous.get(request.gpr_id)
+        if estimate is None or estimate.start is None or estimate.placement is None:
+            return None
+        return estimate
 
     def _promised_window(self, request: Request, estimate: Estimate) -> Window | None:
         spec, placement = request.spec, estimate.placement

@@ -220,7 +220,7 @@ class Pool:
         previous = 0
         for t, f in zip(times, free, strict=True):
             if f > previous:
-                for g in range(previous + 1, f + 1):
+                for g in range(max(previous, 0) + 1, f + 1):
                     starts[g] = t
                     if firsts[g] == INF:
                         firsts[g] = t

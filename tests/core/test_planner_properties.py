@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, plan, unservable_reason
-from egs_hub.core.queue import band
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
 from .builders import NOW, at, check_wait_times_match_plan, shape
@@ -237,9 +236,9 @@ def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec):
 
 @SETTINGS
 @given(snapshots(), st.lists(specs(), max_size=3), st.data())
-def test_promises_hold_against_later_work_of_no_higher_band(snapshot: Snapshot, arrivals: list[GPRSpec], data):
-    """Arrivals (whatever their fair share), changed usage and early releases never make an
-    estimate later, except for requests in a lower band than an arrival."""
+def test_promises_hold_against_everything_not_ahead(snapshot: Snapshot, arrivals: list[GPRSpec], data):
+    """Changed usage (fair share), early releases and arrivals never make an estimate later,
+    except that of a request behind an arrival in the new queue order."""
     first = plan(snapshot, NOW)
     newcomers = tuple(Request(1000 + i, spec, NOW) for i, spec in enumerate(arrivals))
     released = data.draw(st.lists(st.sampled_from(snapshot.bookings), unique=True)) if snapshot.bookings else []
@@ -251,10 +250,10 @@ def test_promises_hold_against_later_work_of_no_higher_band(snapshot: Snapshot, 
         previous=first.estimates,
     )
     second = plan(later, NOW)
-    top_arrival = max((band(s.priority) for s in arrivals), default=-1)
+    first_arrival = min((second.estimates[r.gpr_id].position for r in newcomers), default=None)
     for request in snapshot.queue:
         before, after = first.estimates[request.gpr_id], second.estimates[request.gpr_id]
-        if before.start is not None and band(request.spec.priority) >= top_arrival:
+        if before.start is not None and (first_arrival is None or after.position < first_arrival):
             assert after.start is not None and after.start <= before.start, request.gpr_id
 
 

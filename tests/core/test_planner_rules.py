@@ -44,9 +44,14 @@ class PromiseCase:
 
 
 PROMISES = {
-    "a later arrival with better fair share goes after the promise": PromiseCase(
+    "a later arrival with better fair share goes ahead, into the promised window": PromiseCase(
         arrivals=(req(2, gpus=8, slice="b", submitted=0),),
         usage={"a": 1e6},
+        want={1: at(2), 2: at(1)},
+    ),
+    "a later arrival with worse fair share goes after the promise": PromiseCase(
+        arrivals=(req(2, gpus=8, slice="b", submitted=0),),
+        usage={"b": 1e6},
         want={1: at(1), 2: at(2)},
     ),
     "a higher band arrival may take the promised window": PromiseCase(
@@ -79,6 +84,38 @@ def test_promises(case: PromiseCase):
         previous=first.estimates,
     )
     assert starts(second) == case.want
+
+
+def test_a_fair_share_change_does_not_break_a_promise():
+    """1 (a) and 2 (b) wait for the node, 1 first; then b's usage drops below a's, so 2 is
+    ahead in the queue, but only a newcomer may take a promised window: both keep theirs."""
+    queue = (A_WAITS, req(2, gpus=8, slice="b"))
+    first_snapshot = snap(H1, bookings=(FULL_FOR_AN_HOUR,), queue=queue, policies=SLICES, usage={"b": 1e6})
+    first = plan(first_snapshot, NOW)
+    assert {i: e.start for i, e in first.estimates.items()} == {1: at(1), 2: at(2)}
+    second = plan(dataclasses.replace(first_snapshot, usage={"a": 1e6}, previous=first.estimates), NOW)
+    assert {i: e.start for i, e in second.estimates.items()} == {1: at(1), 2: at(2)}
+    assert {i: e.position for i, e in second.estimates.items()} == {1: 2, 2: 1}
+
+
+def test_a_request_behind_a_newcomer_keeps_its_promise_where_it_still_fits():
+    """Two nodes, both full for an hour; 1 and 2 are promised one each at +1h. A newcomer of a
+    slice with better fair share goes ahead and takes h1 at +1h: 1 moves after it, 2 keeps h2."""
+    bookings = (FULL_FOR_AN_HOUR, booking(91, H2.gpus, until=1, slice="o"))
+    queue = (A_WAITS, req(2, gpus=8, slice="a"))
+    first_snapshot = snap(H1, H2, bookings=bookings, queue=queue, policies=SLICES, usage={"a": 1e6})
+    first = plan(first_snapshot, NOW)
+    assert {i: (e.start, e.placement.nodes) for i, e in first.estimates.items()} == {
+        1: (at(1), ("h1",)),
+        2: (at(1), ("h2",)),
+    }
+    newcomer = req(3, gpus=8, slice="b", submitted=0)
+    second = plan(dataclasses.replace(first_snapshot, queue=(*queue, newcomer), previous=first.estimates), NOW)
+    assert {i: (e.start, e.placement.nodes) for i, e in second.estimates.items()} == {
+        3: (at(1), ("h1",)),
+        1: (at(2), ("h1",)),
+        2: (at(1), ("h2",)),
+    }
 
 
 def test_without_promises_fair_share_orders_the_band():
