@@ -159,8 +159,8 @@ class Pool:
         bound = min(bound, upper)
         hole_nodes = set(np.flatnonzero((self.hole[last] >= duration) | (self.hole[full] >= duration)).tolist())
         times = {lower, bound}
-        times.update(t for t in tail_full.tolist() if lower < t < bound)
-        times.update(t for t in tail_last.tolist() if lower < t < bound)
+        for tails in (tail_full, tail_last):
+            times.update(tails[(tails > lower) & (tails < bound)].tolist())
         for i in hole_nodes:
             times.update(self.profiles[i].runs_at_least(last, duration, lower, bound))
             times.update(self.profiles[i].runs_at_least(full, duration, lower, bound))

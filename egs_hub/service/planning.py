@@ -1,12 +1,13 @@
 """The planner as the service runs it: one plan for admissions and for every read.
 
 Vocabulary: the *promises* are the last plan's estimates. core/planner.py keeps a
-queued GPR's promised window unless work of a higher band arrives or capacity is
-lost, so every snapshot (the reconcile pass and the API reads: queue, GPRs, wait
-times, inventory schedule) carries them, and every plan made replaces them: all
-answers show the same estimates, and an estimate never moves later because work
-of its own band arrived. A slice's *usage* is its decayed GPU-seconds (fair
-share); its *week* is the rolling week of its policy's ``max_gpu_hours``.
+queued GPR's promised window unless work arrives ahead of it in the queue or
+capacity is lost, so every snapshot (the reconcile pass and the API reads: queue,
+GPRs, wait times, inventory schedule) carries them, and every plan made replaces
+them: all answers show the same estimates, and an estimate never moves later
+because of work behind it or a fair-share change. A slice's *usage* is its decayed
+GPU-seconds (fair share); its *week* is the rolling week of its policy's
+``max_gpu_hours``.
 
 Evictions: ``eviction_proposals`` (pure) picks the plan's evictions worth acting
 on; ``issue_eviction`` (I/O) begins releasing the victims.
