@@ -16,7 +16,7 @@ order of ``first``, until ``first`` passes the best start found.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,8 +24,7 @@ from .model import Node, Shape
 from .profile import INF, Profile
 
 
-@dataclass(frozen=True)
-class Fit:
+class Fit(NamedTuple):
     """Where a request fits: start time and ``(node index, GPUs)`` per node used."""
 
     start: float
@@ -111,9 +110,8 @@ class Pool:
         tail = float(tails[first_tail])
         best = min(max(tail, lower), upper)
         from_holes = []
-        holes = self.hole[gpus] >= duration
-        if holes.any():
-            holes = np.flatnonzero(holes & (self.first[gpus] < best))
+        holes = np.flatnonzero((self.hole[gpus] >= duration) & (self.first[gpus] < best))
+        if holes.size:
             firsts = self.first[gpus, holes]
             for j in np.argsort(firsts, kind="stable").tolist():
                 if firsts[j] >= best:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .model import Node, Shape, SlicePolicy
 from .pool import Fit, Pool
 from .profile import INF, Profile
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(NamedTuple):
     slice: str
     pool: Pool
     picks: tuple[tuple[int, int], ...]
