@@ -85,7 +85,11 @@ def plan(snapshot: Snapshot, now: datetime, *, backfill: str = "conservative") -
 def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Plan | None = None) -> list[Option]:
     """When a request for ``spec`` submitted now would start, on every (cluster, shape)
     that could serve it, as if it joined ``current`` (the plan of ``snapshot``, computed
-    when not given) behind everything ahead of it in the queue."""
+    when not given) behind everything in its band and the bands above.
+
+    That is the start the next plan gives it when it sorts last in its band, and the
+    latest it gets otherwise: one that sorts ahead of others in its band (better fair
+    share, higher priority) may also take windows promised to them, and start earlier."""
     current = current or plan(snapshot, now)
     timeline = current.views.after_band[band(spec.priority)]
     base = current.views.now

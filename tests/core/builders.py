@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from egs_hub.core.model import GPR, PRIORITY_DEFAULT, EndReason, GPRSpec, Node, Shape, SlicePolicy, Status
 from egs_hub.core.planner import plan, wait_times
+from egs_hub.core.queue import band
 from egs_hub.core.snapshot import Booking, Request, Snapshot
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -158,15 +159,21 @@ def gpr(status: Status, *, gpr_id: int = 7, end_reason: EndReason | None = None,
 def check_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec) -> None:
     """Shared check: the soonest wait_times option is the estimate the next plan() gives
     ``wanted`` submitted now, when the queue keeps the current plan's promises
-    (DESIGN.md: one planner estimates and admits)."""
+    (DESIGN.md: one planner estimates and admits), if it sorts last in its band; if it
+    sorts ahead of some of its band it may take their promised windows: no later."""
     current = plan(snapshot, NOW)
     options = wait_times(snapshot, wanted, NOW, current=current)
     last_id = max((r.gpr_id for r in snapshot.queue), default=0) + 1
     probe = Request(gpr_id=last_id, spec=wanted, submitted_at=NOW)
     following = dataclasses.replace(snapshot, queue=(*snapshot.queue, probe), previous=current.estimates)
-    planned = plan(following, NOW).estimates[last_id]
+    estimates = plan(following, NOW).estimates
+    planned = estimates[last_id]
     if not options:
         assert planned.start is None
+        return
+    in_band = {r.gpr_id for r in snapshot.queue if band(r.spec.priority) == band(wanted.priority)}
+    if any(estimates[gpr_id].position > planned.position for gpr_id in in_band):
+        assert planned.start <= options[0].start
         return
     assert planned.start == options[0].start
     soonest = {(o.cluster, o.shape) for o in options if o.start == planned.start}

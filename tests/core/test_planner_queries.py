@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -140,6 +141,22 @@ MATCH_PLAN = {
 @pytest.mark.parametrize(("snapshot", "wanted"), MATCH_PLAN.values(), ids=MATCH_PLAN.keys())
 def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec):
     check_wait_times_match_plan(snapshot, wanted)
+
+
+def test_wait_times_is_the_latest_start_for_a_request_that_sorts_ahead_in_its_band():
+    """h1 is full for an hour; 1 (priority 101) is promised it at +1h. Asked at priority 150
+    (same band, ahead of 1), wait_times answers as if behind 1 (+2h); submitted, the request
+    goes ahead of 1 and takes its window (+1h)."""
+    policies = {name: SlicePolicy(max_active_gprs=10) for name in ("a", "b", "o")}
+    snapshot = snap(
+        H1, bookings=(booking(90, H1.gpus, until=1, slice="o"),), queue=(req(1, gpus=8, slice="a"),), policies=policies
+    )
+    current = plan(snapshot, NOW)
+    wanted = spec(gpus=8, slice="b", priority=150)
+    assert [o.start for o in wait_times(snapshot, wanted, NOW, current=current)] == [at(2)]
+    probe = Request(2, wanted, NOW)
+    following = plan(dataclasses.replace(snapshot, queue=(*snapshot.queue, probe), previous=current.estimates), NOW)
+    assert {i: e.start for i, e in following.estimates.items()} == {1: at(2), 2: at(1)}
 
 
 @dataclass(frozen=True)
