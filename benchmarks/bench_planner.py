@@ -116,12 +116,13 @@ def bench_queue(operations: int, seed: int) -> float:
         for i in range(third)
     ]
     factors = {f"s{i}": rng.uniform(0.01, 1) for i in range(50)}
+    priorities = [rng.randint(1, 300) for _ in requests]
     queue = PriorityQueue(factors=factors)
     started = time.perf_counter()
     for request in requests:
         queue.push(request)
-    for request in requests:
-        queue.change_priority(request.gpr_id, rng.randint(1, 300))
+    for request, priority in zip(requests, priorities, strict=True):
+        queue.change_priority(request.gpr_id, priority)
     for request in requests:
         queue.position(request.gpr_id)
         queue.remove(request.gpr_id)

@@ -72,10 +72,11 @@ class PriorityQueue:
 
     def change_priority(self, gpr_id: int, priority: int) -> Request:
         """Give the request a new priority (moving it in the queue) and return the new request."""
-        _, request = self._entry(gpr_id)
-        changed = dataclasses.replace(request, spec=dataclasses.replace(request.spec, priority=priority))
-        key = self.key(changed)  # raises before anything changes when the priority is out of range
-        self.remove(gpr_id)
+        old_key, request = self._entry(gpr_id)
+        band(priority)  # raises before anything changes when the priority is out of range
+        changed = Request(request.gpr_id, dataclasses.replace(request.spec, priority=priority), request.submitted_at)
+        key = self.key(changed)
+        self._keys.remove(old_key)
         self._keys.add(key)
         self._by_id[gpr_id] = (key, changed)
         return changed

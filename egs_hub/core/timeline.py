@@ -45,7 +45,8 @@ class SliceUse:
 
     def add(self, start: float, end: float, gpus: int, sign: int) -> None:
         self.active.add(start, end, sign)
-        self.gpus.add(start, end, sign * gpus)
+        if self.max_gpus is not None:  # else nothing reads the GPUs held
+            self.gpus.add(start, end, sign * gpus)
 
     def earliest(self, gpus: int, duration: float, lower: float) -> float:
         """Earliest ``t >= lower`` at which one more GPR of ``gpus`` keeps both limits over
