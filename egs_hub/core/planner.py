@@ -171,7 +171,9 @@ class _Pass:
         self.queue = list(PriorityQueue(snapshot.queue, self.factors))
         self.timeline = self._empty_timeline()
         self.bound = {g for b in snapshot.bookings for g in b.gpus}
-        self.node_of = {g: n.key for n in snapshot.nodes for g in n.gpus}
+        self.node_of = {}
+        for node in snapshot.nodes:
+            self.node_of.update(dict.fromkeys(node.gpus, node.key))
         self.booked: dict[int, list[Window]] = {}
         later: set = set()
         for booking in snapshot.bookings:

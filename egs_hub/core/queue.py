@@ -47,18 +47,18 @@ class PriorityQueue:
 
     def __init__(self, requests: Iterable[Request] = (), factors: Mapping[str, float] | None = None):
         self._factors = dict(factors or {})
-        self._keys = SortedList()
         self._by_id: dict[int, tuple[tuple, Request]] = {}
         for request in requests:
-            self.push(request)
+            self._check_new(request)
+            self._by_id[request.gpr_id] = (self.key(request), request)
+        self._keys = SortedList(key for key, _ in self._by_id.values())  # one sort, not n inserts
 
     def key(self, request: Request) -> tuple:
         """``queue_key`` with this queue's factor for the request's slice."""
         return queue_key(request, self._factors.get(request.spec.slice, 1.0))
 
     def push(self, request: Request) -> None:
-        if request.gpr_id in self._by_id:
-            raise ValueError(f"GPR {request.gpr_id} is already in the queue")
+        self._check_new(request)
         key = self.key(request)
         self._keys.add(key)
         self._by_id[request.gpr_id] = (key, request)
@@ -98,6 +98,10 @@ class PriorityQueue:
 
     def __contains__(self, gpr_id: object) -> bool:
         return gpr_id in self._by_id
+
+    def _check_new(self, request: Request) -> None:
+        if request.gpr_id in self._by_id:
+            raise ValueError(f"GPR {request.gpr_id} is already in the queue")
 
     def _entry(self, gpr_id: int) -> tuple[tuple, Request]:
         try:
