@@ -8,6 +8,7 @@ the planner's bound utilization is within 2% of easy's.
 
     python benchmarks/bench_trace.py --json trace.json
     python benchmarks/bench_trace.py --days 7 --loads 0.9        # a quicker look
+    python benchmarks/bench_trace.py --jobs 3 --json trace.json  # the policies side by side in 3 processes
 """
 
 from __future__ import annotations
@@ -15,14 +16,24 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 from egs_hub.sim import POLICIES, Options, SimInputError, build_inventory, load_trace, run_policies
+from egs_hub.sim.cluster import Inventory
+from egs_hub.sim.engine import replay
+from egs_hub.sim.metrics import summarize
 from egs_hub.sim.report import table, write_json
+from egs_hub.sim.trace import Trace
 
 LOADS = (0.5, 0.7, 0.9)
 TARGET_LOAD = 0.9
 KEPT_TARGET = 0.9
 UTIL_TOLERANCE = 0.02  # relative to easy's bound utilization
+
+
+def summarize_replay(trace: Trace, inventory: Inventory, policy: str) -> dict:
+    """One policy's figures, in a worker process."""
+    return summarize(replay(trace, inventory, policy))
 
 
 def targets(report: dict) -> list[tuple[str, bool, str]]:
@@ -58,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-file", default=None, help="philly.csv (default: shared/ beside the checkout)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write {load: {policy: figures}} as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="replay the policies of a load in this many processes (no progress bar)"
+    )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     results = {}
     try:
         for load in args.loads:
@@ -67,7 +83,12 @@ def main(argv: list[str] | None = None) -> int:
             inventory = build_inventory(options, trace)
             print(f"\n== offered load {load}: {len(trace.jobs)} GPRs on {inventory.describe()}", flush=True)
             began = time.perf_counter()
-            report, _ = run_policies(trace, inventory, POLICIES, progress=not args.quiet)
+            if args.jobs == 1:
+                report, _ = run_policies(trace, inventory, POLICIES, progress=not args.quiet)
+            else:
+                with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                    figures = pool.map(summarize_replay, *zip(*((trace, inventory, p) for p in POLICIES), strict=True))
+                    report = dict(zip(POLICIES, figures, strict=True))
             print(table(report))
             print(f"({time.perf_counter() - began:.0f} s for the three replays)")
             if load == TARGET_LOAD:
