@@ -315,13 +315,26 @@ class _Pass:
                     window = earlier or held
                     if open_ is not None:
                         open_.put(open_.translate(window))
-                    self.place(request, position, window, put=earlier is not None)
+                    if earlier is None:
+                        self._keep(request, position, held)
+                    else:
+                        self.place(request, position, earlier)
                     continue
                 self.place(request, position, window)
                 if k == last_ahead:
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
+
+    def _keep(self, request: Request, position: int, held: Window) -> None:
+        """The request keeps its promised window (held on the timeline): its estimate is the
+        promise itself when nothing about it changed, as most are on most passes."""
+        promise = self.snapshot.previous[request.gpr_id]
+        same = self.seconds(promise.start) == held.start and promise.end - promise.start == request.spec.duration
+        if same and held.start > 0.0 and promise.position == position:  # starting now, it needs exact GPUs
+            self.estimates[request.gpr_id] = promise
+        else:
+            self.place(request, position, held, put=False)
 
     def _keep_or_replan(self, request: Request, held: Window) -> Window | None:
         """After a request without a promise went ahead of it: the request keeps its promise
