@@ -300,27 +300,22 @@ class _Pass:
             overtaken = False
             for k, (position, request) in enumerate(members):
                 held = holds.pop(request.gpr_id, None)
+                kept = False
                 if held is None:
                     window = self.earliest(request, on=open_)
-                    if open_ is not None and window is not None:
-                        open_.put(window)
-                        window = self.timeline.translate(window)
-                        overtaken = True
+                    overtaken = overtaken or (open_ is not None and window is not None)
                 elif overtaken:
                     window = self._keep_or_replan(request, held)
-                    if open_ is not None and window is not None:
-                        open_.put(open_.translate(window))
                 else:
                     earlier = self._earlier_than_promise(request, held)
-                    window = earlier or held
-                    if open_ is not None:
-                        open_.put(open_.translate(window))
-                    if earlier is None:
-                        self._keep(request, position, held)
-                    else:
-                        self.place(request, position, earlier)
-                    continue
-                self.place(request, position, window)
+                    window, kept = earlier or held, earlier is None
+                if open_ is not None and window is not None:
+                    open_.put(open_.translate(window))
+                    window = self.timeline.translate(window)
+                if kept:
+                    self._keep(request, position, held)
+                else:
+                    self.place(request, position, window)
                 if k == last_ahead:
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
