@@ -20,8 +20,6 @@ from concurrent.futures import ProcessPoolExecutor
 
 from egs_hub.sim import POLICIES, Options, SimInputError, build_inventory, load_trace, run_policies
 from egs_hub.sim.cluster import Inventory
-from egs_hub.sim.engine import replay
-from egs_hub.sim.metrics import summarize
 from egs_hub.sim.report import table, write_json
 from egs_hub.sim.trace import Trace
 
@@ -33,7 +31,7 @@ UTIL_TOLERANCE = 0.02  # relative to easy's bound utilization
 
 def summarize_replay(trace: Trace, inventory: Inventory, policy: str) -> dict:
     """One policy's figures, in a worker process."""
-    return summarize(replay(trace, inventory, policy))
+    return run_policies(trace, inventory, [policy])[0][policy]
 
 
 def targets(report: dict) -> list[tuple[str, bool, str]]:
