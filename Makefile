@@ -23,10 +23,11 @@ install: $(VENV)/bin/python $(NODE_PREFIX)/node_modules/.bin/configurable-http-p
 
 install-test: install
 	$(BIN)/pip install --quiet -e '.[test]'
-	@command -v chromium >/dev/null || { \
-	  echo "installing Debian's chromium for the browser test"; \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi; }
+	@missing=""; for tool in chromium prometheus; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian's$$missing for the tests (browser test, Prometheus metric source)"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq $$missing >/dev/null; fi; fi
 
 up: install
 	egs-hub up $(ARGS)

@@ -17,7 +17,7 @@ from egs_hub.backends.local.declared import InventoryError
 from egs_hub.core.model import GPR, Shape, SlicePolicy, Status
 
 from ..core.builders import NOW, gpr
-from .test_nvml import FakeNVML, a100, h100
+from ..nvml_double import FakeNVML, a100, h100
 
 HOST = "gpu-host"
 NO_DRIVER = FakeNVML(init_error="NVML Shared Library Not Found")

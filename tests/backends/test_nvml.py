@@ -4,106 +4,14 @@ and the real pynvml on a host without the NVIDIA driver."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import pynvml
 import pytest
 
 from egs_hub.backends.local.nvml import NVMLUnavailable, discover_gpus, gpu_model
 
-H100 = "NVIDIA H100 80GB HBM3"
-H100_BYTES = 85520809984  # what nvmlDeviceGetMemoryInfo(...).total says on an H100 SXM 80GB
-A100_40 = "NVIDIA A100-SXM4-40GB"
-A100_40_BYTES = 42505273344
-
-
-@dataclass(frozen=True)
-class Device:
-    """One GPU as NVML reports it."""
-
-    name: str
-    uuid: str
-    total_bytes: int
-
-
-def h100(i: int) -> Device:
-    return Device(H100, f"GPU-4b0e6f7a-1c2d-3e4f-5a6b-7c8d9e0f1a{i:02d}", H100_BYTES)
-
-
-def a100(i: int) -> Device:
-    return Device(A100_40, f"GPU-9d8c7b6a-5f4e-3d2c-1b0a-0f1e2d3c4b{i:02d}", A100_40_BYTES)
-
-
-class _Handle:
-    """Opaque, like pynvml's c_nvmlDevice_t pointer: only the double can read it."""
-
-    def __init__(self, index: int):
-        self._index = index
-
-
-@dataclass
-class FakeNVML:
-    """A double of the pynvml module (nvidia-ml-py): the functions ``discover_gpus`` calls.
-
-    ``devices`` are what the driver sees, in index order. ``as_bytes`` answers names
-    and UUIDs as bytes, as bindings before nvidia-ml-py 11.515 did. ``init_error`` makes
-    nvmlInit fail with that message (no driver); ``fail_on`` names a device function
-    that fails (a GPU fallen off the bus). ``inits``/``shutdowns`` count the calls.
-    Tests change ``devices`` between calls to play GPUs appearing or vanishing.
-    """
-
-    devices: list[Device] = field(default_factory=list)
-    as_bytes: bool = False
-    init_error: str | None = None
-    fail_on: str | None = None
-    inits: int = 0
-    shutdowns: int = 0
-
-    class NVMLError(Exception):
-        """pynvml raises subclasses of NVMLError whose str() is NVML's message."""
-
-    def _check(self, function: str) -> None:
-        if self.fail_on == function:
-            raise self.NVMLError("GPU is lost")
-
-    def _text(self, value: str) -> str | bytes:
-        return value.encode() if self.as_bytes else value
-
-    def nvmlInit(self) -> None:
-        if self.init_error is not None:
-            raise self.NVMLError(self.init_error)
-        self.inits += 1
-
-    def nvmlShutdown(self) -> None:
-        self.shutdowns += 1
-
-    def nvmlDeviceGetCount(self) -> int:
-        self._check("nvmlDeviceGetCount")
-        return len(self.devices)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:
-        self._check("nvmlDeviceGetHandleByIndex")
-        if not 0 <= index < len(self.devices):
-            raise self.NVMLError("Invalid Argument")
-        return _Handle(index)
-
-    def _device(self, handle: _Handle) -> Device:
-        return self.devices[handle._index]
-
-    def nvmlDeviceGetName(self, handle: _Handle) -> str | bytes:
-        self._check("nvmlDeviceGetName")
-        return self._text(self._device(handle).name)
-
-    def nvmlDeviceGetUUID(self, handle: _Handle) -> str | bytes:
-        self._check("nvmlDeviceGetUUID")
-        return self._text(self._device(handle).uuid)
-
-    def nvmlDeviceGetMemoryInfo(self, handle: _Handle) -> SimpleNamespace:
-        self._check("nvmlDeviceGetMemoryInfo")
-        total = self._device(handle).total_bytes
-        return SimpleNamespace(total=total, free=total - 2**29, used=2**29)
-
+from ..nvml_double import A100_40, H100, FakeNVML, a100, h100
 
 # --- discover_gpus -------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ def gpu_model(product: str) -> str:
     return words[0].split("-")[0]
 
 
-def _text(value: str | bytes) -> str:
+def as_text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -44,10 +44,10 @@ def discover_gpus(node: str, cluster: str, nvml: ModuleType = pynvml) -> list[GP
         gpus = []
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            product = _text(nvml.nvmlDeviceGetName(handle))
+            product = as_text(nvml.nvmlDeviceGetName(handle))
             gpus.append(
                 GPU(
-                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    uuid=as_text(nvml.nvmlDeviceGetUUID(handle)),
                     index=index,
                     node=node,
                     cluster=cluster,

@@ -1,0 +1,137 @@
+"""GPU readings of this host from NVML (the ``nvidia-ml-py`` binding, imported as pynvml).
+
+Vocabulary: a *required* reading (UUID, utilization, memory, temperature) that
+fails means the GPU cannot be read now: it is left out of the pass, which the
+alerts see as a GPU gone quiet. An *optional* reading (power, clocks, throttle
+reasons, ECC, processes) that the GPU does not support is None. NVML is started
+once and kept; ``close`` shuts it down. The NVML module is a parameter so hosts
+without the driver can exercise this with a double of the same functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from types import ModuleType
+
+import pynvml
+
+from ..backends.local.nvml import as_text
+from ..core.samples import GpuProcess, GpuSample
+from . import MetricsUnavailable
+from .processes import server_of
+
+log = logging.getLogger(__name__)
+
+# NVML clocks event (throttle) reason bits -> the names GpuSample uses (nvmlClocksEventReason*).
+THROTTLE_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock",
+}
+
+
+def throttle_names(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in THROTTLE_REASONS.items() if mask & bit)
+
+
+class NVMLSource:
+    """Samples every GPU NVML sees on ``node``; ``owner_of`` maps a pid to its (user, server)."""
+
+    name = "nvml"
+
+    def __init__(
+        self,
+        node: str,
+        nvml: ModuleType = pynvml,
+        owner_of: Callable[[int], tuple[str, str] | None] = server_of,
+    ):
+        self.node = node
+        self.nvml = nvml
+        self.owner_of = owner_of
+        self._started = False
+
+    async def sample(self, now: datetime) -> list[GpuSample]:
+        return await asyncio.to_thread(self.read, now)
+
+    def read(self, now: datetime) -> list[GpuSample]:
+        nvml = self.nvml
+        if not self._started:
+            try:
+                nvml.nvmlInit()
+            except nvml.NVMLError as e:
+                raise MetricsUnavailable(f"NVML cannot start on {self.node}: {e}") from None
+            self._started = True
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError as e:
+            raise MetricsUnavailable(f"NVML cannot count the GPUs on {self.node}: {e}") from None
+        samples = []
+        for index in range(count):
+            try:
+                samples.append(self._read_gpu(index, now))
+            except nvml.NVMLError as e:
+                log.warning("NVML cannot read GPU %d on %s: %s", index, self.node, e)
+        return samples
+
+    def close(self) -> None:
+        if self._started:
+            self._started = False
+            self.nvml.nvmlShutdown()
+
+    def _optional(self, function: str, *args):
+        try:
+            return getattr(self.nvml, function)(*args)
+        except self.nvml.NVMLError:
+            return None
+
+    def _read_gpu(self, index: int, now: datetime) -> GpuSample:
+        nvml = self.nvml
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+        memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        power_mw = self._optional("nvmlDeviceGetPowerUsage", handle)
+        limit_mw = self._optional("nvmlDeviceGetEnforcedPowerLimit", handle)
+        reasons = self._optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        return GpuSample(
+            uuid=as_text(nvml.nvmlDeviceGetUUID(handle)),
+            time=now,
+            node=self.node,
+            index=index,
+            utilization=float(rates.gpu),
+            memory_utilization=float(rates.memory),
+            memory_used_mib=memory.used / 2**20,
+            memory_total_mib=memory.total / 2**20,
+            temperature_c=float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+            power_w=None if power_mw is None else power_mw / 1000,
+            power_limit_w=None if limit_mw is None else limit_mw / 1000,
+            sm_clock_mhz=self._optional("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
+            throttle_reasons=() if reasons is None else throttle_names(reasons),
+            ecc_errors=self._optional(
+                "nvmlDeviceGetTotalEccErrors", handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+            ),
+            processes=self._processes(handle),
+        )
+
+    def _processes(self, handle) -> tuple[GpuProcess, ...] | None:
+        compute = self._optional("nvmlDeviceGetComputeRunningProcesses", handle)
+        graphics = self._optional("nvmlDeviceGetGraphicsRunningProcesses", handle)
+        if compute is None and graphics is None:
+            return None
+        used: dict[int, int | None] = {}  # a process may be in both lists: the first one counts
+        for process in [*(compute or ()), *(graphics or ())]:
+            used.setdefault(process.pid, None if process.usedGpuMemory is None else process.usedGpuMemory // 2**20)
+        processes = []
+        for pid in sorted(used):
+            owner = self.owner_of(pid)
+            user, server = owner if owner is not None else (None, None)
+            processes.append(GpuProcess(pid=pid, used_mib=used[pid], user=user, server=server))
+        return tuple(processes)

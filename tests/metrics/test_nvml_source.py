@@ -1,0 +1,244 @@
+"""The NVML metric source against the pynvml double (tests/nvml_double.py), the process
+owner lookup against a made-up /proc, and the real pynvml binding on this host: without the
+NVIDIA driver (CI) it must say NVML cannot start; on a GPU host (the device tool) it reads
+real GPUs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pynvml
+import pytest
+
+from egs_hub.core.samples import GpuProcess, GpuSample
+from egs_hub.metrics import MetricsUnavailable
+from egs_hub.metrics.nvml import NVMLSource, throttle_names
+from egs_hub.metrics.processes import server_of
+
+from ..nvml_double import H100_BYTES, FakeNVML, Process, h100
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+OWNERS = {4242: ("ada", ""), 4343: ("bob", "big")}
+
+
+def read(nvml: FakeNVML) -> list[GpuSample]:
+    return NVMLSource("gpu-host", nvml, owner_of=OWNERS.get).read(NOW)
+
+
+@dataclass(frozen=True)
+class ReadCase:
+    nvml: FakeNVML
+    want: dict  # GpuSample fields of the first GPU that must have these values
+
+
+READ_CASES = {
+    "an idle H100": ReadCase(
+        FakeNVML([h100(0)]),
+        want=dict(
+            uuid=h100(0).uuid,
+            node="gpu-host",
+            index=0,
+            time=NOW,
+            utilization=0.0,
+            memory_utilization=0.0,
+            memory_used_mib=512.0,
+            memory_total_mib=H100_BYTES / 2**20,
+            temperature_c=33.0,
+            power_w=70.0,  # NVML answers milliwatts
+            power_limit_w=700.0,
+            sm_clock_mhz=345,
+            throttle_reasons=("gpu_idle",),
+            ecc_errors=0,
+            xid=None,  # NVML events are not read: XID errors come from the DCGM exporter
+            processes=(),
+        ),
+    ),
+    "a busy, power-capped H100 with an owned process": ReadCase(
+        FakeNVML(
+            [
+                h100(
+                    0,
+                    utilization=97,
+                    memory_utilization=41,
+                    used_bytes=40 * 2**30,
+                    temperature=78,
+                    power_mw=698_500,
+                    sm_clock_mhz=1755,
+                    clocks_event_reasons=0x4 | 0x20,
+                    ecc_uncorrected=2,
+                    compute_processes=(Process(4242, 39 * 2**30), Process(777, None)),
+                )
+            ]
+        ),
+        want=dict(
+            utilization=97.0,
+            memory_utilization=41.0,
+            memory_used_mib=40 * 1024.0,
+            temperature_c=78.0,
+            power_w=698.5,
+            sm_clock_mhz=1755,
+            throttle_reasons=("sw_power_cap", "sw_thermal_slowdown"),
+            ecc_errors=2,
+            processes=(
+                GpuProcess(pid=777, used_mib=None),  # memory unknown, owner unknown
+                GpuProcess(pid=4242, used_mib=39 * 1024, user="ada", server=""),
+            ),
+        ),
+    ),
+    "a process in both lists counts once, with its compute memory": ReadCase(
+        FakeNVML([h100(0, compute_processes=(Process(4343, 2**30),), graphics_processes=(Process(4343, 2**20),))]),
+        want=dict(processes=(GpuProcess(pid=4343, used_mib=1024, user="bob", server="big"),)),
+    ),
+    "optional readings a GPU does not support are None": ReadCase(
+        FakeNVML(
+            [
+                h100(
+                    0,
+                    unsupported=frozenset(
+                        {
+                            "nvmlDeviceGetPowerUsage",
+                            "nvmlDeviceGetEnforcedPowerLimit",
+                            "nvmlDeviceGetClockInfo",
+                            "nvmlDeviceGetCurrentClocksEventReasons",
+                            "nvmlDeviceGetTotalEccErrors",
+                            "nvmlDeviceGetComputeRunningProcesses",
+                            "nvmlDeviceGetGraphicsRunningProcesses",
+                        }
+                    ),
+                )
+            ]
+        ),
+        want=dict(
+            power_w=None,
+            power_limit_w=None,
+            sm_clock_mhz=None,
+            throttle_reasons=(),
+            ecc_errors=None,
+            processes=None,  # cannot tell, which is not "no process"
+            temperature_c=33.0,
+        ),
+    ),
+    "graphics processes alone are listed when compute ones are not supported": ReadCase(
+        FakeNVML(
+            [h100(0, graphics_processes=(Process(9, 2**20),), unsupported={"nvmlDeviceGetComputeRunningProcesses"})]
+        ),
+        want=dict(processes=(GpuProcess(pid=9, used_mib=1),)),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", READ_CASES.values(), ids=READ_CASES.keys())
+def test_read(case: ReadCase):
+    (sample,) = read(case.nvml)
+
+    assert {name: getattr(sample, name) for name in case.want} == case.want
+
+
+@pytest.mark.parametrize(
+    "function",
+    ["nvmlDeviceGetUUID", "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature"],
+)
+def test_a_gpu_failing_a_required_reading_is_left_out_and_the_others_are_read(function: str):
+    nvml = FakeNVML([h100(0), h100(1), h100(2)], fail_on=function, fail_index=1)
+
+    assert [s.uuid for s in read(nvml)] == [h100(0).uuid, h100(2).uuid]
+
+
+def test_nvml_starts_once_and_close_shuts_it_down():
+    nvml = FakeNVML([h100(0)])
+    source = NVMLSource("gpu-host", nvml)
+
+    source.read(NOW)
+    source.read(NOW)
+    assert (nvml.inits, nvml.shutdowns) == (1, 0)
+    source.close()
+    source.close()
+    assert (nvml.inits, nvml.shutdowns) == (1, 1)
+
+
+def test_nvml_failing_to_start_or_count_is_metrics_unavailable_naming_the_node():
+    with pytest.raises(MetricsUnavailable, match="NVML cannot start on gpu-host: Driver Not Loaded"):
+        read(FakeNVML(init_error="Driver Not Loaded"))
+    with pytest.raises(MetricsUnavailable, match="NVML cannot count the GPUs on gpu-host: GPU is lost"):
+        read(FakeNVML([h100(0)], fail_on="nvmlDeviceGetCount"))
+
+
+async def test_sample_reads_off_the_event_loop():
+    samples = await NVMLSource("gpu-host", FakeNVML([h100(0), h100(1)])).sample(NOW)
+
+    assert [s.index for s in samples] == [0, 1]
+
+
+def test_throttle_names_by_bit():
+    assert throttle_names(0) == ()
+    assert throttle_names(0x1 | 0x40 | 0x80) == ("gpu_idle", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+    assert throttle_names(0x10000) == ()  # bits NVML may add later are not named
+
+
+# --- processes.server_of --------------------------------------------------------------------
+
+
+def write_environ(proc, pid: int, environ: bytes) -> None:
+    os.makedirs(proc / str(pid))
+    (proc / str(pid) / "environ").write_bytes(environ)
+
+
+def test_server_of_reads_the_hub_server_from_the_process_environment(tmp_path):
+    write_environ(tmp_path, 10, b"PATH=/bin\0JUPYTERHUB_USER=ada\0JUPYTERHUB_SERVER_NAME=gpu\0")
+    write_environ(tmp_path, 11, b"JUPYTERHUB_USER=bob\0")
+    write_environ(tmp_path, 12, b"PATH=/bin\0HOME=/root\0")
+    write_environ(tmp_path, 13, b"")
+
+    assert server_of(10, str(tmp_path)) == ("ada", "gpu")
+    assert server_of(11, str(tmp_path)) == ("bob", "")  # the default server has no name
+    assert server_of(12, str(tmp_path)) is None
+    assert server_of(13, str(tmp_path)) is None  # a zombie's environment is empty
+    assert server_of(14, str(tmp_path)) is None  # gone
+
+
+def test_server_of_a_real_process_started_under_a_hub_server():
+    child = subprocess.Popen(
+        ["sleep", "30"], env={**os.environ, "JUPYTERHUB_USER": "carol", "JUPYTERHUB_SERVER_NAME": "x"}
+    )
+    try:
+        # Until the child has exec'd, /proc shows the environment it was forked with.
+        deadline = time.monotonic() + 5
+        while server_of(child.pid) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server_of(child.pid) == ("carol", "x")
+    finally:
+        child.kill()
+        child.wait()
+
+
+# --- the real binding -------------------------------------------------------------------------
+
+
+def test_real_pynvml_on_this_host():
+    """Without the NVIDIA driver NVML cannot start and the source says so; on a GPU host every
+    GPU is read with plausible values, and the UUIDs are those nvidia-smi lists."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        with pytest.raises(MetricsUnavailable, match=re.escape(str(e))):
+            NVMLSource("gpu-host").read(NOW)
+        return
+    pynvml.nvmlShutdown()
+    source = NVMLSource("gpu-host")
+    try:
+        samples = source.read(NOW)
+    finally:
+        source.close()
+    listed = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True)
+    assert [s.uuid for s in samples] == listed.stdout.split()
+    for s in samples:
+        assert 0 <= s.utilization <= 100 and 0 <= s.memory_utilization <= 100
+        assert 0 < s.memory_used_mib <= s.memory_total_mib
+        assert 0 < s.temperature_c < 120
+        assert s.power_w is None or 0 < s.power_w <= 1.2 * s.power_limit_w
+        assert s.processes is None or all(p.pid > 0 for p in s.processes)

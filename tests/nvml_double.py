@@ -1,0 +1,165 @@
+"""A test double of the pynvml module (nvidia-ml-py): the functions egs-hub calls, answering
+from plain data the way NVML does on a real host.
+
+It stands in for the NVIDIA driver in CI; tests/backends/test_nvml.py and
+tests/metrics/test_nvml_source.py also run the real binding, which on a GPU host
+(the device tool) reads real GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_BYTES = 85520809984  # what nvmlDeviceGetMemoryInfo(...).total says on an H100 SXM 80GB
+A100_40 = "NVIDIA A100-SXM4-40GB"
+A100_40_BYTES = 42505273344
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    used_bytes: int | None  # None: NVML could not tell (usedGpuMemory is None)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU as NVML reports it; power in milliwatts, as NVML answers."""
+
+    name: str
+    uuid: str
+    total_bytes: int
+    used_bytes: int = 2**29
+    utilization: int = 0
+    memory_utilization: int = 0
+    temperature: int = 33
+    power_mw: int = 70_000
+    power_limit_mw: int = 700_000
+    sm_clock_mhz: int = 345
+    clocks_event_reasons: int = 0x1  # GPU idle
+    ecc_uncorrected: int = 0
+    compute_processes: tuple[Process, ...] = ()
+    graphics_processes: tuple[Process, ...] = ()
+    unsupported: frozenset[str] = frozenset()  # functions answering NVML_ERROR_NOT_SUPPORTED
+
+
+def h100(i: int, **readings) -> Device:
+    return Device(H100, f"GPU-4b0e6f7a-1c2d-3e4f-5a6b-7c8d9e0f1a{i:02d}", H100_BYTES, **readings)
+
+
+def a100(i: int, **readings) -> Device:
+    return Device(A100_40, f"GPU-9d8c7b6a-5f4e-3d2c-1b0a-0f1e2d3c4b{i:02d}", A100_40_BYTES, **readings)
+
+
+class _Handle:
+    """Opaque, like pynvml's c_nvmlDevice_t pointer: only the double can read it."""
+
+    def __init__(self, index: int):
+        self._index = index
+
+
+@dataclass
+class FakeNVML:
+    """A double of pynvml.
+
+    ``devices`` are what the driver sees, in index order. ``as_bytes`` answers names
+    and UUIDs as bytes, as bindings before nvidia-ml-py 11.515 did. ``init_error`` makes
+    nvmlInit fail with that message (no driver); ``fail_on`` names a device function
+    that fails (a GPU fallen off the bus), ``fail_index`` only for that GPU.
+    ``inits``/``shutdowns`` count the calls. Tests change ``devices`` between calls to
+    play GPUs appearing, vanishing or changing their readings.
+    """
+
+    devices: list[Device] = field(default_factory=list)
+    as_bytes: bool = False
+    init_error: str | None = None
+    fail_on: str | None = None
+    fail_index: int | None = None
+    inits: int = 0
+    shutdowns: int = 0
+
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_VOLATILE_ECC = 0
+
+    class NVMLError(Exception):
+        """pynvml raises subclasses of NVMLError whose str() is NVML's message."""
+
+    def _check(self, function: str, index: int | None = None) -> None:
+        if self.fail_on == function and (self.fail_index is None or self.fail_index == index):
+            raise self.NVMLError("GPU is lost")
+
+    def _text(self, value: str) -> str | bytes:
+        return value.encode() if self.as_bytes else value
+
+    def nvmlInit(self) -> None:
+        if self.init_error is not None:
+            raise self.NVMLError(self.init_error)
+        self.inits += 1
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._check("nvmlDeviceGetCount")
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:
+        self._check("nvmlDeviceGetHandleByIndex", index)
+        if not 0 <= index < len(self.devices):
+            raise self.NVMLError("Invalid Argument")
+        return _Handle(index)
+
+    def _device(self, handle: _Handle, function: str) -> Device:
+        self._check(function, handle._index)
+        device = self.devices[handle._index]
+        if function in device.unsupported:
+            raise self.NVMLError("Not Supported")
+        return device
+
+    def nvmlDeviceGetName(self, handle: _Handle) -> str | bytes:
+        return self._text(self._device(handle, "nvmlDeviceGetName").name)
+
+    def nvmlDeviceGetUUID(self, handle: _Handle) -> str | bytes:
+        return self._text(self._device(handle, "nvmlDeviceGetUUID").uuid)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: _Handle) -> SimpleNamespace:
+        device = self._device(handle, "nvmlDeviceGetMemoryInfo")
+        return SimpleNamespace(
+            total=device.total_bytes, free=device.total_bytes - device.used_bytes, used=device.used_bytes
+        )
+
+    def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> SimpleNamespace:
+        device = self._device(handle, "nvmlDeviceGetUtilizationRates")
+        return SimpleNamespace(gpu=device.utilization, memory=device.memory_utilization)
+
+    def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:
+        assert sensor == self.NVML_TEMPERATURE_GPU
+        return self._device(handle, "nvmlDeviceGetTemperature").temperature
+
+    def nvmlDeviceGetPowerUsage(self, handle: _Handle) -> int:
+        return self._device(handle, "nvmlDeviceGetPowerUsage").power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: _Handle) -> int:
+        return self._device(handle, "nvmlDeviceGetEnforcedPowerLimit").power_limit_mw
+
+    def nvmlDeviceGetClockInfo(self, handle: _Handle, clock: int) -> int:
+        assert clock == self.NVML_CLOCK_SM
+        return self._device(handle, "nvmlDeviceGetClockInfo").sm_clock_mhz
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:
+        return self._device(handle, "nvmlDeviceGetCurrentClocksEventReasons").clocks_event_reasons
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: _Handle, error_type: int, counter_type: int) -> int:
+        assert (error_type, counter_type) == (self.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, self.NVML_VOLATILE_ECC)
+        return self._device(handle, "nvmlDeviceGetTotalEccErrors").ecc_uncorrected
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: _Handle) -> list[SimpleNamespace]:
+        device = self._device(handle, "nvmlDeviceGetComputeRunningProcesses")
+        return [SimpleNamespace(pid=p.pid, usedGpuMemory=p.used_bytes) for p in device.compute_processes]
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: _Handle) -> list[SimpleNamespace]:
+        device = self._device(handle, "nvmlDeviceGetGraphicsRunningProcesses")
+        return [SimpleNamespace(pid=p.pid, usedGpuMemory=p.used_bytes) for p in device.graphics_processes]
