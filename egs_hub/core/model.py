@@ -128,6 +128,9 @@ class SlicePolicy:
     the list the planner names) or "off".
     requeue_evicted: an evicted GPR of this slice goes back to the queue.
     share: fair-share weight; None takes ``max_gpus`` (or 1 when unlimited).
+    idle_timeout: a provisioned GPR whose GPUs stay idle this long is released, unless the
+    GPR sets its own; None: never (unless max_idle_timeout is set).
+    max_idle_timeout: the longest idle_timeout members may ask for; a GPR without one gets it.
     """
 
     max_gpus: int | None = None
@@ -141,6 +144,8 @@ class SlicePolicy:
     eviction: str = "confirm"
     requeue_evicted: bool = True
     share: float | None = None
+    idle_timeout: timedelta | None = None
+    max_idle_timeout: timedelta | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from .errors import PolicyViolation
+from .errors import InvalidRequest, PolicyViolation
 from .model import GPRSpec, SlicePolicy
 from .units import format_duration
 
@@ -16,6 +16,24 @@ def check_request(spec: GPRSpec, policy: SlicePolicy) -> None:
             "priority",
             f"priority {spec.priority} is above this slice's max_priority {policy.max_priority}; "
             "ask an admin to raise it",
+        )
+    longest = policy.max_idle_timeout
+    if longest is not None and spec.idle_timeout is not None and spec.idle_timeout > longest:
+        raise PolicyViolation(
+            "idle_timeout",
+            f"idle_timeout {format_duration(spec.idle_timeout)} is above this slice's max_idle_timeout "
+            f"{format_duration(longest)}; ask for at most that",
+        )
+
+
+def check_policy(policy: SlicePolicy) -> None:
+    """Refuse a policy whose fields contradict each other."""
+    default, longest = policy.idle_timeout, policy.max_idle_timeout
+    if default is not None and longest is not None and default > longest:
+        raise InvalidRequest(
+            "policy.idle_timeout",
+            f"policy.idle_timeout {format_duration(default)} is above policy.max_idle_timeout "
+            f"{format_duration(longest)}; lower it or raise the maximum",
         )
 
 

@@ -357,6 +357,16 @@ class PolicyBody:
     share: float | None = _field(
         _AMOUNT, {**_AMOUNT_SCHEMA, "description": "fair-share weight; null: max_gpus, else 1"}, None
     )
+    idle_timeout: timedelta | None = _field(
+        optional(parse_duration_field),
+        {"oneOf": [DURATION_SCHEMA, {"type": "null"}], "description": "default idle timeout of the slice's GPRs"},
+        None,
+    )
+    max_idle_timeout: timedelta | None = _field(
+        optional(parse_duration_field),
+        {"oneOf": [DURATION_SCHEMA, {"type": "null"}], "description": "longest idle timeout members may ask for"},
+        None,
+    )
 
 
 def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:

@@ -126,6 +126,8 @@ class Slice(Base):
     eviction: Mapped[str] = mapped_column(String(16), default="confirm", server_default="confirm")
     requeue_evicted: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     share: Mapped[float | None] = mapped_column(Float, nullable=True)
+    idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     namespaces: Mapped[list[SliceNamespace]] = relationship(
@@ -217,3 +219,25 @@ class EventRow(Base):
     from_status: Mapped[str | None] = mapped_column(String(32), nullable=True)
     to_status: Mapped[str | None] = mapped_column(String(32), nullable=True)
     data: Mapped[dict] = mapped_column(JSON, default=dict)
+
+
+class AlertRow(Base):
+    """A GPU alert: raised when a reading crossed its threshold, cleared when it came back.
+
+    ``slice``/``gpr_id`` name who held the GPU when the alert was raised (None: nobody).
+    """
+
+    __tablename__ = "alerts"
+    __table_args__ = (Index("ix_alerts_slice_raised", "slice", "raised_at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    gpu_uuid: Mapped[str] = mapped_column(String(96), index=True)
+    node: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    cluster: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    slice: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    gpr_id: Mapped[int | None] = mapped_column(ForeignKey("gprs.id"), nullable=True)
+    message: Mapped[str] = mapped_column(Text)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    threshold: Mapped[float | None] = mapped_column(Float, nullable=True)
+    raised_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -14,10 +14,12 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..core import fairshare
 from ..core import model as core
+from ..core.alerts import Alert
 from ..core.fairshare import Use
 from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from .models import (
     GPU,
+    AlertRow,
     Allocation,
     Binding,
     Cluster,
@@ -193,6 +195,12 @@ def unbind(session: Session, gpr_id: int) -> None:
     session.execute(delete(Binding).where(Binding.gpr_id == gpr_id))
 
 
+def gpu_holders(session: Session) -> dict[str, tuple[str, int]]:
+    """GPU UUID -> (slice, GPR id) of every GPU bound now."""
+    query = select(Binding.gpu_uuid, Binding.slice, Binding.gpr_id)
+    return {uuid: (slice_name, gpr_id) for uuid, slice_name, gpr_id in session.execute(query)}
+
+
 def slice_usable_gpus(session: Session, slice_name: str) -> list[tuple[str, int]]:
     """(GPU UUID, GPR id) a slice's servers may use now: bound, and not being released."""
     query = (
@@ -235,6 +243,8 @@ def slice_policy(row: Slice) -> core.SlicePolicy:
         eviction=row.eviction,
         requeue_evicted=row.requeue_evicted,
         share=row.share,
+        idle_timeout=_delta(row.idle_timeout_s),
+        max_idle_timeout=_delta(row.max_idle_timeout_s),
     )
 
 
@@ -250,6 +260,8 @@ def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
     row.eviction = policy.eviction
     row.requeue_evicted = policy.requeue_evicted
     row.share = policy.share
+    row.idle_timeout_s = _seconds(policy.idle_timeout)
+    row.max_idle_timeout_s = _seconds(policy.max_idle_timeout)
 
 
 def set_namespaces(session: Session, row: Slice, namespaces: dict[str, tuple[str, ...]]) -> None:
@@ -467,3 +479,56 @@ def servers_holding(session: Session, gpus: Iterable[str]) -> list[Server]:
 
 def slice_servers(session: Session, slice_name: str) -> list[Server]:
     return list(session.scalars(select(Server).where(Server.slice == slice_name).order_by(Server.id)))
+
+
+# GPU alerts
+
+
+def add_alert(session: Session, alert: Alert, cluster: str | None, holder: tuple[str, int] | None) -> AlertRow:
+    slice_name, gpr_id = holder or (None, None)
+    row = AlertRow(
+        kind=alert.kind.value,
+        gpu_uuid=alert.uuid,
+        node=alert.node,
+        cluster=cluster,
+        slice=slice_name,
+        gpr_id=gpr_id,
+        message=alert.message,
+        value=alert.value,
+        threshold=alert.threshold,
+        raised_at=alert.raised_at,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def clear_alert(session: Session, alert: Alert, now: datetime) -> AlertRow | None:
+    """Mark the active alert of this GPU and kind cleared; None when none is active."""
+    row = session.scalar(
+        select(AlertRow).where(
+            AlertRow.gpu_uuid == alert.uuid, AlertRow.kind == alert.kind.value, AlertRow.cleared_at.is_(None)
+        )
+    )
+    if row is not None:
+        row.cleared_at = now
+    return row
+
+
+def active_alert_rows(session: Session) -> list[AlertRow]:
+    return list(session.scalars(select(AlertRow).where(AlertRow.cleared_at.is_(None)).order_by(AlertRow.id)))
+
+
+def alert_rows(
+    session: Session, *, slices: Iterable[str] | None, since: datetime | None, active: bool | None, limit: int
+) -> list[AlertRow]:
+    """Newest first; ``since``: those active at some time from then on. ``slices`` None: every
+    alert, also on GPUs nobody held."""
+    query = select(AlertRow).order_by(AlertRow.raised_at.desc(), AlertRow.id.desc()).limit(limit)
+    if slices is not None:
+        query = query.where(AlertRow.slice.in_(list(slices)))
+    if since is not None:
+        query = query.where(or_(AlertRow.cleared_at.is_(None), AlertRow.cleared_at >= since))
+    if active is not None:
+        query = query.where(AlertRow.cleared_at.is_(None) if active else AlertRow.cleared_at.is_not(None))
+    return list(session.scalars(query))

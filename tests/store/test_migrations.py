@@ -57,7 +57,7 @@ def test_sqlite_runs_in_wal_mode(tmp_path):
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
-def test_0002_gives_existing_slices_the_default_policy_and_goes_back_down(db_url):
+def test_later_migrations_give_existing_slices_the_default_policy_and_go_back_down(db_url):
     engine = db.make_engine(db_url)
     db.upgrade(engine, "0001")
     with engine.begin() as connection:
@@ -73,12 +73,16 @@ def test_0002_gives_existing_slices_the_default_policy_and_goes_back_down(db_url
             {"now": NOW},
         )
 
-    db.upgrade(engine, "0002")
+    db.upgrade(engine)
     sessions = db.make_sessions(engine)
     with sessions() as session:
         policy = queries.slice_policy(queries.get_slice(session, "old"))
-    assert policy == core.SlicePolicy(max_gpus=8)  # the defaults of every field 0002 adds
+    assert policy == core.SlicePolicy(max_gpus=8)  # the defaults of every field 0002 and 0003 add
 
+    db.downgrade(engine, "0002")
+    columns = {c["name"] for c in inspect(engine).get_columns("slices")}
+    assert not columns & {"idle_timeout_s", "max_idle_timeout_s"}
+    assert "alerts" not in inspect(engine).get_table_names()
     db.downgrade(engine, "0001")
     columns = {c["name"] for c in inspect(engine).get_columns("slices")}
     assert not columns & {"max_gpu_hours", "reject_over_limits", "eviction", "requeue_evicted", "share"}

@@ -14,6 +14,7 @@ from tornado import web
 
 from ...core import model as core
 from ...core.errors import Conflict, PolicyViolation
+from ...core.policy import check_policy
 from ...core.requests import (
     MISSING,
     PolicyBody,
@@ -49,7 +50,9 @@ def _policy(
         for f in dataclasses.fields(part)
         if getattr(part, f.name) is not MISSING
     }
-    return dataclasses.replace(base, **changes)
+    policy = dataclasses.replace(base, **changes)
+    check_policy(policy)
+    return policy
 
 
 class SliceBase(APIHandler):
