@@ -27,6 +27,10 @@ from .backends.local.declared import declared_inventory, load_inventory_file
 from .roles import ADMIN_GROUP, ADMIN_SCOPE, SERVICE_NAME
 from .store.db import default_db_url, make_engine, normalize_url, upgrade
 
+# Service options that `egs-hub up` passes on from its own environment (JupyterHub gives a
+# managed service only the variables it is configured with).
+SERVICE_ENV_FROM_HUB = ("EGS_PROMETHEUS_URL", "EGS_SLACK_WEBHOOK_URL")
+
 HUB_CONFIG_FILE = str(files("egs_hub") / "hub_config" / "jupyterhub_config.py")
 
 
@@ -232,6 +236,7 @@ def configure_hub(c, env: dict[str, str] | None = None) -> None:
                     "EGS_DB_URL": s.db_url,
                     "EGS_INVENTORY": s.inventory or "",
                     "EGS_CONFIG_FILE": s.extra_config or "",
+                    **{name: os.environ.get(name, "") for name in SERVICE_ENV_FROM_HUB},
                 }.items()
                 if value
             },

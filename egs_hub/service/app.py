@@ -20,18 +20,25 @@ import jinja2
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Float, Integer, TraitError, Unicode, default, validate
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, TraitError, Unicode, default, validate
 from traitlets.config import Application
 
 from .. import __version__
 from ..backends.local import LocalBackend
+from ..core.alerts import AlertThresholds
+from ..metrics import MetricSource
+from ..metrics.nvml import NVMLSource
+from ..metrics.prometheus import PrometheusSource
 from ..store import queries
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions, transaction
-from .handlers import gprs, inventory, pages, queue, servers, slices
+from .exporter import Exporter
+from .handlers import gprs, gpus, inventory, pages, prometheus, queue, servers, slices
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
+from .notify import SlackNotifier
 from .planning import Planning
 from .reconcile import Reconciler
+from .telemetry import Telemetry
 
 HERE = os.path.dirname(__file__)
 
@@ -92,6 +99,117 @@ class EGSService(Application):
         if not proposal.value > 0:
             raise TraitError(f"fairshare_half_life must be a positive number of seconds, not {proposal.value}")
         return proposal.value
+
+    metrics_source = CaselessStrEnum(
+        ["auto", "nvml", "prometheus", "none"],
+        "auto",
+        help="""Where GPU metrics come from: "nvml" (this host's GPUs through NVML), "prometheus"
+        (the DCGM exporter's series through the Prometheus HTTP API at prometheus_url), "none",
+        or "auto": NVML when it found this host's GPUs, else Prometheus when prometheus_url is set,
+        else none. Without a source the GPU pages and API say so and no GPR is released as idle.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    prometheus_url = Unicode(
+        help="""Base URL of the Prometheus server that scrapes the DCGM exporter, e.g.
+        http://prometheus.monitoring:9090. Default: $EGS_PROMETHEUS_URL.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @default("prometheus_url")
+    def _default_prometheus_url(self) -> str:
+        return os.environ.get("EGS_PROMETHEUS_URL", "")
+
+    prometheus_selector = Unicode(
+        "",
+        help="""Extra label matchers for the DCGM exporter's series, e.g. 'job="dcgm-exporter"'.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    metrics_interval = Float(
+        10.0,
+        help="""Seconds between GPU metric samples. The last hour of samples is kept in memory per GPU;
+        a sample older than three intervals counts as missing.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("metrics_interval")
+    def _check_metrics_interval(self, proposal) -> float:
+        if not 0.1 <= proposal.value <= 600:
+            raise TraitError(f"metrics_interval must be from 0.1 to 600 seconds, not {proposal.value}")
+        return proposal.value
+
+    idle_threshold = Float(
+        5.0,
+        help="""A GPU is idle when its utilization (percent) is below this and no process uses it.
+        A provisioned GPR whose GPUs all stay idle for its idle_timeout is released.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("idle_threshold")
+    def _check_idle_threshold(self, proposal) -> float:
+        if not 0 < proposal.value <= 100:
+            raise TraitError(f"idle_threshold must be a percentage above 0 and at most 100, not {proposal.value}")
+        return proposal.value
+
+    alert_thresholds = Dict(
+        help="""Overrides of the GPU alert thresholds (core.alerts.AlertThresholds), e.g.
+        {"temperature_raise_c": 90, "temperature_clear_c": 85, "lost_after": 120}. Levels are °C or
+        fractions of the power limit / total memory; *_after are seconds.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("alert_thresholds")
+    def _check_alert_thresholds(self, proposal) -> dict:
+        self._thresholds_of(proposal.value)
+        return proposal.value
+
+    @staticmethod
+    def _thresholds_of(overrides: dict) -> AlertThresholds:
+        defaults = AlertThresholds()
+        values = {}
+        for name, value in overrides.items():
+            if not hasattr(defaults, name):
+                raise TraitError(f"alert_thresholds: unknown threshold {name!r}")
+            values[name] = timedelta(seconds=value) if isinstance(getattr(defaults, name), timedelta) else value
+        try:
+            return AlertThresholds(**values)
+        except (TypeError, ValueError) as e:
+            raise TraitError(f"alert_thresholds: {e}") from None
+
+    slack_webhook_url = Unicode(
+        help="""Slack incoming-webhook URL that GPU alerts are posted to; empty: none.
+        Default: $EGS_SLACK_WEBHOOK_URL.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @default("slack_webhook_url")
+    def _default_slack_webhook_url(self) -> str:
+        return os.environ.get("EGS_SLACK_WEBHOOK_URL", "")
+
+    authenticate_prometheus = Bool(
+        True,
+        help="""Require scrapers of <prefix>metrics to send a hub API token (Authorization: Bearer
+        <token>) of a user or service with the admin scope custom:egs:admin. False lets anyone
+        who can reach the service scrape it.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
 
     identity_cache_seconds = Integer(
         30,
@@ -185,10 +303,15 @@ class EGSService(Application):
             (api + r"queue", queue.QueueHandler),
             (api + r"queue/evictions", queue.EvictionsHandler),
             (api + r"events", inventory.EventsHandler),
+            (api + r"gpus", gpus.GPUsHandler),
+            (api + r"gpus/([^/]+)/metrics", gpus.GPUMetricsHandler),
+            (api + r"workloads", gpus.WorkloadsHandler),
+            (api + r"alerts", gpus.AlertsHandler),
             (api + r"servers", servers.ServersHandler),
             (api + r"servers/([^/]+)", servers.ServerHandler),
             (api + r"servers/([^/]+)/([^/]+)", servers.ServerHandler),
             (api + r".*", NotFoundHandler),
+            (self.prefix + r"metrics", prometheus.MetricsHandler),
             (self.prefix + r"oauth_callback", pages.OAuthCallbackHandler),
             (self.prefix, pages.PortalHandler),
             (self.prefix.rstrip("/"), web.RedirectHandler, {"url": self.prefix}),
@@ -223,9 +346,38 @@ class EGSService(Application):
                 queries.add_event(session, event)
         self.log.info("inventory of %s: %d GPU(s), %s", self.backend.cluster, len(found.gpus), found.source)
         self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
-        self.reconciler = Reconciler(
-            self.sessions, self.backend, self.clock, self.reconcile_interval, planning=self.planning
+        self.telemetry = Telemetry(
+            self._metric_source(),
+            self.sessions,
+            self.clock,
+            interval=self.metrics_interval,
+            idle_threshold=self.idle_threshold,
+            thresholds=self._thresholds_of(self.alert_thresholds),
+            notifier=SlackNotifier(self.slack_webhook_url) if self.slack_webhook_url else None,
         )
+        self.exporter = Exporter(self.sessions, lambda: self.telemetry.history.latest().values())
+        self.reconciler = Reconciler(
+            self.sessions,
+            self.backend,
+            self.clock,
+            self.reconcile_interval,
+            planning=self.planning,
+            exporter=self.exporter,
+        )
+        self.telemetry.on_release = self.reconciler.wake
+        self.log.info("GPU metrics: %s", self.telemetry.source_error or self.telemetry.source.name)
+
+    def _metric_source(self) -> MetricSource | None:
+        choice = self.metrics_source
+        if choice == "auto":
+            choice = "nvml" if self.backend.uses_nvml else "prometheus" if self.prometheus_url else "none"
+        if choice == "nvml":
+            return NVMLSource(self.backend.host)
+        if choice == "prometheus":
+            if not self.prometheus_url:
+                raise TraitError("metrics_source is 'prometheus' but prometheus_url is not set")
+            return PrometheusSource(self.prometheus_url, self.prometheus_selector)
+        return None
 
     async def serve(self) -> None:
         await self.setup()
@@ -233,6 +385,7 @@ class EGSService(Application):
         server = HTTPServer(self.make_app(), xheaders=True)
         server.listen(url.port or 80, url.hostname or "127.0.0.1")
         self.reconciler.start()
+        self.telemetry.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
         stopped = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -240,6 +393,7 @@ class EGSService(Application):
             loop.add_signal_handler(sig, stopped.set)
         await stopped.wait()
         server.stop()
+        await self.telemetry.stop()
         await self.reconciler.stop()
 
     def start(self) -> None:

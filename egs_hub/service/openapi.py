@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core.model import EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
 from ..core.requests import (
+    DURATION_PATTERN,
     EvictionConfirm,
     GPRCreate,
     GPRUpdate,
@@ -60,7 +61,7 @@ SCHEMAS = {
             "priority": {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
             "duration": {"type": "integer", "description": "seconds"},
             "start_after": NULLABLE_TIME,
-            "idle_timeout": {**NULLABLE_INT, "description": "seconds; recorded, enforced with GPU metrics"},
+            "idle_timeout": {**NULLABLE_INT, "description": "seconds; released after its GPUs idle this long"},
             "preemptible": {"type": "boolean"},
             "status": {"type": "string", "enum": [s.value for s in Status]},
             "status_reason": {"type": "string"},
@@ -102,6 +103,8 @@ SCHEMAS = {
                     "eviction": {"type": "string", "enum": list(EVICTION_MODES)},
                     "requeue_evicted": {"type": "boolean"},
                     "share": {**NULLABLE_NUMBER, "description": "fair-share weight; null: max_gpus, else 1"},
+                    "idle_timeout": {**NULLABLE_INT, "description": "seconds; default idle timeout of its GPRs"},
+                    "max_idle_timeout": {**NULLABLE_INT, "description": "seconds; longest idle timeout members ask"},
                 }
             ),
             "usage": _obj(
@@ -322,6 +325,104 @@ SCHEMAS = {
     "ServerStart": body_schema(ServerStart),
 }
 
+
+def _numbers(*names: str) -> dict:
+    return {name: NULLABLE_NUMBER for name in names}
+
+
+READINGS = ("utilization", "memory_utilization", "memory_used_mib", "temperature_c", "power_w", "sm_clock_mhz")
+SCHEMAS.update(
+    {
+        "MetricSource": _obj(
+            {
+                "name": {**NULLABLE_STR, "description": "nvml, prometheus, or null: none configured"},
+                "interval": {"type": "number", "description": "seconds between samples"},
+                "sampled_at": NULLABLE_TIME,
+                "error": {**NULLABLE_STR, "description": "why there are no current readings, if so"},
+            }
+        ),
+        "GPUSample": _obj(
+            {
+                "time": TIME,
+                **_numbers(*READINGS, "memory_total_mib", "power_limit_w"),
+                "throttle_reasons": STRINGS,
+                "ecc_errors": NULLABLE_INT,
+                "xid": NULLABLE_INT,
+                "processes": {
+                    "type": ["array", "null"],
+                    "description": "null: the source cannot list processes",
+                    "items": _obj(
+                        {
+                            "pid": {"type": "integer"},
+                            "used_mib": NULLABLE_INT,
+                            "user": NULLABLE_STR,
+                            "server": NULLABLE_STR,
+                        }
+                    ),
+                },
+                "pod": NULLABLE_STR,
+                "namespace": NULLABLE_STR,
+            }
+        ),
+        "GPUMetrics": _obj(
+            {
+                "uuid": {"type": "string"},
+                "index": {"type": "integer"},
+                "node": {"type": "string"},
+                "cluster": {"type": "string"},
+                "model": {"type": "string"},
+                "memory_mib": {"type": "integer"},
+                "declared": {"type": "boolean"},
+                "healthy": {"type": "boolean"},
+                "slice": {**NULLABLE_STR, "description": "the slice holding it now"},
+                "gpr": {**NULLABLE_INT, "description": "the GPR holding it now"},
+                "sample": {"oneOf": [_ref("GPUSample"), {"type": "null"}]},
+            }
+        ),
+        "MetricPoint": _obj({"time": TIME, **_numbers(*READINGS)}),
+        "Workload": _obj(
+            {
+                "slice": {"type": "string"},
+                "kind": {"type": "string", "enum": ["server", "pod", "process"]},
+                "name": {"type": "string"},
+                "user": NULLABLE_STR,
+                "gpus": STRINGS,
+                "processes": {
+                    "type": "array",
+                    "items": _obj({"pid": {"type": "integer"}, "gpu": {"type": "string"}, "used_mib": NULLABLE_INT}),
+                },
+                "utilization": {**NULLABLE_NUMBER, "description": "mean over its GPUs with a reading"},
+                "hottest_gpu": {
+                    "type": ["object", "null"],
+                    "properties": {"uuid": {"type": "string"}, "node": NULLABLE_STR, "temperature_c": NULLABLE_NUMBER},
+                },
+                "most_power_gpu": {
+                    "type": ["object", "null"],
+                    "properties": {"uuid": {"type": "string"}, "node": NULLABLE_STR, "power_w": NULLABLE_NUMBER},
+                },
+            }
+        ),
+        "Alert": _obj(
+            {
+                "id": {"type": "integer"},
+                "kind": {"type": "string", "enum": ["temperature", "power", "memory-full", "ecc", "xid", "gpu-lost"]},
+                "gpu": {"type": "string"},
+                "node": NULLABLE_STR,
+                "cluster": NULLABLE_STR,
+                "slice": {**NULLABLE_STR, "description": "who held the GPU when it was raised"},
+                "gpr": NULLABLE_INT,
+                "message": {"type": "string"},
+                "value": NULLABLE_NUMBER,
+                "threshold": NULLABLE_NUMBER,
+                "raised_at": TIME,
+                "cleared_at": NULLABLE_TIME,
+                "active": {"type": "boolean"},
+            }
+        ),
+    }
+)
+
+
 _ERRORS = {
     "400": "malformed input; `field` names it",
     "401": "no hub token or login",
@@ -537,6 +638,89 @@ def _paths() -> dict:
                     ),
                 ],
                 "responses": _responses("events", _list("events", "Event"), "400", "401", "403", "404"),
+            }
+        },
+        "/gpus": {
+            "get": {
+                "summary": "Every GPU the caller sees (admins: all; members: their slices') with its latest readings",
+                "parameters": [
+                    _query(
+                        "sort",
+                        "node order (default), or highest reading first",
+                        {"type": "string", "enum": ["node", "temperature", "power", "utilization", "memory"]},
+                    )
+                ],
+                "responses": _responses(
+                    "GPUs",
+                    _obj({"source": _ref("MetricSource"), "gpus": {"type": "array", "items": _ref("GPUMetrics")}}),
+                    "400",
+                    "401",
+                ),
+            }
+        },
+        "/gpus/{uuid}/metrics": {
+            "parameters": [_path("uuid")],
+            "get": {
+                "summary": "A GPU's readings over the last hour at most, averaged per step",
+                "parameters": [
+                    _query("since", "from this time (default: an hour ago)", TIME),
+                    _query(
+                        "step",
+                        "seconds or units, at most 1h (default: the sampling interval)",
+                        {"type": "string", "pattern": DURATION_PATTERN},
+                    ),
+                ],
+                "responses": _responses(
+                    "time series",
+                    _obj(
+                        {
+                            "uuid": {"type": "string"},
+                            "since": TIME,
+                            "step": {"type": "integer"},
+                            "source": _ref("MetricSource"),
+                            "points": {"type": "array", "items": _ref("MetricPoint")},
+                        }
+                    ),
+                    "400",
+                    "401",
+                    "404",
+                ),
+            },
+        },
+        "/workloads": {
+            "get": {
+                "summary": "Servers, pods and processes on the caller's slices' GPUs, with hotspots",
+                "parameters": [_query("slice", "only this slice")],
+                "responses": _responses(
+                    "workloads",
+                    _obj({"source": _ref("MetricSource"), "workloads": {"type": "array", "items": _ref("Workload")}}),
+                    "400",
+                    "401",
+                    "403",
+                    "404",
+                ),
+            }
+        },
+        "/alerts": {
+            "get": {
+                "summary": "GPU alerts of the caller's slices (admins: all), newest first",
+                "parameters": [
+                    _query("slice", "only this slice"),
+                    _query("since", "only alerts active at some time from then on", TIME),
+                    _query(
+                        "active",
+                        "only active (true) or cleared (false) ones",
+                        {"type": "string", "enum": ["true", "false"]},
+                    ),
+                ],
+                "responses": _responses(
+                    "alerts",
+                    _obj({"source": _ref("MetricSource"), "alerts": {"type": "array", "items": _ref("Alert")}}),
+                    "400",
+                    "401",
+                    "403",
+                    "404",
+                ),
             }
         },
         "/servers": {

@@ -43,6 +43,7 @@ class Planning:
         self.half_life = half_life
         self._promises: dict[int, Estimate] = {}
         self._bands: dict[int, int] = {}
+        self._first_starts: dict[int, datetime] = {}
 
     def snapshot(self, session: Session, now: datetime) -> Snapshot:
         return queries.load_snapshot(session, now, half_life=self.half_life, previous=self._promises)
@@ -52,7 +53,15 @@ class Planning:
         made = planner.plan(snapshot, now)
         self._promises = dict(made.estimates)
         self._bands = {r.gpr_id: band(r.spec.priority) for r in snapshot.queue}
+        self._first_starts = {i: t for i, t in self._first_starts.items() if i in self._bands}
+        for estimate in (*made.estimates.values(), *made.admits):
+            if estimate.start is not None:
+                self._first_starts.setdefault(estimate.gpr_id, estimate.start)
         return made
+
+    def first_start(self, gpr_id: int) -> datetime | None:
+        """The first start this service estimated for a queued GPR (for the estimate-error metric)."""
+        return self._first_starts.get(gpr_id)
 
     def plan_now(self, session: Session, now: datetime) -> tuple[Snapshot, Plan]:
         snapshot = self.snapshot(session, now)

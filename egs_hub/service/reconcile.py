@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from functools import partial
@@ -29,6 +30,7 @@ from ..core.model import GPR, EndReason, Status
 from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
 from ..store import queries
 from ..store.db import transaction
+from .exporter import Exporter
 from .planning import Planning, eviction_proposals, issue_eviction
 
 log = logging.getLogger(__name__)
@@ -48,12 +50,14 @@ class Reconciler:
         retry_interval: float = 5.0,
         *,
         planning: Planning | None = None,
+        exporter: Exporter | None = None,
     ):
         self.sessions = sessions
         self.backend = backend
         self.clock = clock
         self.interval = interval
         self.planning = planning or Planning()
+        self.exporter = exporter
         self.retry_interval = retry_interval
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -94,7 +98,10 @@ class Reconciler:
                 snapshot = self.planning.snapshot(session, now)
                 evicting = bool(queries.evictions_in_flight(session))
             # 2. decide
+            started = time.perf_counter()
             decisions = self.planning.plan(snapshot, now)
+            if self.exporter is not None:
+                self.exporter.observe_pass(time.perf_counter() - started)
             evictions = [e for e in eviction_proposals(snapshot, decisions, now, evicting) if e.automatic]
             # 3. act
             self._end_windows(decisions, now)
@@ -156,6 +163,17 @@ class Reconciler:
                 # A GPU of this placement is bound already: the snapshot was stale.
                 log.warning("GPR %s: placement %s is taken; planning again", estimate.gpr_id, placement.gpus)
                 self.wake()
+            else:
+                self._observe_start(gpr, now)
+
+    def _observe_start(self, gpr: GPR, now: datetime) -> None:
+        """Wait from submission (or the asked start_after) to start, and the first estimate's error."""
+        if self.exporter is None:
+            return
+        asked = max(gpr.created_at, gpr.spec.start_after or gpr.created_at)
+        first = self.planning.first_start(gpr.id)
+        error = None if first is None else (now - first).total_seconds()
+        self.exporter.observe_start((now - asked).total_seconds(), error)
 
     def _drive_backend(self, now: datetime) -> None:
         """Start a bind for every provisioning GPR and an unbind for every releasing one."""

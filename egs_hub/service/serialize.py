@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..core.model import GPR, Shape
+from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.units import format_time
-from ..store.models import Cluster, EventRow, Slice
+from ..store.models import AlertRow, Cluster, EventRow, Slice
 
 
 def _seconds(value: timedelta | None) -> int | None:
@@ -77,6 +78,8 @@ def slice_json(row: Slice, members: list[str], gpus: list[str], usage: dict) -> 
             "eviction": row.eviction,
             "requeue_evicted": row.requeue_evicted,
             "share": row.share,
+            "idle_timeout": row.idle_timeout_s,
+            "max_idle_timeout": row.max_idle_timeout_s,
         },
         "usage": usage,
         "namespaces": namespaces,
@@ -222,4 +225,47 @@ def window_json(
         "end": format_time(end),
         "state": state,
         "status": status,
+    }
+
+
+def sample_json(sample: GpuSample | None) -> dict | None:
+    """A GPU's readings: percent, MiB, °C, W, MHz; None where the source gives none."""
+    if sample is None:
+        return None
+    return {
+        "time": format_time(sample.time),
+        "utilization": sample.utilization,
+        "memory_utilization": sample.memory_utilization,
+        "memory_used_mib": sample.memory_used_mib,
+        "memory_total_mib": sample.memory_total_mib,
+        "temperature_c": sample.temperature_c,
+        "power_w": sample.power_w,
+        "power_limit_w": sample.power_limit_w,
+        "sm_clock_mhz": sample.sm_clock_mhz,
+        "throttle_reasons": list(sample.throttle_reasons),
+        "ecc_errors": sample.ecc_errors,
+        "xid": sample.xid,
+        "processes": None
+        if sample.processes is None
+        else [{"pid": p.pid, "used_mib": p.used_mib, "user": p.user, "server": p.server} for p in sample.processes],
+        "pod": sample.pod,
+        "namespace": sample.namespace,
+    }
+
+
+def alert_json(row: AlertRow) -> dict:
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "gpu": row.gpu_uuid,
+        "node": row.node,
+        "cluster": row.cluster,
+        "slice": row.slice,
+        "gpr": row.gpr_id,
+        "message": row.message,
+        "value": row.value,
+        "threshold": row.threshold,
+        "raised_at": format_time(row.raised_at),
+        "cleared_at": format_time(row.cleared_at),
+        "active": row.cleared_at is None,
     }

@@ -135,10 +135,14 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
-def start_hub(data_dir: str, db_url: str, port: int) -> Hub:
+def start_hub(
+    data_dir: str, db_url: str, port: int, *, inventory: str = "inventory.yaml", env: dict[str, str] | None = None
+) -> Hub:
+    """egs-hub up with the test config, the declared ``inventory`` (a file beside this one) and extra ``env``."""
     admin_token = secrets.token_hex(16)
     env = {
         **os.environ,
+        **(env or {}),
         "PATH": chp_on_path(),
         "EGS_ADMIN_PASSWORD": "admin-password",
         "EGS_TEST_ADMIN_TOKEN": admin_token,
@@ -156,7 +160,7 @@ def start_hub(data_dir: str, db_url: str, port: int) -> Hub:
         "--db-url",
         db_url,
         "--inventory",
-        os.path.join(HERE, "inventory.yaml"),
+        os.path.join(HERE, inventory),
         "--config",
         os.path.join(HERE, "hub_test_config.py"),
     ]

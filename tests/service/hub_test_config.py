@@ -23,7 +23,8 @@ c.JupyterHub.load_roles.append(  # noqa: F821
         "services": ["test-admin"],
     }
 )
-# Windows in the tests last seconds: reconcile often.
+# Windows in the tests last seconds: reconcile often, and sample GPU metrics often (where a source is set).
 c.EGSService.reconcile_interval = 0.2  # noqa: F821
+c.EGSService.metrics_interval = 0.5  # noqa: F821
 c.Spawner.start_timeout = 120  # noqa: F821
 c.Spawner.http_timeout = 120  # noqa: F821

@@ -51,6 +51,7 @@ NO_INVALID_INPUT = {
     "GET /inventory",
     "GET /queue",
     "GET /queue/evictions",
+    "GET /workloads",
     "DELETE /servers/{user}",
     "DELETE /servers/{user}/{server}",
 }

@@ -10,7 +10,7 @@ from ...core.errors import InvalidRequest
 from ...core.snapshot import Placement
 from ...core.units import format_time, parse_time
 from ...store import queries
-from ...store.models import GPU, Allocation, Binding, EventRow, GPRRow, Node
+from ...store.models import GPU, Allocation, EventRow, GPRRow, Node
 from ..openapi import openapi_document
 from ..serialize import event_json, inventory_json, window_json
 from .base import APIHandler, authenticated
@@ -40,10 +40,7 @@ class InventoryHandler(APIHandler):
     @authenticated
     def get(self) -> None:
         with self.egs.sessions() as session:
-            bound = {
-                uuid: (slice_name, gpr_id)
-                for uuid, slice_name, gpr_id in session.execute(select(Binding.gpu_uuid, Binding.slice, Binding.gpr_id))
-            }
+            bound = queries.gpu_holders(session)
             view = inventory_json(queries.inventory_rows(session), bound, self.egs.inventory_sources)
         self.write_json(view)
 

@@ -1,0 +1,197 @@
+"""GPU metrics: every GPU's latest readings, a GPU's time series, a slice's workloads, alerts.
+
+Vocabulary: the *metric source* (NVML or Prometheus) is read by the telemetry
+loop (telemetry.py); these handlers answer from its in-memory history and the
+store. Admins see every GPU; a member sees the GPUs bound to their slices now,
+their slices' workloads and their slices' alerts. A GPU the caller may not see
+is answered as unknown (404).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from ...core.errors import InvalidRequest
+from ...core.units import format_time, parse_duration, parse_time
+from ...core.workloads import ServerInSlice, hotspots, slice_workloads
+from ...store import queries
+from ..serialize import alert_json, sample_json
+from .base import APIHandler, authenticated
+
+SORT_KEYS = {
+    "node": None,
+    "temperature": "temperature_c",
+    "power": "power_w",
+    "utilization": "utilization",
+    "memory": "memory_used_mib",
+}
+SERIES_MAX_STEP = timedelta(hours=1)
+ALERTS_LIMIT = 1000
+
+
+class MetricsBase(APIHandler):
+    def source_json(self) -> dict:
+        telemetry = self.egs.telemetry
+        return {
+            "name": telemetry.source.name if telemetry.source else None,
+            "interval": telemetry.interval,
+            "sampled_at": format_time(telemetry.sampled_at),
+            "error": telemetry.source_error,
+        }
+
+    def visible_slices(self, session) -> list[str] | None:
+        """The slices whose GPUs the caller sees; None: every GPU (admins)."""
+        if self.is_admin:
+            return None
+        return [row.name for row in queries.all_slices(session) if self.is_member(row)]
+
+    def member_slice(self, session, name: str):
+        row = queries.get_slice(session, name)
+        if row is None:
+            raise self.not_found(f"slice named {name!r}")
+        self.require_member(row)
+        return row
+
+
+class GPUsHandler(MetricsBase):
+    @authenticated
+    def get(self) -> None:
+        sort = self.get_argument("sort", "node")
+        if sort not in SORT_KEYS:
+            raise InvalidRequest("sort", f"sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
+        latest = self.egs.telemetry.history.latest()
+        with self.egs.sessions() as session:
+            holders = queries.gpu_holders(session)
+            visible = self.visible_slices(session)
+            gpus = []
+            for cluster in queries.inventory_rows(session):
+                for node in cluster.nodes:
+                    for gpu in node.gpus:
+                        slice_name, gpr_id = holders.get(gpu.uuid, (None, None))
+                        if not (node.present and gpu.present) or (visible is not None and slice_name not in visible):
+                            continue
+                        gpus.append(
+                            {
+                                "uuid": gpu.uuid,
+                                "index": gpu.index,
+                                "node": node.name,
+                                "cluster": cluster.name,
+                                "model": gpu.product,
+                                "memory_mib": gpu.memory_mib,
+                                "declared": gpu.declared,
+                                "healthy": gpu.healthy,
+                                "slice": slice_name,
+                                "gpr": gpr_id,
+                                "sample": sample_json(latest.get(gpu.uuid)),
+                            }
+                        )
+        field = SORT_KEYS[sort]
+        if field is not None:
+            gpus.sort(key=lambda gpu: _highest_first(gpu, field))
+        self.write_json({"source": self.source_json(), "gpus": gpus})
+
+
+def _highest_first(gpu: dict, field: str) -> tuple[bool, float]:
+    """Sort key: the highest reading first, GPUs without one last (node order among equals)."""
+    value = (gpu["sample"] or {}).get(field)
+    return (value is None, -(value or 0.0))
+
+
+class GPUMetricsHandler(MetricsBase):
+    """GET /gpus/{uuid}/metrics?since=&step=: the GPU's readings, averaged per step."""
+
+    @authenticated
+    def get(self, uuid: str) -> None:
+        now = self.now()
+        telemetry = self.egs.telemetry
+        since = self.get_argument("since", None)
+        since = now - telemetry.history.keep if since is None else parse_time(since, "since")
+        step = self.get_argument("step", None)
+        step = timedelta(seconds=telemetry.interval) if step is None else parse_duration(step, "step")
+        if step > SERIES_MAX_STEP:
+            raise InvalidRequest("step", "step must be at most 1h")
+        with self.egs.sessions() as session:
+            known = uuid in {g.uuid for c in queries.inventory_rows(session) for n in c.nodes for g in n.gpus}
+            holder = queries.gpu_holders(session).get(uuid)
+            visible = self.visible_slices(session)
+        if not known or (visible is not None and (holder is None or holder[0] not in visible)):
+            raise self.not_found(f"GPU {uuid!r} among the GPUs you can see")
+        points = telemetry.history.series(uuid, since, step)
+        self.write_json(
+            {
+                "uuid": uuid,
+                "since": format_time(since),
+                "step": int(step.total_seconds()),
+                "source": self.source_json(),
+                "points": [{**p, "time": format_time(p["time"])} for p in points],
+            }
+        )
+
+
+class WorkloadsHandler(MetricsBase):
+    """GET /workloads?slice=: per slice, its servers, pods and processes with their GPUs and hotspots."""
+
+    @authenticated
+    def get(self) -> None:
+        wanted = self.get_argument("slice", None)
+        fresh = self.egs.telemetry.fresh()
+        with self.egs.sessions() as session:
+            if wanted is not None:
+                slices = [self.member_slice(session, wanted)]
+            else:
+                slices = [row for row in queries.all_slices(session) if self.is_member(row)]
+            holders = queries.gpu_holders(session)
+            answer = []
+            for row in slices:
+                servers = [
+                    ServerInSlice(s.user, s.server_name, tuple(s.gpus))
+                    for s in queries.slice_servers(session, row.name)
+                ]
+                slice_gpus = [uuid for uuid, (name, _) in holders.items() if name == row.name]
+                namespaces = [ns.namespace for ns in row.namespaces]
+                for workload in slice_workloads(servers, slice_gpus, namespaces, fresh):
+                    spots = hotspots(workload.gpus, fresh)
+                    answer.append(
+                        {
+                            "slice": row.name,
+                            "kind": workload.kind,
+                            "name": workload.name,
+                            "user": workload.user,
+                            "gpus": workload.gpus,
+                            "processes": workload.processes,
+                            "utilization": spots.utilization,
+                            "hottest_gpu": _spot(spots.hottest, "temperature_c"),
+                            "most_power_gpu": _spot(spots.most_power, "power_w"),
+                        }
+                    )
+        self.write_json({"source": self.source_json(), "workloads": answer})
+
+
+def _spot(sample, field: str) -> dict | None:
+    if sample is None:
+        return None
+    return {"uuid": sample.uuid, "node": sample.node, field: getattr(sample, field)}
+
+
+class AlertsHandler(MetricsBase):
+    """GET /alerts?slice=&since=&active=: newest first."""
+
+    @authenticated
+    def get(self) -> None:
+        wanted = self.get_argument("slice", None)
+        since = self.get_argument("since", None)
+        since = None if since is None else parse_time(since, "since")
+        active = self.get_argument("active", None)
+        if active not in (None, "true", "false"):
+            raise InvalidRequest("active", "active must be true or false")
+        with self.egs.sessions() as session:
+            slices = self.visible_slices(session) if wanted is None else [self.member_slice(session, wanted).name]
+            rows = queries.alert_rows(
+                session,
+                slices=slices,
+                since=since,
+                active=None if active is None else active == "true",
+                limit=ALERTS_LIMIT,
+            )
+            alerts = [alert_json(r) for r in rows]
+        self.write_json({"source": self.source_json(), "alerts": alerts})

@@ -1,0 +1,131 @@
+"""GPU metrics end to end: a real Prometheus scrapes a recorded DCGM-exporter exposition that the
+test changes, a real egs-hub (hub, proxy, service) reads it as its metric source, and users see
+what they may through the API: GPUs and their readings, time series, workloads, alerts, the
+idle release of a GPR, and the Prometheus scrape of the service itself.
+
+The hub's declared inventory (inventory_dcgm.yaml) is the recorded exposition's node and UUIDs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from egs_hub.embedded import free_port
+
+from ..conftest import DATABASES, new_db_url
+from ..metrics.prometheus_server import ExpositionServer, read_recorded_exposition, start_prometheus
+from .hub import Hub, start_hub, stop_hub, until_status, wait_for
+
+BUSY, IDLE = "GPU-3f6e2a1c-8b7d-4e55-a0c2-9d1b7e4f6a10", "GPU-b81c4d92-07ae-4f3b-9e61-52c8d0a7e3f4"
+
+
+def with_reading(text: str, metric: str, uuid: str, value: float) -> str:
+    """The exposition with ``metric`` of GPU ``uuid`` set to ``value``."""
+    pattern = re.compile(rf'^({metric}{{[^}}]*UUID="{uuid}"[^}}]*}}) \S+$', re.MULTILINE)
+    changed, count = pattern.subn(rf"\g<1> {value}", text)
+    assert count == 1, f"{metric} of {uuid} is not in the exposition"
+    return changed
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def metrics_hub(request, tmp_path_factory, postgres) -> Iterator[tuple[Hub, ExpositionServer]]:
+    data_dir = tmp_path_factory.mktemp(f"metrics-hub-{request.param}")
+    exporter = ExpositionServer(read_recorded_exposition()).start()
+    prometheus = start_prometheus(str(data_dir), [exporter.address])
+    hub = start_hub(
+        str(data_dir),
+        new_db_url(request.param, data_dir, postgres),
+        free_port(),
+        inventory="inventory_dcgm.yaml",
+        env={"EGS_PROMETHEUS_URL": prometheus.url},
+    )
+    yield hub, exporter
+    stop_hub(hub)
+    prometheus.stop()
+    exporter.stop()
+
+
+def readings(client, sort: str = "node") -> dict[str, dict]:
+    answer = client.get(f"gpus?sort={sort}", expect=200)
+    assert answer["source"]["name"] == "prometheus"
+    return {g["uuid"]: g for g in answer["gpus"]}
+
+
+def test_gpus_workloads_alerts_idle_release_and_scrape(metrics_hub):
+    hub, exporter = metrics_hub
+    admin = hub.admin()
+    alice = hub.client(hub.user_token("alice"))
+    hub.user_token("mallory")
+    mallory = hub.client(hub.user_token("mallory"))
+
+    # Every GPU with the exporter's readings, for an admin; hottest first on request.
+    gpus = wait_for(lambda: (g := readings(admin)) and all(x["sample"] for x in g.values()) and g, 40, "samples")
+    assert gpus[BUSY]["sample"]["utilization"] == 97 and gpus[BUSY]["sample"]["pod"] == "jupyter-alice"
+    assert gpus[IDLE]["sample"]["temperature_c"] == 29 and gpus[IDLE]["sample"]["processes"] is None
+    assert list(readings(admin, "temperature")) == [BUSY, IDLE]
+    assert admin.get("gpus?sort=hotness", expect=400)["field"] == "sort"
+    assert readings(alice) == {}  # holds nothing yet
+
+    # GPU 1's recorded XID 31 is an alert on a GPU nobody holds: admins see it, members don't.
+    xid = wait_for(lambda: admin.get("alerts?active=true", expect=200)["alerts"], 20, "the XID alert")
+    assert [(a["kind"], a["gpu"], a["slice"]) for a in xid] == [("xid", IDLE, None)]
+    assert alice.get("alerts", expect=200)["alerts"] == []
+
+    # alice's slice, with the recorded pod's namespace and a short idle timeout, gets the busy GPU.
+    admin.post(
+        "slices",
+        {
+            "name": "ml",
+            "members": ["alice"],
+            "namespaces": {"local": ["egs-ml-team"]},
+            "policy": {"idle_timeout": "6s", "max_idle_timeout": "1h"},
+        },
+        expect=201,
+    )
+    assert (
+        alice.post("gprs", {"slice": "ml", "gpus": 1, "duration": "1h", "idle_timeout": "2h"}, expect=422)["field"]
+        == "idle_timeout"
+    )
+    exporter.text = with_reading(exporter.text, "DCGM_FI_DEV_GPU_UTIL", IDLE, 88)  # both busy: no idle release yet
+    gpr = alice.post("gprs", {"slice": "ml", "gpus": 1, "duration": "1h"}, expect=201)
+    gpr = until_status(alice, gpr["id"], "provisioned")
+    (held,) = gpr["bound_gpus"]
+    mine = wait_for(lambda: readings(alice), 10, "alice to see her GPU")
+    assert list(mine) == [held] and mine[held]["slice"] == "ml" and mine[held]["gpr"] == gpr["id"]
+    assert mallory.get(f"gpus/{held}/metrics", expect=404)["status"] == 404
+
+    # Her GPU's time series, and her slice's workload: the recorded pod in its namespace.
+    series = wait_for(lambda: alice.get(f"gpus/{held}/metrics?step=1", expect=200)["points"], 10, "points")
+    assert all(p["utilization"] in (97, 88) for p in series)
+    assert alice.get(f"gpus/{held}/metrics?step=2h", expect=400)["field"] == "step"
+    (pod,) = alice.get("workloads?slice=ml", expect=200)["workloads"]
+    assert (pod["kind"], pod["name"], pod["gpus"]) == ("pod", "egs-ml-team/jupyter-alice", [BUSY])
+    assert pod["hottest_gpu"] == {"uuid": BUSY, "node": "gpu-node-1", "temperature_c": 57}
+    assert mallory.get("workloads?slice=ml", expect=403)["status"] == 403
+
+    # A hot GPU she holds is her alert too.
+    exporter.text = with_reading(exporter.text, "DCGM_FI_DEV_GPU_TEMP", held, 93)
+    hot = wait_for(lambda: alice.get("alerts?slice=ml&active=true", expect=200)["alerts"], 20, "the alert")
+    assert [(a["kind"], a["gpu"], a["gpr"], a["value"]) for a in hot] == [("temperature", held, gpr["id"], 93)]
+
+    # Idle: warned at once (6 s is less than the 10-minute warning), released after 6 s idle.
+    exporter.text = with_reading(exporter.text, "DCGM_FI_DEV_GPU_UTIL", held, 0)
+    done = until_status(alice, gpr["id"], "complete", timeout=40)
+    assert done["end_reason"] == "idle-released"
+    kinds = [e["kind"] for e in admin.get(f"events?gpr={gpr['id']}", expect=200)["events"]]
+    assert kinds[-3:] == ["idle-warning", "idle-released", "complete"]
+
+    # Prometheus can scrape the service, with an admin's token only.
+    metrics_url = f"{hub.url}/services/egs/metrics"
+    assert requests.get(metrics_url, timeout=10).status_code == 401
+    scraped = requests.get(metrics_url, headers={"Authorization": f"Bearer {hub.admin_token}"}, timeout=10)
+    assert scraped.status_code == 200 and scraped.headers["Content-Type"].startswith("text/plain")
+    assert f'egs_gpu_temperature_celsius{{cluster="local",gpr="",node="gpu-node-1",slice="",uuid="{held}"}} 93.0' in (
+        scraped.text
+    )
+    assert 'egs_gprs_finished_total{slice="ml",status="complete"} 1.0' in scraped.text
+    assert "egs_gpr_wait_seconds_count 1.0" in scraped.text
