@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.simple_httpclient import HTTPTimeoutError
 
-from egs_hub.core.alerts import AlertChange
+from egs_hub.core.alerts import AlertChange, name_gpu_by_uuid
 
 
 class NotifyError(Exception):
@@ -67,7 +67,7 @@ def describe_failure(error: HTTPClientError) -> str:
 def format_alert(change: AlertChange, *, slice: str | None = None, gpr_id: int | str | None = None) -> str:
     """One line of Slack text for ``change``; ``slice`` and ``gpr_id`` say whose GPUs these are, when known."""
     alert = change.alert
-    where = f"GPU {alert.uuid}" + (f" on {alert.node}" if alert.node else "")
+    where = name_gpu_by_uuid(alert.uuid, alert.node)
     holders = []
     if slice is not None:
         holders.append(f"workspace {slice}")

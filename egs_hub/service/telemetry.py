@@ -118,7 +118,7 @@ class Telemetry:
         samples = await self._sample(now)
         # 2. snapshot
         with self.sessions() as session:
-            inventory = {g.uuid: (node.name, cluster.name) for cluster, node, g in _present_gpus(session)}
+            inventory = {g.uuid: (node.name, cluster.name) for cluster, node, g in queries.present_gpus(session)}
             holders = queries.gpu_holders(session)
             watched = _watched_gprs(session)
         # 3. decide
@@ -223,14 +223,6 @@ class Telemetry:
                 released = True
         if released:
             self.on_release()
-
-
-def _present_gpus(session: Session):
-    for cluster in queries.inventory_rows(session):
-        for node in cluster.nodes:
-            for gpu in node.gpus:
-                if node.present and gpu.present:
-                    yield cluster, node, gpu
 
 
 def _watched_gprs(session: Session) -> list[Watched]:

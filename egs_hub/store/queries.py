@@ -6,7 +6,7 @@ so one API call or one reconcile step is one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, or_, select
@@ -304,6 +304,14 @@ def to_node(row: Node) -> core.Node:
 def inventory_rows(session: Session) -> list[Cluster]:
     query = select(Cluster).options(selectinload(Cluster.nodes).selectinload(Node.gpus)).order_by(Cluster.name)
     return list(session.scalars(query))
+
+
+def present_gpus(session: Session) -> Iterator[tuple[Cluster, Node, GPU]]:
+    """(cluster, node, GPU) of every GPU present now, in inventory order."""
+    for cluster in inventory_rows(session):
+        for node in cluster.nodes:
+            if node.present:
+                yield from ((cluster, node, gpu) for gpu in node.gpus if gpu.present)
 
 
 def sync_inventory(

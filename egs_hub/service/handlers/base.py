@@ -24,6 +24,7 @@ from tornado import web
 from ...core.errors import Conflict, IllegalTransition, InvalidRequest, PolicyViolation
 from ...core.requests import ID_MAX
 from ...roles import ADMIN_SCOPE
+from ...store import queries
 from ..hub import HubAPIError
 
 if TYPE_CHECKING:
@@ -128,6 +129,14 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
     def is_member(self, slice_row: Slice) -> bool:
         return self.is_admin or slice_row.group_name in (self.current_user.get("groups") or ())
+
+    def member_slice(self, session, name: str) -> Slice:
+        """The slice named ``name``: 404 when there is none, 403 when the caller is not a member."""
+        row = queries.get_slice(session, name)
+        if row is None:
+            raise self.not_found(f"slice named {name!r}")
+        self.require_member(row)
+        return row
 
     def require_member(self, slice_row: Slice) -> None:
         if not self.is_member(slice_row):

@@ -87,11 +87,7 @@ class GPRsHandler(GPRBase):
             raise InvalidRequest("status", f"status must be one of {', '.join(STATUS_VALUES)}")
         with self.egs.sessions() as session:
             if slice_name is not None:
-                slice_row = queries.get_slice(session, slice_name)
-                if slice_row is None:
-                    raise self.not_found(f"slice named {slice_name!r}")
-                self.require_member(slice_row)
-                slices = [slice_name]
+                slices = [self.member_slice(session, slice_name).name]
             elif self.is_admin:
                 slices = None
             else:

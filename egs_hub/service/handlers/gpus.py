@@ -15,6 +15,7 @@ from ...core.errors import InvalidRequest
 from ...core.units import format_time, parse_duration, parse_time
 from ...core.workloads import ServerInSlice, hotspots, slice_workloads
 from ...store import queries
+from ...store.models import GPU, Binding
 from ..serialize import alert_json, sample_json
 from .base import APIHandler, authenticated
 
@@ -45,13 +46,6 @@ class MetricsBase(APIHandler):
             return None
         return [row.name for row in queries.all_slices(session) if self.is_member(row)]
 
-    def member_slice(self, session, name: str):
-        row = queries.get_slice(session, name)
-        if row is None:
-            raise self.not_found(f"slice named {name!r}")
-        self.require_member(row)
-        return row
-
 
 class GPUsHandler(MetricsBase):
     @authenticated
@@ -64,27 +58,25 @@ class GPUsHandler(MetricsBase):
             holders = queries.gpu_holders(session)
             visible = self.visible_slices(session)
             gpus = []
-            for cluster in queries.inventory_rows(session):
-                for node in cluster.nodes:
-                    for gpu in node.gpus:
-                        slice_name, gpr_id = holders.get(gpu.uuid, (None, None))
-                        if not (node.present and gpu.present) or (visible is not None and slice_name not in visible):
-                            continue
-                        gpus.append(
-                            {
-                                "uuid": gpu.uuid,
-                                "index": gpu.index,
-                                "node": node.name,
-                                "cluster": cluster.name,
-                                "model": gpu.product,
-                                "memory_mib": gpu.memory_mib,
-                                "declared": gpu.declared,
-                                "healthy": gpu.healthy,
-                                "slice": slice_name,
-                                "gpr": gpr_id,
-                                "sample": sample_json(latest.get(gpu.uuid)),
-                            }
-                        )
+            for cluster, node, gpu in queries.present_gpus(session):
+                slice_name, gpr_id = holders.get(gpu.uuid, (None, None))
+                if visible is not None and slice_name not in visible:
+                    continue
+                gpus.append(
+                    {
+                        "uuid": gpu.uuid,
+                        "index": gpu.index,
+                        "node": node.name,
+                        "cluster": cluster.name,
+                        "model": gpu.product,
+                        "memory_mib": gpu.memory_mib,
+                        "declared": gpu.declared,
+                        "healthy": gpu.healthy,
+                        "slice": slice_name,
+                        "gpr": gpr_id,
+                        "sample": sample_json(latest.get(gpu.uuid)),
+                    }
+                )
         field = SORT_KEYS[sort]
         if field is not None:
             gpus.sort(key=lambda gpu: _highest_first(gpu, field))
@@ -111,10 +103,10 @@ class GPUMetricsHandler(MetricsBase):
         if step > SERIES_MAX_STEP:
             raise InvalidRequest("step", "step must be at most 1h")
         with self.egs.sessions() as session:
-            known = uuid in {g.uuid for c in queries.inventory_rows(session) for n in c.nodes for g in n.gpus}
-            holder = queries.gpu_holders(session).get(uuid)
+            known = session.get(GPU, uuid) is not None
+            holder = session.get(Binding, uuid)
             visible = self.visible_slices(session)
-        if not known or (visible is not None and (holder is None or holder[0] not in visible)):
+        if not known or (visible is not None and (holder is None or holder.slice not in visible)):
             raise self.not_found(f"GPU {uuid!r} among the GPUs you can see")
         points = telemetry.history.series(uuid, since, step)
         self.write_json(
