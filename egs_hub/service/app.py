@@ -346,6 +346,8 @@ class EGSService(Application):
                 queries.add_event(session, event)
         self.log.info("inventory of %s: %d GPU(s), %s", self.backend.cluster, len(found.gpus), found.source)
         self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
+        with self.sessions() as session:
+            self.planning.restore(session)
         self.telemetry = Telemetry(
             self._metric_source(),
             self.sessions,

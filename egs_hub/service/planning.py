@@ -34,9 +34,10 @@ BAND_NAMES = ("low", "medium", "high")
 class Planning:
     """Snapshots with the promises, and plans that renew them.
 
-    The promises live in memory only: after a restart the first plan makes them anew,
-    so an estimate may move once then (the database holds GPRs, not estimates).
-    Everything runs on the service's one event-loop thread, so no lock is needed.
+    The promises are used from memory and kept in the database (``save`` after each
+    reconcile pass, ``restore`` when the service starts), so a restarted service keeps
+    the estimates it gave. Everything runs on the service's one event-loop thread, so
+    no lock is needed.
     """
 
     def __init__(self, half_life: timedelta = fairshare.HALF_LIFE):
@@ -44,6 +45,26 @@ class Planning:
         self._promises: dict[int, Estimate] = {}
         self._bands: dict[int, int] = {}
         self._first_starts: dict[int, datetime] = {}
+        self._saved: dict[int, tuple[Estimate, int, datetime | None]] = {}
+
+    def restore(self, session: Session) -> None:
+        """Take the promises saved by an earlier run of the service."""
+        saved = {estimate.gpr_id: (estimate, b, first) for estimate, b, first in queries.load_promises(session)}
+        self._promises = {gpr_id: estimate for gpr_id, (estimate, _, _) in saved.items()}
+        self._bands = {gpr_id: b for gpr_id, (_, b, _) in saved.items()}
+        self._first_starts = {gpr_id: first for gpr_id, (_, _, first) in saved.items() if first is not None}
+        self._saved = saved
+
+    def save(self, session: Session) -> None:
+        """Store the promises when they changed since the last save (in the caller's transaction)."""
+        current = {
+            gpr_id: (estimate, self._bands.get(gpr_id, 0), self._first_starts.get(gpr_id))
+            for gpr_id, estimate in self._promises.items()
+        }
+        if current != self._saved:
+            changed = {gpr_id: p for gpr_id, p in current.items() if self._saved.get(gpr_id) != p}
+            queries.save_promises(session, changed, gone=[gpr_id for gpr_id in self._saved if gpr_id not in current])
+            self._saved = current
 
     def snapshot(self, session: Session, now: datetime) -> Snapshot:
         return queries.load_snapshot(session, now, half_life=self.half_life, previous=self._promises)

@@ -108,6 +108,8 @@ class Reconciler:
             self._evict(evictions, now)
             self._admit(decisions.admits, now)
             self._drive_backend(now)
+            with transaction(self.sessions) as session:
+                self.planning.save(session)
             return self._next_due(snapshot, decisions, now)
 
     def _next_due(self, snapshot: Snapshot, decisions: Plan, now: datetime) -> datetime:

@@ -241,3 +241,18 @@ class AlertRow(Base):
     threshold: Mapped[float | None] = mapped_column(Float, nullable=True)
     raised_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class PromiseRow(Base):
+    """The last plan's estimate for a queued GPR (service/planning.py's promises), so that a
+    restarted service keeps the estimates it gave. ``band`` is the GPR's priority band when
+    planned; ``first_start`` the first start ever estimated for it (estimate-error metric)."""
+
+    __tablename__ = "promises"
+    gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    start: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    end: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    placement: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    band: Mapped[int] = mapped_column(Integer)
+    first_start: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -16,7 +16,7 @@ from ..core import fairshare
 from ..core import model as core
 from ..core.alerts import Alert
 from ..core.fairshare import Use
-from ..core.snapshot import Booking, Estimate, Request, Snapshot
+from ..core.snapshot import Booking, Estimate, Placement, Request, Snapshot
 from .models import (
     GPU,
     AlertRow,
@@ -27,6 +27,7 @@ from .models import (
     GPRRow,
     Node,
     Project,
+    PromiseRow,
     Server,
     Slice,
     SliceNamespace,
@@ -458,6 +459,57 @@ def load_snapshot(
         usage=fairshare.decayed_usage(uses, now, half_life),
         previous=dict(previous or {}),
     )
+
+
+# The planner's promises (service/planning.py)
+
+
+def _placement_json(placement: Placement | None) -> dict | None:
+    if placement is None:
+        return None
+    shape = placement.shape
+    return {
+        "cluster": placement.cluster,
+        "shape": {"model": shape.model, "memory_gb": shape.memory_gb, "gpus_per_node": shape.gpus_per_node},
+        "nodes": list(placement.nodes),
+        "gpus": list(placement.gpus),
+        "count": placement.count,
+    }
+
+
+def _placement(data: dict | None) -> Placement | None:
+    if data is None:
+        return None
+    return Placement(
+        cluster=data["cluster"],
+        shape=core.Shape(**data["shape"]),
+        nodes=tuple(data["nodes"]),
+        gpus=tuple(data["gpus"]),
+        count=data["count"],
+    )
+
+
+def load_promises(session: Session) -> list[tuple[Estimate, int, datetime | None]]:
+    """Every stored promise as (estimate, band, first start)."""
+    return [
+        (Estimate(r.gpr_id, r.position, r.start, r.end, _placement(r.placement)), r.band, r.first_start)
+        for r in session.scalars(select(PromiseRow).order_by(PromiseRow.gpr_id))
+    ]
+
+
+def save_promises(
+    session: Session, changed: Mapping[int, tuple[Estimate, int, datetime | None]], gone: Iterable[int]
+) -> None:
+    """Write the ``changed`` promises (GPR id -> (estimate, band, first start)); delete the ``gone`` ones."""
+    gone = list(gone)
+    if gone:
+        session.execute(delete(PromiseRow).where(PromiseRow.gpr_id.in_(gone)))
+    stored = {r.gpr_id: r for r in session.scalars(select(PromiseRow).where(PromiseRow.gpr_id.in_(list(changed))))}
+    for gpr_id, (estimate, band, first_start) in changed.items():
+        row = stored.get(gpr_id) or PromiseRow(gpr_id=gpr_id)
+        row.position, row.start, row.end = estimate.position, estimate.start, estimate.end
+        row.placement, row.band, row.first_start = _placement_json(estimate.placement), band, first_start
+        session.add(row)
 
 
 # Servers started in slices

@@ -1,0 +1,76 @@
+"""A restarted service keeps the estimates it gave (the planner's promises are in the database).
+
+The scenario needs a promise to matter: slice b used the node first, then slice a holds
+it; a queues X, b queues Y behind X (b used more lately). While a's holder runs, a's
+usage overtakes b's and fair share alone would now put Y ahead; but a fair-share change
+does not move a promise, so X keeps its start and Y follows. A service that forgot its
+promises would plan afresh and move X later, behind Y.
+"""
+
+# ruff: noqa: F811  (the fixture world is imported from the module that defines it)
+from __future__ import annotations
+
+from datetime import timedelta
+
+from egs_hub.core import model as core
+from egs_hub.service.planning import Planning
+from egs_hub.service.reconcile import Reconciler
+from egs_hub.store import queries
+
+from .test_reconcile import START, settle, status, submit, world  # noqa: F401
+
+
+def starts(planning: Planning, sessions, now, *gpr_ids: int) -> list:
+    with sessions() as session:
+        plan = planning.plan_now(session, now)[1]
+    return [plan.estimates[gpr_id].start for gpr_id in gpr_ids]
+
+
+async def test_a_restarted_service_keeps_its_promises(world):
+    sessions, clock, backend, reconciler = world
+    earlier = submit(sessions, "b", 4, 10, clock.now)
+    await settle(reconciler)
+    clock.advance(minutes=10)
+    await settle(reconciler)
+    assert status(sessions, earlier).status is core.Status.COMPLETE
+    holder = submit(sessions, "a", 4, 60, clock.now)
+    await settle(reconciler)
+    assert status(sessions, holder).status is core.Status.PROVISIONED
+    x = submit(sessions, "a", 4, 30, clock.now)
+    await reconciler.tick()
+    clock.advance(minutes=1)
+    y = submit(sessions, "b", 4, 30, clock.now)
+    await reconciler.tick()
+    clock.advance(minutes=20)
+    await reconciler.tick()
+    promised = [START + timedelta(minutes=70), START + timedelta(minutes=100)]
+    assert starts(reconciler.planning, sessions, clock.now, x, y) == promised
+
+    restarted = Reconciler(sessions, backend, clock, retry_interval=5, planning=Planning())
+    with sessions() as session:
+        restarted.planning.restore(session)
+    await restarted.tick()
+    assert starts(restarted.planning, sessions, clock.now, x, y) == promised
+    assert restarted.planning.first_start(x) == promised[0]
+
+    # Without them, fair share alone orders the band: X would move later, behind Y.
+    assert starts(Planning(), sessions, clock.now, x, y) == promised[::-1]
+
+
+def stored(sessions) -> list[int]:
+    with sessions() as session:
+        return [estimate.gpr_id for estimate, _, _ in queries.load_promises(session)]
+
+
+async def test_promises_of_gprs_no_longer_queued_are_dropped(world):
+    sessions, clock, _, reconciler = world
+    holder = submit(sessions, "a", 4, 60, clock.now)
+    queued = submit(sessions, "b", 4, 30, clock.now)
+    await settle(reconciler)
+    assert status(sessions, holder).status is core.Status.PROVISIONED
+    assert stored(sessions) == [queued]
+
+    clock.advance(minutes=60)
+    await settle(reconciler)
+    assert status(sessions, queued).status is core.Status.PROVISIONED
+    assert stored(sessions) == []
