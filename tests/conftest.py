@@ -25,6 +25,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("EGS_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
         help="PostgreSQL server (any database on it) where tests create their own databases",
     )
+    parser.addoption(
+        "--k8s-context",
+        default=None,
+        help="run tests/k8s against this context of $KUBECONFIG instead of the API emulator",
+    )
 
 
 class PostgresDatabases:

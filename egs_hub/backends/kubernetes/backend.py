@@ -1,0 +1,239 @@
+"""The Kubernetes backend: one registered cluster, its GPU nodes bound to slices whole.
+
+Vocabulary (DESIGN.md): the *inventory* is the cluster's managed GPU nodes (those
+matching ``node_selector``, by default every node labelled ``egs.io/slice``),
+kept fresh by a watch (reflector.py). *Entry* binds a GPR's nodes to its slice:
+pre-checks on every node first, then label and taint (objects.py). *Exit* takes
+them back: cordon, evict the slice's pods through the Eviction API, delete what
+remains once ``exit_grace`` has passed since exit began (noted on the node, so a
+restarted service keeps the same deadline), then label and taint ``free`` and
+uncordon. Both are idempotent: calling again finishes what a failed call began.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+from ...core.model import GPR, Event, SlicePolicy
+from .. import BindError, Inventory, ServerRef, UnbindError
+from . import objects
+from .api import API_ERRORS, describe_error, json_of
+from .drain import drain_node
+from .nodes import SLICE_LABEL, FoundNode, NodeInventory, entry_problems, read_node, read_nodes
+from .reflector import NodeReflector
+
+log = logging.getLogger(__name__)
+ACTOR = "kubernetes-backend"
+
+
+class ClusterUnavailable(Exception):
+    """The cluster's API cannot be reached or used; the message names the cluster and the cause."""
+
+
+class KubernetesBackend:
+    kind = "kubernetes"
+
+    def __init__(
+        self,
+        cluster: str,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        in_cluster: bool = False,
+        node_selector: str = SLICE_LABEL,
+        exit_grace: timedelta = timedelta(minutes=5),
+        request_timeout: float = 10.0,
+        watch_timeout: int = 300,
+        on_change: Callable[[], None] | None = None,
+    ):
+        """``kubeconfig`` None means the default ($KUBECONFIG or ~/.kube/config); ``in_cluster`` uses the pod's
+        ServiceAccount instead. ``on_change`` is called whenever the inventory changes (nodes appear,
+        change or disappear)."""
+        if in_cluster and (kubeconfig or context):
+            raise ValueError(f"cluster {cluster}: in_cluster=True takes no kubeconfig or context")
+        self.cluster = cluster
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self.in_cluster = in_cluster
+        self.node_selector = node_selector
+        self.exit_grace = exit_grace
+        self.request_timeout = request_timeout
+        self.watch_timeout = watch_timeout
+        self.on_change = on_change
+        self._api: client.ApiClient | None = None
+        self._reflector: NodeReflector | None = None
+        self._last: NodeInventory | None = None
+
+    @property
+    def where(self) -> str:
+        if self.in_cluster:
+            return "in-cluster config"
+        return f"context {self.context or '(current)'} of {self.kubeconfig or 'the default kubeconfig'}"
+
+    async def _core(self) -> client.CoreV1Api:
+        if self._api is None:
+            configuration = client.Configuration()
+            try:
+                if self.in_cluster:
+                    config.load_incluster_config(client_configuration=configuration)
+                else:
+                    await config.load_kube_config(
+                        config_file=self.kubeconfig, context=self.context, client_configuration=configuration
+                    )
+            except (ConfigException, OSError) as e:
+                raise ClusterUnavailable(f"cluster {self.cluster}: cannot load {self.where}: {e}") from None
+            self._api = client.ApiClient(configuration)
+        return client.CoreV1Api(self._api)
+
+    async def close(self) -> None:
+        """Stop watching and close the connection pool."""
+        if self._reflector is not None:
+            await self._reflector.stop()
+            self._reflector = None
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+
+    # Inventory
+
+    def _changed(self) -> None:
+        current = read_nodes(self._reflector.objects.values(), self.cluster) if self._reflector else None
+        if current != self._last:
+            self._last = current
+            if self.on_change is not None:
+                self.on_change()
+
+    async def discover(self) -> Inventory:
+        """The managed GPU nodes now; ClusterUnavailable while the API cannot be listed."""
+        if self._reflector is None:
+            reflector = NodeReflector(
+                await self._core(),
+                self.node_selector,
+                self._changed,
+                request_timeout=self.request_timeout,
+                watch_timeout=self.watch_timeout,
+            )
+            self._reflector = reflector
+            try:
+                await reflector.start()
+            except API_ERRORS as e:
+                self._reflector = None
+                raise ClusterUnavailable(
+                    f"cluster {self.cluster}: cannot list nodes ({self.where}): {describe_error(e)}"
+                ) from None
+        elif self._reflector.error is not None:
+            raise ClusterUnavailable(
+                f"cluster {self.cluster}: cannot list nodes ({self.where}): {self._reflector.error}; retrying"
+            )
+        found = read_nodes(self._reflector.objects.values(), self.cluster)
+        source = f"Kubernetes {self.where}: {len(found.found)} GPU node(s) matching {self.node_selector!r}"
+        if found.unusable:
+            source += "; left out: " + "; ".join(found.unusable.values())
+        return Inventory(found.nodes, found.gpus, source=source)
+
+    # Entry and exit
+
+    def _gpus_by_node(self, gpr: GPR) -> dict[str, int]:
+        """The GPR's nodes on this cluster with how many of its GPUs each has."""
+        counts = {}
+        for node in gpr.bound_nodes:
+            prefix = f"{self.cluster}/{node}/"
+            counts[node] = sum(1 for g in gpr.bound_gpus if g.startswith(prefix))
+        return counts
+
+    async def _read(self, core: client.CoreV1Api, name: str) -> dict | None:
+        try:
+            return await json_of(
+                await core.read_node(name, _preload_content=False, _request_timeout=self.request_timeout)
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def bind(self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime) -> list[Event]:
+        """Enter every node of the GPR into its slice once all pass their pre-checks; BindError names those that fail.
+
+        The slice's running servers were started without the slice's node selector, so their owners are told
+        to restart them to get GPUs.
+        """
+        wanted = self._gpus_by_node(gpr)
+        if not wanted:
+            raise BindError(f"GPR {gpr.id} has no nodes on cluster {self.cluster}")
+        core = await self._core()
+        # 1. snapshot
+        current = {name: await self._read(core, name) for name in wanted}
+        # 2. decide
+        problems = []
+        for name, obj in current.items():
+            if obj is None:
+                problems.append(f"node {name} no longer exists")
+                continue
+            problems.extend(entry_problems(read_node(obj, self.cluster), name, gpr.id, gpr.spec.slice, wanted[name]))
+        if problems:
+            await self._undo_entry(core, gpr, current)
+            raise BindError(f"cluster {self.cluster}: " + "; ".join(problems))
+        # 3. act
+        events = []
+        for name, obj in current.items():
+            await core.patch_node(name, objects.entry_patch(obj, gpr.spec.slice, gpr.id))
+            events.append(
+                self._event(gpr, "node-entered", name, f"labelled and tainted {SLICE_LABEL}={gpr.spec.slice}", now)
+            )
+        events.extend(
+            Event(
+                kind="restart-to-use-gpus",
+                actor=ACTOR,
+                reason="restart this server to run on the slice's GPU nodes",
+                time=now,
+                gpr_id=gpr.id,
+                slice=gpr.spec.slice,
+                data={"user": s.user, "server": s.name},
+            )
+            for s in servers
+        )
+        return events
+
+    async def _undo_entry(self, core: client.CoreV1Api, gpr: GPR, current: dict[str, dict | None]) -> None:
+        """Return nodes that an earlier, interrupted bind of this GPR entered, before the GPR fails."""
+        for name, obj in current.items():
+            found: FoundNode | None = read_node(obj, self.cluster) if obj is not None else None
+            if found is not None and found.gpr == str(gpr.id):
+                await core.patch_node(name, objects.return_patch(obj))
+
+    async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:
+        """Exit every node of the GPR; UnbindError (from drain_node) while the slice's pods remain on one.
+
+        ``servers`` are not used: a server's pod on these nodes is evicted with the slice's other pods.
+        """
+        core = await self._core()
+        events, waiting = [], []
+        for name in self._gpus_by_node(gpr):
+            obj = await self._read(core, name)
+            if obj is None:
+                events.append(self._event(gpr, "node-gone", name, "the node no longer exists; nothing to return", now))
+                continue
+            try:
+                events.extend(await drain_node(core, obj, gpr, now, self.exit_grace, self._event))
+            except UnbindError as e:
+                waiting.append(str(e))
+        if waiting:
+            raise UnbindError(f"cluster {self.cluster}: " + "; ".join(waiting))
+        return events
+
+    def _event(self, gpr: GPR, kind: str, node: str, reason: str, now: datetime, **data) -> Event:
+        return Event(
+            kind=kind,
+            actor=ACTOR,
+            reason=f"node {node}: {reason}",
+            time=now,
+            gpr_id=gpr.id,
+            slice=gpr.spec.slice,
+            data={"cluster": self.cluster, "node": node, **data},
+        )

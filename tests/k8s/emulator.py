@@ -1,0 +1,452 @@
+"""A Kubernetes API server in memory, served over HTTP on loopback for the real client.
+
+Vocabulary: the *emulator* is one cluster's API; a *resource* is a plural path
+(``v1/nodes``); every write bumps the cluster's *resourceVersion* and appends a
+*watch event* (ADDED, MODIFIED, DELETED) to a bounded *event log* that watches
+replay from a resourceVersion.
+
+Built on kmock's ``KubernetesEmulator``, from which it keeps the HTTP server,
+the parsing of URLs into resource / namespace / name / subresource, API
+discovery (``/api``, ``/apis``), Status error bodies, and the ``objects`` store
+with every object's history (so tests can assert on past versions). It replaces
+kmock's object handlers, which keep no metadata, ignore selectors and
+resourceVersion, and merge every PATCH the same way.
+
+Emulates:
+- the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
+  pods, events, PodDisruptionBudgets); others answer 404 as on a real server;
+- bearer-token authentication (401 without the emulator's token);
+- create with ``metadata.generateName``, uid, creationTimestamp, resourceVersion;
+  409 when the object exists, 404 when its namespace does not;
+- get, list and watch with ``labelSelector`` and ``fieldSelector``; watch from a
+  ``resourceVersion`` (410 Gone once the log no longer reaches back that far, see
+  ``compact``), with ``timeoutSeconds``; an object leaving (entering) a watch's
+  selector is sent as DELETED (ADDED), as the API server does;
+- PATCH as merge, strategic merge and JSON patch (patches.py), PUT replace, both
+  with a resourceVersion precondition (409 on mismatch); the ``status``
+  subresource changes only ``.status`` and the main resource never does;
+- DELETE with finalizers (deletionTimestamp until they are gone); deleting a
+  namespace deletes what is in it;
+- the Eviction API (``pods/{name}/eviction``): 429 when a PodDisruptionBudget
+  selecting the pod allows no disruption, otherwise the pod is deleted at once;
+- an outage switch (``outage``) that ends every watch and answers 503.
+
+Does not emulate: controllers and kubelets (nothing schedules, runs or
+terminates pods gracefully: deletion is immediate; no node heartbeats), admission,
+RBAC (any valid token may do anything), server-side apply, watch bookmarks,
+``continue`` pagination, deletecollection, and defaulting or validation of
+object schemas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import math
+import re
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import attrs
+from kmock import KubernetesEmulator, ResourceInfo, action, method, resource, subresource
+from kmock._internal.k8s import (
+    KubernetesError,
+    KubernetesObjectConflictError,
+    KubernetesObjectNotFoundError,
+    KubernetesResourceNotFoundError,
+    KubernetesScaffold,
+)
+
+from .patches import PatchError, apply_patch
+from .selectors import SelectorError, field_selector, label_selector, structured_label_selector
+
+# (group, version, plural) -> (kind, namespaced, subresources)
+RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
+    ("", "v1", "nodes"): ("Node", False, ("status",)),
+    ("", "v1", "namespaces"): ("Namespace", False, ("status",)),
+    ("", "v1", "pods"): ("Pod", True, ("status", "eviction")),
+    ("", "v1", "events"): ("Event", True, ()),
+    ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True, ("status",)),
+}
+VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+NAMESPACES = resource("", "v1", "namespaces")
+# kmock reads /api/v1/namespaces[/name] as a namespace prefix (and fails on the bare list); see __call__.
+_NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(/[^/]+)?(/status|/finalize)?/?$")
+_NAMESPACE_ALIAS = "/api/v1/cluster-namespaces"
+PODS = resource("", "v1", "pods")
+PDBS = resource("policy", "v1", "poddisruptionbudgets")
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One write: ``old`` is the object before it (None for ADDED), ``new`` after (the last state for DELETED)."""
+
+    rv: int
+    resource: resource
+    type: str
+    old: dict | None
+    new: dict
+
+
+def _header(request, name: str) -> str:
+    return next((v for k, v in request.headers.items() if k.lower() == name.lower()), "")
+
+
+def _status(code: int, reason: str, message: str) -> KubernetesError:
+    return KubernetesError(status=code, reason=reason, message=message, details={})
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@attrs.define(kw_only=True)
+class ClusterEmulator(KubernetesEmulator):
+    token: str = attrs.field(factory=lambda: secrets.token_urlsafe(16))
+    history_limit: int = 10_000  # watch events kept; a watch from an older resourceVersion gets 410 Gone
+    outage: bool = False
+
+    _rv: int = attrs.field(default=0, init=False)
+    _compacted_rv: int = attrs.field(default=0, init=False)
+    _log: list[WatchEvent] = attrs.field(factory=list, init=False)
+    _changed: asyncio.Condition = attrs.field(factory=asyncio.Condition, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # kmock's discovery routes, without KubernetesEmulator's object handlers: these replace them.
+        KubernetesScaffold.__attrs_post_init__(self)
+        for (group, version, plural), (kind, namespaced, subresources) in RESOURCES.items():
+            self.resources[resource(group, version, plural)] = ResourceInfo(
+                kind=kind, namespaced=namespaced, verbs=set(VERBS), subresources=set(subresources)
+            )
+        self.fallback[method.POST, subresource("eviction")] << self._serve_eviction
+        self.fallback[method.PUT] << self._serve_replace
+        self.fallback[action.WATCH] << self._serve_watch
+        self.fallback[action.LIST] << self._serve_list
+        self.fallback[action.FETCH] << self._serve_fetch
+        self.fallback[action.CREATE] << self._serve_create
+        self.fallback[action.UPDATE] << self._serve_patch
+        self.fallback[action.DELETE] << self._serve_delete
+
+    async def __call__(self, raw_request):
+        if _NAMESPACE_PATH.match(raw_request.path):
+            path = raw_request.path.replace("/api/v1/namespaces", _NAMESPACE_ALIAS, 1)
+            url = raw_request.rel_url
+            raw_request = raw_request.clone(rel_url=url.with_path(path).with_query(url.query))
+        return await super().__call__(raw_request)
+
+    async def _handle(self, request):
+        if request.resource is not None and request.resource.plural == _NAMESPACE_ALIAS.rsplit("/", 1)[1]:
+            request = attrs.evolve(request, resource=NAMESPACES)
+            self._requests[request.id] = request  # kmock finds a request's reactions by identity
+        if request.resource is not None and request.resource.plural is not None:
+            if self.outage:
+                raise _status(503, "ServiceUnavailable", "the emulated API server is down (outage)")
+            if _header(request, "Authorization") != f"Bearer {self.token}":
+                raise _status(401, "Unauthorized", "Unauthorized")
+            self._kind_of(request.resource)
+        # Skip KubernetesEmulator._handle: it would write kmock's metadata-less objects first.
+        return await KubernetesScaffold._handle(self, request)
+
+    # Outage and log compaction, for tests of reconnection
+
+    async def set_outage(self, down: bool) -> None:
+        """Take the API down (every watch ends, every request gets 503) or bring it back."""
+        self.outage = down
+        async with self._changed:
+            self._changed.notify_all()
+
+    def compact(self) -> None:
+        """Forget every watch event so far: a watch from an older resourceVersion gets 410 Gone."""
+        self._log.clear()
+        self._compacted_rv = self._rv
+
+    # The store
+
+    def _kind_of(self, res: resource) -> tuple[str, bool]:
+        known = RESOURCES.get((res.group, res.version, res.plural))
+        if known is None:
+            raise KubernetesResourceNotFoundError()
+        return known[0], known[1]
+
+    def _key(self, res: resource, namespace: str | None, name: str | None):
+        return (res, namespace if self._kind_of(res)[1] else None, name)
+
+    def get(self, res: resource, namespace: str | None, name: str) -> dict | None:
+        """The stored object, or None; what tests assert on."""
+        key = self._key(res, namespace, name)
+        if key not in self.objects or self.objects[key].deleted:
+            return None
+        return copy.deepcopy(self.objects[key].raw)
+
+    def _live(self, res: resource, namespace: str | None = None) -> list[dict]:
+        return [
+            obj.raw
+            for (r, ns, _), obj in self.objects.items()
+            if r == res and not obj.deleted and (namespace is None or ns == namespace)
+        ]
+
+    async def _record(self, res: resource, kind: str, old: dict | None, new: dict) -> None:
+        async with self._changed:
+            self._log.append(WatchEvent(self._rv, res, kind, copy.deepcopy(old), copy.deepcopy(new)))
+            if len(self._log) > self.history_limit:
+                dropped = self._log.pop(0)
+                self._compacted_rv = dropped.rv
+            self._changed.notify_all()
+
+    async def _write(self, res: resource, old: dict | None, new: dict) -> dict:
+        """Store a new version of an object (creating it when ``old`` is None) and log the event."""
+        self._rv += 1
+        new = copy.deepcopy(new)
+        new.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        meta = new["metadata"]
+        key = self._key(res, meta.get("namespace"), meta["name"])
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.objects[key].delete()
+            await self._record(res, "DELETED", old, new)
+            return new
+        if key in self.objects:
+            self.objects[key].create(new)  # a new version in the object's history
+        else:
+            self.objects[key] = new
+        await self._record(res, "MODIFIED" if old is not None else "ADDED", old, new)
+        return new
+
+    async def _delete(self, res: resource, obj: dict) -> dict:
+        """Delete now, or mark for deletion while finalizers remain; a namespace takes its contents along."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return obj
+        if res == NAMESPACES:
+            for (r, ns, _), inner in list(self.objects.items()):
+                if ns == meta["name"] and not inner.deleted:
+                    await self._delete(r, inner.raw)
+        new = copy.deepcopy(obj)
+        new["metadata"]["deletionTimestamp"] = _now()
+        return await self._write(res, obj, new)
+
+    def _existing(self, request) -> dict:
+        obj = self.get(request.resource, request.namespace, request.name)
+        if obj is None:
+            raise KubernetesObjectNotFoundError(
+                reason="NotFound", message=f'{request.resource.plural} "{request.name}" not found'
+            )
+        return obj
+
+    # Handlers
+
+    async def _serve_fetch(self, request) -> dict:
+        return self._existing(request)
+
+    def _matcher(self, request):
+        try:
+            labels = label_selector(request.params.get("labelSelector"))
+            fields = field_selector(request.params.get("fieldSelector"))
+        except SelectorError as e:
+            raise _status(400, "BadRequest", str(e)) from None
+        name = request.name
+
+        def matches(obj: dict | None) -> bool:
+            if obj is None:
+                return False
+            meta = obj.get("metadata", {})
+            if request.namespace is not None and meta.get("namespace") != request.namespace:
+                return False
+            if name is not None and meta.get("name") != name:
+                return False
+            return labels(meta.get("labels") or {}) and fields(obj)
+
+        return matches
+
+    async def _serve_list(self, request) -> dict | AsyncIterator[Any]:
+        # kmock takes only ``watch=true`` for a watch; kubernetes_asyncio sends ``watch=True``.
+        if request.params.get("watch", "").lower() in ("true", "1"):
+            return self._serve_watch(request)
+        matches = self._matcher(request)
+        kind, _ = self._kind_of(request.resource)
+        items = [copy.deepcopy(o) for o in self._live(request.resource) if matches(o)]
+        items.sort(key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+        group_version = "/".join(p for p in (request.resource.group, request.resource.version) if p)
+        return {
+            "apiVersion": group_version,
+            "kind": f"{kind}List",
+            "metadata": {"resourceVersion": str(self._rv)},
+            "items": items,
+        }
+
+    def _as_seen(self, event: WatchEvent, matches) -> dict | None:
+        """The event as a watch with this selector sees it, or None when it does not concern it."""
+        was, now = matches(event.old), matches(event.new)
+        if event.type == "DELETED":
+            kind = "DELETED" if was else None
+        elif was and now:
+            kind = "MODIFIED"
+        elif now:
+            kind = "ADDED"
+        elif was:
+            kind = "DELETED"
+        else:
+            kind = None
+        return None if kind is None else {"type": kind, "object": event.new}
+
+    async def _serve_watch(self, request) -> AsyncIterator[Any]:
+        matches = self._matcher(request)
+        since = request.params.get("resourceVersion") or "0"
+        timeout = float(request.params.get("timeoutSeconds") or 0) or None
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        yield b""  # send the headers now: the client waits for them before reading events
+        if since == "0":
+            last = self._rv
+            for obj in sorted(self._live(request.resource), key=lambda o: o["metadata"]["name"]):
+                if matches(obj):
+                    yield {"type": "ADDED", "object": copy.deepcopy(obj)}
+        else:
+            last = int(since)
+            if last < self._compacted_rv:
+                yield {
+                    "type": "ERROR",
+                    "object": {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Failure",
+                        "message": f"too old resource version: {last} ({self._compacted_rv})",
+                        "reason": "Expired",
+                        "code": 410,
+                    },
+                }
+                return
+        while not self.outage:
+            pending = [e for e in self._log if e.rv > last and e.resource == request.resource]
+            for event in pending:
+                last = event.rv
+                seen = self._as_seen(event, matches)
+                if seen is not None:
+                    yield seen
+            if pending:
+                continue
+            remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if remaining is not None and remaining <= 0:
+                return
+            async with self._changed:
+                try:
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+                except TimeoutError:
+                    return
+
+    async def _serve_create(self, request) -> dict:
+        _, namespaced = self._kind_of(request.resource)
+        body = request.data
+        if not isinstance(body, Mapping):
+            raise _status(400, "BadRequest", "the body must be a JSON object")
+        obj = copy.deepcopy(dict(body))
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+        if not meta.get("name"):
+            raise _status(422, "Invalid", "metadata.name: Required value: name or generateName is required")
+        if namespaced:
+            if meta.get("namespace") not in (None, request.namespace):
+                raise _status(400, "BadRequest", "the namespace of the object does not match the URL's")
+            meta["namespace"] = request.namespace
+            if self.get(NAMESPACES, None, request.namespace) is None:
+                raise KubernetesObjectNotFoundError(
+                    reason="NotFound", message=f'namespaces "{request.namespace}" not found'
+                )
+        else:
+            meta.pop("namespace", None)
+        if self.get(request.resource, request.namespace, meta["name"]) is not None:
+            raise KubernetesObjectConflictError(
+                reason="AlreadyExists", message=f'{request.resource.plural} "{meta["name"]}" already exists'
+            )
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now())
+        meta.pop("deletionTimestamp", None)
+        return await self._write(request.resource, None, obj)
+
+    def _merge_update(self, request, old: dict, new: dict) -> dict:
+        """Keep what a client cannot change: identity, and status or everything else per subresource."""
+        wanted = (new.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != old["metadata"]["resourceVersion"]:
+            raise KubernetesObjectConflictError(
+                reason="Conflict",
+                message=f'Operation cannot be fulfilled on {request.resource.plural} "{request.name}": '
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+        if request.subresource == "status":
+            result = copy.deepcopy(old)
+            result["status"] = new.get("status", {})
+        else:
+            result = copy.deepcopy(new)
+            result.pop("status", None)
+            if "status" in old:
+                result["status"] = copy.deepcopy(old["status"])
+        meta = result.setdefault("metadata", {})
+        for field in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+            if field in old["metadata"]:
+                meta[field] = old["metadata"][field]
+        return result
+
+    async def _serve_patch(self, request) -> dict:
+        if request.subresource not in (None, "status"):
+            raise _status(404, "NotFound", f"subresource {request.subresource!r} cannot be patched")
+        old = self._existing(request)
+        try:
+            patched = apply_patch(old, request.data, _header(request, "Content-Type"))
+        except PatchError as e:
+            raise _status(e.status, "UnsupportedMediaType" if e.status == 415 else "Invalid", str(e)) from None
+        return await self._write(request.resource, old, self._merge_update(request, old, patched))
+
+    async def _serve_replace(self, request) -> dict:
+        if request.name is None or request.subresource not in (None, "status"):
+            raise _status(405, "MethodNotAllowed", "PUT needs an object name (and at most the status subresource)")
+        old = self._existing(request)
+        if not isinstance(request.data, Mapping):
+            raise _status(400, "BadRequest", "the body must be a JSON object")
+        return await self._write(request.resource, old, self._merge_update(request, old, dict(request.data)))
+
+    async def _serve_delete(self, request) -> dict:
+        if request.subresource is not None:
+            raise _status(405, "MethodNotAllowed", f"subresource {request.subresource!r} cannot be deleted")
+        return await self._delete(request.resource, self._existing(request))
+
+    def _disruption_allowed(self, budget: dict, pods: list[dict]) -> bool:
+        """Whether evicting one of ``pods`` (those the budget selects) keeps the budget."""
+        spec = budget.get("spec", {})
+        healthy = len([p for p in pods if not p["metadata"].get("deletionTimestamp")])
+
+        def count(value: int | str) -> int:
+            if isinstance(value, str) and value.endswith("%"):
+                return math.ceil(len(pods) * int(value[:-1]) / 100)
+            return int(value)
+
+        if "maxUnavailable" in spec:
+            return healthy - 1 >= len(pods) - count(spec["maxUnavailable"])
+        if "minAvailable" in spec:
+            return healthy - 1 >= count(spec["minAvailable"])
+        return True
+
+    async def _serve_eviction(self, request) -> dict:
+        if request.resource != PODS:
+            raise _status(404, "NotFound", "only pods have the eviction subresource")
+        pod = self.get(PODS, request.namespace, request.name)
+        if pod is None:
+            raise KubernetesObjectNotFoundError(reason="NotFound", message=f'pods "{request.name}" not found')
+        labels = pod["metadata"].get("labels") or {}
+        namespace_pods = self._live(PODS, request.namespace)
+        for budget in self._live(PDBS, request.namespace):
+            selects = structured_label_selector(budget.get("spec", {}).get("selector"))
+            if not selects(labels):
+                continue
+            selected = [p for p in namespace_pods if selects(p["metadata"].get("labels") or {})]
+            if not self._disruption_allowed(budget, selected):
+                raise KubernetesError(
+                    status=429,
+                    reason="TooManyRequests",
+                    message="Cannot evict pod as it would violate the pod's disruption budget.",
+                    details={"causes": [{"reason": "DisruptionBudget", "message": budget["metadata"]["name"]}]},
+                )
+        await self._delete(PODS, pod)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

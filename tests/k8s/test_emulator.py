@@ -1,0 +1,129 @@
+"""The emulator as the real kubernetes_asyncio client sees it: selectors, patches, watch, eviction, errors."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes_asyncio import client, watch
+
+from .builders import gpu_node, pod, pod_disruption_budget
+
+
+async def watch_events(core: client.CoreV1Api, count: int, **options) -> list[tuple[str, str]]:
+    """(type, name) of the first ``count`` node events; fewer if the server ends the watch after 1 s."""
+    seen = []
+    async with watch.Watch().stream(core.list_node, timeout_seconds=1, **options) as stream:
+        async for event in stream:
+            seen.append((event["type"], event["raw_object"]["metadata"]["name"]))
+            if len(seen) == count:
+                break
+    return seen
+
+
+async def test_list_with_label_and_field_selectors(cluster):
+    await cluster.add_node(gpu_node("a"))
+    await cluster.add_node(gpu_node("b", slice="team-a"))
+    await cluster.add_node(gpu_node("c", slice=None))
+    names = lambda listed: [n.metadata.name for n in listed.items]  # noqa: E731
+    assert names(await cluster.core.list_node(label_selector="egs.io/slice")) == ["a", "b"]
+    assert names(await cluster.core.list_node(label_selector="egs.io/slice!=free")) == ["b", "c"]
+    assert names(await cluster.core.list_node(label_selector="egs.io/slice in (team-a, x),!egs.io/gpr")) == ["b"]
+    assert names(await cluster.core.list_node(field_selector="metadata.name!=a")) == ["b", "c"]
+    with pytest.raises(client.ApiException) as bad:
+        await cluster.core.list_node(label_selector="a in b")
+    assert bad.value.status == 400
+
+
+async def test_namespaces_are_cluster_scoped_and_selectable(cluster):
+    mine = await cluster.add_namespace("team-a", slice="team-a")
+    await cluster.add_namespace("other")
+    listed = await cluster.core.list_namespace(label_selector="egs.io/slice=team-a")
+    assert [n.metadata.name for n in listed.items] == [mine]
+    assert (await cluster.core.read_namespace(mine)).metadata.labels == {"egs.io/slice": "team-a"}
+
+
+async def test_objects_get_metadata_and_namespaces_must_exist(cluster):
+    created = await cluster.add_node(gpu_node("a"))
+    assert created["metadata"]["uid"] and created["metadata"]["creationTimestamp"]
+    with pytest.raises(client.ApiException) as exists:
+        await cluster.core.create_node(gpu_node("a"))
+    assert exists.value.status == 409
+    with pytest.raises(client.ApiException) as missing:
+        await cluster.core.create_namespaced_pod("nowhere", pod("p"))
+    assert missing.value.status == 404
+    namespace = await cluster.add_namespace("team-a")
+    made = await cluster.core.create_namespaced_pod(namespace, {**pod(""), "metadata": {"generateName": "job-"}})
+    assert made.metadata.name.startswith("job-") and made.metadata.namespace == namespace
+
+
+async def test_patches_as_the_client_sends_them(cluster):
+    await cluster.add_node(gpu_node("a"))
+    await cluster.patch_node("a", {"metadata": {"labels": {"egs.io/slice": "team-a", "kubernetes.io/hostname": None}}})
+    labels = (await cluster.node("a"))["metadata"]["labels"]
+    assert labels["egs.io/slice"] == "team-a" and "kubernetes.io/hostname" not in labels
+    await cluster.patch_node("a", [{"op": "add", "path": "/spec/unschedulable", "value": True}])
+    assert (await cluster.node("a"))["spec"]["unschedulable"] is True
+    # the main resource never changes status, the status subresource changes nothing else
+    await cluster.patch_node("a", {"status": {"allocatable": {"nvidia.com/gpu": "1"}}})
+    assert (await cluster.node("a"))["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    await cluster.patch_node_status("a", {"conditions": [{"type": "Ready", "status": "False"}]})
+    node = await cluster.node("a")
+    assert node["status"]["conditions"][0]["status"] == "False" and node["spec"]["unschedulable"] is True
+
+
+async def test_watch_from_a_resource_version_and_selector_edges(cluster, emulator):
+    await cluster.add_node(gpu_node("a"))
+    listed = await cluster.core.list_node(label_selector="egs.io/slice=free")
+    await cluster.add_node(gpu_node("b"))
+    await cluster.patch_node("a", {"metadata": {"labels": {"egs.io/slice": "team-a"}}})
+    await cluster.delete_node("b")
+    since = listed.metadata.resource_version
+    # add_node creates, then sets the status: two events for b
+    assert await watch_events(cluster.core, 4, resource_version=since) == [
+        ("ADDED", "b"),
+        ("MODIFIED", "b"),
+        ("MODIFIED", "a"),
+        ("DELETED", "b"),
+    ]
+    # a node leaving the selector is DELETED for that watch
+    assert await watch_events(cluster.core, 4, resource_version=since, label_selector="egs.io/slice=free") == [
+        ("ADDED", "b"),
+        ("MODIFIED", "b"),
+        ("DELETED", "a"),
+        ("DELETED", "b"),
+    ]
+    assert await watch_events(cluster.core, 1) == [("ADDED", "a")]
+    emulator.compact()
+    with pytest.raises(client.ApiException) as gone:
+        await watch_events(cluster.core, 1, resource_version=since)
+    assert gone.value.status == 410
+
+
+async def test_eviction_respects_disruption_budgets(cluster):
+    await cluster.add_node(gpu_node("a"))
+    namespace = await cluster.add_namespace("team-a")
+    await cluster.add_pod(namespace, pod("free-to-go", "a"))
+    await cluster.add_pod(namespace, pod("guarded", "a", labels={"app": "db"}))
+    await cluster.add_budget(namespace, pod_disruption_budget("db", {"app": "db"}))
+    body = lambda name: {"metadata": {"name": name, "namespace": namespace}}  # noqa: E731
+    await cluster.core.create_namespaced_pod_eviction("free-to-go", namespace, body("free-to-go"))
+    with pytest.raises(client.ApiException) as refused:
+        await cluster.core.create_namespaced_pod_eviction("guarded", namespace, body("guarded"))
+    assert refused.value.status == 429
+    assert await cluster.pod_names(namespace) == ["guarded"]
+    on_node = await cluster.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=a")
+    assert [p.metadata.name for p in on_node.items] == ["guarded"]
+
+
+async def test_deleting_a_namespace_deletes_its_pods(cluster, emulator):
+    namespace = await cluster.add_namespace("team-a")
+    await cluster.add_pod(namespace, pod("p"))
+    await cluster.core.delete_namespace(namespace)
+    assert emulator.get(emulator.resource("v1/pods"), namespace, "p") is None
+    assert emulator.get(emulator.resource("v1/namespaces"), None, namespace) is None
+
+
+async def test_wrong_token_is_unauthorized(cluster, emulator):
+    emulator.token = "another"
+    with pytest.raises(client.ApiException) as denied:
+        await cluster.core.list_node()
+    assert denied.value.status == 401
