@@ -1,6 +1,10 @@
 # egs-hub from a checkout.
-#   make up     install egs-hub and configurable-http-proxy, then start the embedded default
-#   make test   install what the tests need, then run them (the command CI runs)
+#   make up            install egs-hub and configurable-http-proxy, then start the embedded default
+#   make test          install what the tests need, then run them (the command CI runs): jest, then pytest
+#   make labextension  build the JupyterLab extension (labextension/, TypeScript) into egs_hub/labextension,
+#                      which the wheel installs as share/jupyter/labextensions/egs-hub; `install` does it first,
+#                      and again only when its sources changed. Needs Node.js >= 20 and the npm registry.
+#   make jest          the extension's jest tests (labextension/src/__tests__)
 # Options: ARGS="--port 8001 ..." for `make up`; PYTEST_ARGS="-k walkthrough" for `make test`.
 
 PYTHON ?= python3
@@ -9,7 +13,12 @@ NODE_PREFIX := .cache/node
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(CURDIR)/$(NODE_PREFIX)/node_modules/.bin:$(PATH)
 
-.PHONY: install install-test up test lint
+.PHONY: install install-test up test lint labextension jest
+
+# The extension's build tools: jlpm and jupyter-builder (the wheel's build requirement), node_modules.
+LABEXT_BUILD_REQ := 'jupyter-builder>=1.3,<2'
+LABEXT_SOURCES := $(shell find labextension/src labextension/style labextension/schema -type f) \
+	$(addprefix labextension/,package.json yarn.lock tsconfig.json install.json)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +27,24 @@ $(VENV)/bin/python:
 $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy:
 	npm install --silent --no-fund --no-audit --prefix $(NODE_PREFIX) configurable-http-proxy@^4.6
 
-install: $(VENV)/bin/python $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy
+$(BIN)/jupyter-builder: | $(VENV)/bin/python
+	$(BIN)/pip install --quiet $(LABEXT_BUILD_REQ)
+
+labextension/node_modules/.yarn-state.yml: labextension/package.json labextension/yarn.lock | $(BIN)/jupyter-builder
+	cd labextension && $(BIN)/jlpm install
+	touch $@
+
+egs_hub/labextension/package.json: $(LABEXT_SOURCES) labextension/node_modules/.yarn-state.yml
+	cd labextension && $(BIN)/jlpm build:prod
+
+labextension: egs_hub/labextension/package.json
+
+install: $(VENV)/bin/python $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy labextension
 	$(BIN)/pip install --quiet -e .
 
 install-test: install
 	$(BIN)/pip install --quiet -e '.[test]'
+	tests/k8s/install_helm.sh
 	@missing=""; for tool in chromium prometheus; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian's$$missing for the tests (browser test, Prometheus metric source)"; \
@@ -32,7 +54,10 @@ install-test: install
 up: install
 	egs-hub up $(ARGS)
 
-test: install-test
+jest: labextension/node_modules/.yarn-state.yml
+	cd labextension && $(BIN)/jlpm test
+
+test: install-test jest
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install-test

@@ -193,6 +193,17 @@ def configure_hub(c, env: dict[str, str] | None = None) -> None:
     c.SliceLocalSpawner.egs_api_token = token
     c.Spawner.default_url = "/lab"
     c.Spawner.cmd = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser")]
+    # A server's $JUPYTERHUB_API_TOKEN: JupyterHub's `server` role (activity, access to itself)
+    # plus access to the EGS service, where the server's extension (egs_hub.lab) acts as its
+    # owner; the service reads the owner's groups (slice membership) with the token, as every
+    # token may read its owner's name and groups. An admin's server also holds the admin scope
+    # (a token gets only the scopes its owner holds), as the portal does for an admin.
+    c.Spawner.server_token_scopes = [
+        "users:activity!user",
+        "access:servers!server",
+        f"access:services!service={SERVICE_NAME}",
+        ADMIN_SCOPE,
+    ]
 
     c.JupyterHub.custom_scopes = {
         ADMIN_SCOPE: {"description": "Administer egs-hub: slices, members, approvals, priorities."}

@@ -310,6 +310,8 @@ class EGSService(Application):
             (api + r"servers", servers.ServersHandler),
             (api + r"servers/([^/]+)", servers.ServerHandler),
             (api + r"servers/([^/]+)/([^/]+)", servers.ServerHandler),
+            (api + r"server-restarts/([^/]+)", servers.ServerRestartHandler),
+            (api + r"server-restarts/([^/]+)/([^/]+)", servers.ServerRestartHandler),
             (api + r".*", NotFoundHandler),
             (self.prefix + r"metrics", prometheus.MetricsHandler),
             (self.prefix + r"oauth_callback", pages.OAuthCallbackHandler),

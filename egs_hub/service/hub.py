@@ -119,7 +119,8 @@ class HubClient:
         user = quote(user, safe="")
         return f"users/{user}/servers/{quote(name, safe='')}" if name else f"users/{user}/server"
 
-    async def _server(self, user: str, name: str) -> dict | None:
+    async def server(self, user: str, name: str) -> dict | None:
+        """The hub's model of the user's server ``name`` ("" the default); None when not running."""
         try:
             model = await self.request("GET", f"users/{quote(user, safe='')}")
         except HubAPIError as e:
@@ -130,13 +131,13 @@ class HubClient:
 
     async def restart_server(self, user: str, name: str) -> bool:
         """Stop a running server and start it with the same options; False if not running."""
-        server = await self._server(user, name)
+        server = await self.server(user, name)
         if server is None:
             return False
         options = server.get("user_options") or {}
         await self.request("DELETE", self._server_path(user, name))
         deadline = asyncio.get_running_loop().time() + self.stop_timeout
-        while await self._server(user, name) is not None:
+        while await self.server(user, name) is not None:
             if asyncio.get_running_loop().time() > deadline:
                 raise HubAPIError(504, f"{user}'s server {name!r} did not stop in {self.stop_timeout:.0f} s")
             await asyncio.sleep(0.5)

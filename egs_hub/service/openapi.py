@@ -290,6 +290,13 @@ SCHEMAS = {
             "gprs": {"type": "array", "items": {"type": "integer"}},
         }
     ),
+    "ServerRestart": _obj(
+        {
+            "user": {"type": "string"},
+            "server": {"type": "string"},
+            "restarting": {"const": True, "description": "the hub restarts it in the background"},
+        }
+    ),
     "Servers": _obj(
         {
             "servers": {
@@ -752,6 +759,24 @@ def _paths() -> dict:
             "delete": {
                 "summary": "Forget a stopped named server (spawner)",
                 "responses": _responses("forgotten", None, "400", "401", "403", status="204"),
+            },
+        },
+        "/server-restarts/{user}": {
+            "parameters": [_path("user")],
+            "post": {
+                "summary": "Restart a running default server, e.g. to see newly bound GPUs (its owner or an admin)",
+                "responses": _responses(
+                    "restart started", _ref("ServerRestart"), "400", "401", "403", "404", "409", status="202"
+                ),
+            },
+        },
+        "/server-restarts/{user}/{server}": {
+            "parameters": [_path("user"), _path("server")],
+            "post": {
+                "summary": "Restart a running named server, e.g. to see newly bound GPUs (its owner or an admin)",
+                "responses": _responses(
+                    "restart started", _ref("ServerRestart"), "400", "401", "403", "404", "409", status="202"
+                ),
             },
         },
     }

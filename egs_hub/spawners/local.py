@@ -3,7 +3,9 @@
 It is JupyterHub's SimpleLocalProcessSpawner (a LocalProcessSpawner that runs
 every server as the OS user running the hub, in a per-user home directory),
 with ``CUDA_VISIBLE_DEVICES`` set to the GPU UUIDs bound to the user's slice
-(empty when none).
+(empty when none), and ``EGS_API_URL`` set to the service's API as this host
+reaches it, where the server's extension (egs_hub.lab) calls it with the
+server's own hub token.
 
 Not a security boundary: an environment variable only tells CUDA which
 devices to use; code in the server can unset it and open every GPU, and all
@@ -30,6 +32,7 @@ class SliceLocalSpawner(SliceSpawnerMixin, SimpleLocalProcessSpawner):
     def get_env(self) -> dict[str, str]:
         env = super().get_env()
         env.update(self._egs_env)
+        env["EGS_API_URL"] = self.egs_api_url
         return env
 
     def get_args(self) -> list[str]:

@@ -2,7 +2,7 @@
 
 Chromium is Debian's (``apt-get install chromium``), not Playwright's download,
 which does not work here; ``$EGS_CHROMIUM`` names another binary. Screenshots go
-to ``$EGS_ARTIFACTS``, else ``test-artifacts/`` of the checkout (git-ignored).
+to ``$EGS_ARTIFACTS``, else ``tests/artifacts/`` of the checkout (git-ignored).
 If Chromium or configurable-http-proxy is missing, the tests fail saying so.
 """
 
@@ -64,7 +64,7 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
-    directory = Path(os.environ.get("EGS_ARTIFACTS") or os.path.join(ROOT, "test-artifacts"))
+    directory = Path(os.environ.get("EGS_ARTIFACTS") or os.path.join(ROOT, "tests", "artifacts"))
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 

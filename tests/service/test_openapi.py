@@ -54,6 +54,8 @@ NO_INVALID_INPUT = {
     "GET /workloads",
     "DELETE /servers/{user}",
     "DELETE /servers/{user}/{server}",
+    "POST /server-restarts/{user}",
+    "POST /server-restarts/{user}/{server}",
 }
 
 

@@ -4,10 +4,20 @@
 with ``{"slice": NAME}`` answers the GPU UUIDs the slice may use now and
 records that this server holds them, so that when those GPUs are taken back
 the server is restarted without them. ``DELETE`` forgets a stopped server.
+
+``POST server-restarts/{user}[/{server}]`` restarts a running server through
+the hub, for its owner or an admin (the JupyterLab extension asks for its own
+server, so that it comes back with the GPUs just bound). It lives outside
+``servers/`` so that no user or server name can make it collide with the
+routes above. It answers 202 at once and restarts in the background: the
+caller is often the very server that goes down.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from sqlalchemy import select
@@ -19,7 +29,16 @@ from ...core.units import format_time
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import Server
+from ..hub import HubAPIError
 from .base import APIHandler, authenticated
+
+if TYPE_CHECKING:
+    from ..app import EGSService
+
+log = logging.getLogger(__name__)
+
+# Restarts under way; held here so that the loop does not drop them (it keeps only weak references).
+_restarts: set[asyncio.Task] = set()
 
 
 class ServerHandler(APIHandler):
@@ -95,3 +114,59 @@ class ServersHandler(APIHandler):
                 if s.slice in member_of and (slice_name is None or s.slice == slice_name)
             ]
         self.write_json({"servers": servers})
+
+
+class ServerRestartHandler(APIHandler):
+    @authenticated
+    async def post(self, user: str, server: str = "") -> None:
+        user, server = parse_user_name(unquote(user), "user"), unquote(server or "")
+        if not (self.is_admin or self.user_name == user):
+            raise web.HTTPError(403, f"only {user} or an admin can restart {user}'s servers")
+        model = await self.egs.hub.server(user, server)
+        if model is None:
+            raise self.not_found(f"running server {server!r} of {user}")
+        if model.get("pending"):
+            raise web.HTTPError(
+                409, f"{user}'s server {server!r} is busy ({model['pending']}); try again when it is ready"
+            )
+        with transaction(self.egs.sessions) as session:
+            slice_name = session.scalar(select(Server.slice).where(Server.user == user, Server.server_name == server))
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="server-restart-requested",
+                    actor=self.user_name,
+                    reason=f"{self.user_name} asked to restart it",
+                    time=self.now(),
+                    slice=slice_name,
+                    data={"user": user, "server": server},
+                ),
+            )
+        task = asyncio.ensure_future(restart_and_record(self.egs, user, server, self.user_name, slice_name))
+        _restarts.add(task)
+        task.add_done_callback(_restarts.discard)
+        self.write_json({"user": user, "server": server, "restarting": True}, status=202)
+
+
+async def restart_and_record(egs: EGSService, user: str, server: str, actor: str, slice_name: str | None) -> None:
+    """Restart through the hub and record how it went (an event either way)."""
+    try:
+        running = await egs.hub.restart_server(user, server)
+    except HubAPIError as e:
+        log.warning("restarting %s's server %r failed: %s", user, server, e)
+        kind, reason = "restart-failed", f"could not restart it: {e}"
+    else:
+        kind = "server-restarted" if running else "restart-failed"
+        reason = f"restarted at {actor}'s request" if running else "it stopped before it could be restarted"
+    with transaction(egs.sessions) as session:
+        queries.add_event(
+            session,
+            core.Event(
+                kind=kind,
+                actor=actor,
+                reason=reason,
+                time=egs.clock(),
+                slice=slice_name,
+                data={"user": user, "server": server},
+            ),
+        )

@@ -1,0 +1,70 @@
+"""Python client of the egs-hub REST API v1, sync (``EGSClient``) and async (``AsyncEGSClient``).
+
+    from egs_hub.client import EGSClient
+    egs = EGSClient()  # $EGS_API_URL and $EGS_API_TOKEN / $JUPYTERHUB_API_TOKEN
+    gpr = egs.create_gpr("team-a", "2h", gpus=2, shape="H100")
+    egs.gpr(gpr.id).estimated_start
+
+Answers are frozen dataclasses (models.py) with aware datetimes and timedeltas;
+failures raise ``EGSError`` carrying the service's status, message and field.
+"""
+
+from .aio import AsyncEGSClient
+from .errors import EGSConfigError, EGSConnectionError, EGSError
+from .models import (
+    GPR,
+    GPU,
+    Alert,
+    Alerts,
+    Event,
+    Eviction,
+    GPUMetrics,
+    GPUs,
+    GPUSample,
+    Health,
+    Inventory,
+    MetricSource,
+    QueuedGPR,
+    Schedule,
+    Server,
+    ServerRegistration,
+    ServerRestart,
+    Shape,
+    Slice,
+    WaitTimeOption,
+    WaitTimes,
+    Workload,
+    Workloads,
+)
+from .sync import EGSClient
+
+__all__ = [
+    "GPR",
+    "GPU",
+    "Alert",
+    "Alerts",
+    "AsyncEGSClient",
+    "EGSClient",
+    "EGSConfigError",
+    "EGSConnectionError",
+    "EGSError",
+    "Event",
+    "Eviction",
+    "GPUMetrics",
+    "GPUSample",
+    "GPUs",
+    "Health",
+    "Inventory",
+    "MetricSource",
+    "QueuedGPR",
+    "Schedule",
+    "Server",
+    "ServerRegistration",
+    "ServerRestart",
+    "Shape",
+    "Slice",
+    "WaitTimeOption",
+    "WaitTimes",
+    "Workload",
+    "Workloads",
+]

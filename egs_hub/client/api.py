@@ -1,0 +1,349 @@
+"""Every operation of the REST API v1, built once for the sync and the async client.
+
+Vocabulary: a *call* is one request to make (method, path under the API URL,
+query, JSON body) with the function that turns its JSON answer into models;
+``Operations`` has one method per API operation, each building a call and handing
+it to the client's ``_send`` (the transport: httpx sync or async). ``read_answer``
+turns a response into the call's result or an ``EGSError`` carrying the service's
+error body. Durations are sent as whole seconds or the service's duration text,
+times as ISO-8601 (a naive ``datetime`` is taken to be local time).
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from .decode import decode, decode_list
+from .errors import EGSError
+from .models import (
+    GPR,
+    Alerts,
+    Event,
+    Eviction,
+    GPUMetrics,
+    GPUs,
+    Health,
+    Inventory,
+    QueuedGPR,
+    Schedule,
+    Server,
+    ServerRegistration,
+    ServerRestart,
+    Slice,
+    WaitTimes,
+    Workloads,
+)
+
+Result = TypeVar("Result")
+Duration = timedelta | int | str
+Time = datetime | str
+
+
+@dataclass(frozen=True)
+class Call(Generic[Result]):
+    method: str
+    path: str
+    parse: Callable[[Any], Result]
+    params: dict[str, str] = field(default_factory=dict)
+    body: dict | None = None
+
+
+def read_answer(call: Call[Result], url: str, status: int, content_type: str, content: bytes) -> Result:
+    """The call's result from the service's answer, or the EGSError the answer describes."""
+    data = _json(content) if content_type.startswith("application/json") else None
+    if status >= 400:
+        if isinstance(data, Mapping) and isinstance(data.get("message"), str):
+            raise EGSError(int(data.get("status", status)), data["message"], data.get("field"))
+        raise EGSError(status, f"{call.method} {url} answered {status} without an EGS error body; is it the EGS API?")
+    if status == 204:
+        return call.parse(None)
+    if data is None:
+        raise EGSError(status, f"{call.method} {url} answered {status} without JSON; is it the EGS API v1 URL?")
+    return call.parse(data)
+
+
+def _json(content: bytes) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
+def _segment(value: str | int) -> str:
+    return quote(str(value), safe="")
+
+
+def _duration(value: Duration) -> int | str:
+    if isinstance(value, timedelta):
+        return int(value.total_seconds())
+    return value
+
+
+def _time(value: Time) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone().isoformat()
+    return value
+
+
+def _encode(value: Any) -> Any:
+    """A value as the API wants it: durations in seconds, times as ISO-8601, in objects too."""
+    if isinstance(value, Mapping):
+        return {key: _encode(item) for key, item in value.items()}
+    if isinstance(value, timedelta):
+        return _duration(value)
+    if isinstance(value, datetime):
+        return _time(value)
+    return value
+
+
+def _query(**params: Any) -> dict[str, str]:
+    query = {}
+    for name, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            query[name] = "true" if value else "false"
+        else:
+            query[name] = str(_encode(value))
+    return query
+
+
+def _body(**fields: Any) -> dict:
+    """The fields that were given (not None), encoded."""
+    return {name: _encode(value) for name, value in fields.items() if value is not None}
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _list_of(cls: type, key: str) -> Callable[[Any], list]:
+    return lambda data: decode_list(cls, data[key])
+
+
+def _one(cls: type) -> Callable[[Any], Any]:
+    return lambda data: decode(cls, data)
+
+
+class Operations(ABC):
+    """One method per API operation; the client class supplies the transport, ``_send``."""
+
+    @abstractmethod
+    def _send(self, call: Call[Result]) -> Result:
+        """Make the call and return its result (the async client: an awaitable of it)."""
+
+    # health and the document
+
+    def health(self) -> Health:
+        return self._send(Call("GET", "health", _one(Health)))
+
+    def openapi(self) -> dict:
+        """The OpenAPI 3.1 document of the API, as JSON."""
+        return self._send(Call("GET", "openapi.json", dict))
+
+    # slices
+
+    def slices(self) -> list[Slice]:
+        """The slices the caller is a member of (every slice, for admins)."""
+        return self._send(Call("GET", "slices", _list_of(Slice, "slices")))
+
+    def slice(self, name: str) -> Slice:
+        return self._send(Call("GET", f"slices/{_segment(name)}", _one(Slice)))
+
+    def create_slice(
+        self,
+        name: str,
+        *,
+        display_name: str | None = None,
+        group: str | None = None,
+        quota: Mapping | None = None,
+        policy: Mapping | None = None,
+        namespaces: Mapping | None = None,
+        members: list[str] | None = None,
+    ) -> Slice:
+        """Admins: a new slice; ``quota`` and ``policy`` take the API's keys (durations as seconds or text)."""
+        body = _body(
+            name=name,
+            display_name=display_name,
+            group=group,
+            quota=quota,
+            policy=policy,
+            namespaces=namespaces,
+            members=members,
+        )
+        return self._send(Call("POST", "slices", _one(Slice), body=body))
+
+    def update_slice(self, name: str, **changes: Any) -> Slice:
+        """Admins: change ``display_name``, ``quota``, ``policy`` (per key) or ``namespaces``."""
+        return self._send(Call("PATCH", f"slices/{_segment(name)}", _one(Slice), body=_encode(changes)))
+
+    def delete_slice(self, name: str) -> None:
+        return self._send(Call("DELETE", f"slices/{_segment(name)}", _nothing))
+
+    def add_member(self, slice_name: str, user: str) -> Slice:
+        return self._send(Call("PUT", f"slices/{_segment(slice_name)}/members/{_segment(user)}", _one(Slice)))
+
+    def remove_member(self, slice_name: str, user: str) -> Slice:
+        return self._send(Call("DELETE", f"slices/{_segment(slice_name)}/members/{_segment(user)}", _one(Slice)))
+
+    # inventory
+
+    def inventory(self) -> Inventory:
+        return self._send(Call("GET", "inventory", _one(Inventory)))
+
+    def schedule(self, start: Time | None = None, end: Time | None = None) -> Schedule:
+        """Every node's windows in [start, end) (default: a day ago to a week ahead)."""
+        return self._send(Call("GET", "inventory/schedule", _one(Schedule), _query(start=start, end=end)))
+
+    # GPRs
+
+    def wait_times(
+        self,
+        slice: str,
+        duration: Duration,
+        *,
+        gpus: int | None = None,
+        nodes: int | None = None,
+        priority: int | None = None,
+        shape: str | None = None,
+        cluster: str | None = None,
+        start_after: Time | None = None,
+    ) -> WaitTimes:
+        """When a GPR like this would start, on every shape and cluster that could serve it."""
+        body = _body(
+            slice=slice,
+            duration=duration,
+            gpus=gpus,
+            nodes=nodes,
+            priority=priority,
+            shape=shape,
+            cluster=cluster,
+            start_after=start_after,
+        )
+        return self._send(Call("POST", "wait-times", _one(WaitTimes), body=body))
+
+    def gprs(self, slice: str | None = None, status: str | None = None) -> list[GPR]:
+        return self._send(Call("GET", "gprs", _list_of(GPR, "gprs"), _query(slice=slice, status=status)))
+
+    def gpr(self, gpr_id: int) -> GPR:
+        return self._send(Call("GET", f"gprs/{_segment(gpr_id)}", _one(GPR)))
+
+    def create_gpr(
+        self,
+        slice: str,
+        duration: Duration,
+        *,
+        gpus: int | None = None,
+        nodes: int | None = None,
+        name: str | None = None,
+        priority: int | None = None,
+        shape: str | None = None,
+        cluster: str | None = None,
+        start_after: Time | None = None,
+        idle_timeout: Duration | None = None,
+        preemptible: bool | None = None,
+    ) -> GPR:
+        """Ask for ``gpus`` GPUs (or ``nodes`` whole nodes) in ``slice`` for ``duration``."""
+        body = _body(
+            slice=slice,
+            duration=duration,
+            gpus=gpus,
+            nodes=nodes,
+            name=name,
+            priority=priority,
+            shape=shape,
+            cluster=cluster,
+            start_after=start_after,
+            idle_timeout=idle_timeout,
+            preemptible=preemptible,
+        )
+        return self._send(Call("POST", "gprs", _one(GPR), body=body))
+
+    def update_gpr(self, gpr_id: int, **changes: Any) -> GPR:
+        """Edit a GPR before it is provisioned (owner), or change its priority (admins).
+
+        Keys are the GPR's fields (``gpus``, ``nodes``, ``duration``, ``priority``, ``shape``, ...);
+        None clears one that may be empty.
+        """
+        return self._send(Call("PATCH", f"gprs/{_segment(gpr_id)}", _one(GPR), body=_encode(changes)))
+
+    def cancel_gpr(self, gpr_id: int, reason: str = "") -> GPR:
+        """Cancel a GPR that holds no GPUs yet."""
+        return self._send(Call("DELETE", f"gprs/{_segment(gpr_id)}", _one(GPR), body={"reason": reason}))
+
+    def release_gpr(self, gpr_id: int, reason: str = "") -> GPR:
+        """End a provisioned GPR before its window ends (early release)."""
+        return self._send(Call("POST", f"gprs/{_segment(gpr_id)}/release", _one(GPR), body={"reason": reason}))
+
+    def approve_gpr(self, gpr_id: int, reason: str = "") -> GPR:
+        return self._send(Call("POST", f"gprs/{_segment(gpr_id)}/approve", _one(GPR), body={"reason": reason}))
+
+    def deny_gpr(self, gpr_id: int, reason: str = "") -> GPR:
+        return self._send(Call("POST", f"gprs/{_segment(gpr_id)}/deny", _one(GPR), body={"reason": reason}))
+
+    # queue and evictions
+
+    def queue(self) -> list[QueuedGPR]:
+        """Queued GPRs in the planner's order (others' names hidden)."""
+        return self._send(Call("GET", "queue", _list_of(QueuedGPR, "queue")))
+
+    def evictions(self) -> list[Eviction]:
+        """Admins: the evictions the planner proposes now."""
+        return self._send(Call("GET", "queue/evictions", _list_of(Eviction, "evictions")))
+
+    def confirm_eviction(self, gpr_id: int, victims: list[int]) -> Eviction:
+        """Admins: issue the planner's proposed eviction for ``gpr_id`` (its current victims)."""
+        body = {"gpr_id": gpr_id, "victims": list(victims)}
+        return self._send(Call("POST", "queue/evictions", _one(Eviction), body=body))
+
+    # the audit log
+
+    def events(
+        self, gpr: int | None = None, slice: str | None = None, since: Time | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """Audit events, oldest first (the newest ``limit``, 500 by default)."""
+        query = _query(gpr=gpr, slice=slice, since=since, limit=limit)
+        return self._send(Call("GET", "events", _list_of(Event, "events"), query))
+
+    # GPU metrics
+
+    def gpus(self, sort: str = "node") -> GPUs:
+        """Latest readings of the GPUs the caller sees; ``sort`` by node, temperature, power, utilization or memory."""
+        return self._send(Call("GET", "gpus", _one(GPUs), _query(sort=sort)))
+
+    def gpu_metrics(self, uuid: str, since: Time | None = None, step: Duration | None = None) -> GPUMetrics:
+        """A GPU's readings of the last hour (from ``since``), averaged per ``step``."""
+        query = _query(since=since, step=step)
+        return self._send(Call("GET", f"gpus/{_segment(uuid)}/metrics", _one(GPUMetrics), query))
+
+    def workloads(self, slice: str | None = None) -> Workloads:
+        return self._send(Call("GET", "workloads", _one(Workloads), _query(slice=slice)))
+
+    def alerts(self, slice: str | None = None, since: Time | None = None, active: bool | None = None) -> Alerts:
+        query = _query(slice=slice, since=since, active=active)
+        return self._send(Call("GET", "alerts", _one(Alerts), query))
+
+    # servers (the spawner's side)
+
+    def servers(self, slice: str | None = None) -> list[Server]:
+        return self._send(Call("GET", "servers", _list_of(Server, "servers"), _query(slice=slice)))
+
+    def register_server(self, user: str, server: str = "", *, slice: str) -> ServerRegistration:
+        """Record that ``user``'s server (named ``server``) starts in ``slice``; answers the GPUs it may use."""
+        path = f"servers/{_segment(user)}" + (f"/{_segment(server)}" if server else "")
+        return self._send(Call("PUT", path, _one(ServerRegistration), body={"slice": slice}))
+
+    def forget_server(self, user: str, server: str = "") -> None:
+        path = f"servers/{_segment(user)}" + (f"/{_segment(server)}" if server else "")
+        return self._send(Call("DELETE", path, _nothing))
+
+    def restart_server(self, user: str, server: str = "") -> ServerRestart:
+        """Restart ``user``'s running server (so it comes back with its slice's GPUs now); answers at once."""
+        path = f"server-restarts/{_segment(user)}" + (f"/{_segment(server)}" if server else "")
+        return self._send(Call("POST", path, _one(ServerRestart)))

@@ -1,0 +1,47 @@
+"""EGSClient: the REST API over a blocking httpx.Client."""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+
+from .api import Call, Operations, Result, read_answer
+from .config import resolve_settings
+from .transport import connection_error, headers
+
+
+class EGSClient(Operations):
+    """The EGS REST API v1, one method per operation (see ``Operations``).
+
+    ``url`` defaults to $EGS_API_URL; ``token`` to $EGS_API_TOKEN, then $JUPYTERHUB_API_TOKEN.
+    Errors raise ``EGSError`` with the service's status, message and field.
+    """
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0):
+        self.settings = resolve_settings(url, token, timeout, os.environ)
+        self._http = httpx.Client(headers=headers(self.settings), timeout=timeout)
+
+    @property
+    def url(self) -> str:
+        return self.settings.url
+
+    def _send(self, call: Call[Result]) -> Result:
+        url = self.settings.url + call.path
+        try:
+            response = self._http.request(call.method, url, params=call.params, json=call.body)
+        except httpx.TransportError as e:
+            raise connection_error(url, self.settings.timeout, e) from None
+        return read_answer(call, url, response.status_code, response.headers.get("content-type", ""), response.content)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> EGSClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EGSClient({self.settings.url!r})"

@@ -1,0 +1,303 @@
+"""The ``%egs`` line magic's commands, parsed from the line (pure: no I/O, ``now`` is a parameter).
+
+Vocabulary: a *line* is what follows ``%egs``; a *command* is one of the
+dataclasses below; a *count* is a number of GPUs or of whole nodes; a priority
+*band* is low (1-100), medium (101-200) or high (201-300). Bad input raises
+``CommandError`` with one line naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta, tzinfo
+
+from ..client import GPR
+from ..core.errors import InvalidRequest
+from ..core.model import PRIORITY_MAX, PRIORITY_MIN
+from ..core.units import parse_duration
+
+BANDS = {"low": (1, 100), "medium": (101, 200), "high": (201, 300)}
+COUNT_MAX = 100_000
+
+HELP = """\
+%egs: ask for GPUs and watch them from a notebook (egs-hub).
+
+  %egs request N gpus|nodes for DURATION [options] [--wait]
+        Submit a GPU Provision Request (GPR), e.g. %egs request 2 gpus for 2h --shape H100.
+        --wait blocks until it is provisioned (as %egs wait does).
+  %egs wait-times N gpus|nodes for DURATION [options]
+        When a GPR like that would start, on every shape and cluster that could serve it.
+  %egs status
+        Your slices' GPRs that are not finished: status, queue position, estimated start, time left.
+  %egs release [ID]
+        End GPR ID early (a GPR still waiting is cancelled); without ID, your only live GPR.
+  %egs wait [ID]
+        Wait with a progress bar until GPR ID (without ID, your only waiting GPR) is provisioned.
+        Ctrl-C stops waiting; the GPR stays as it is.
+  %egs gpus
+        The GPUs of your slices: utilisation, memory, temperature, power, hottest first.
+  %egs --help
+        This text.
+
+Options of request and wait-times:
+  --shape SHAPE        a GPU model or shape name, e.g. H100 or "H100-80GB x8" (default: any)
+  --priority P         low (1), medium (101) or high (201): the lowest priority of that band,
+                       or a number from 1 to 300 up to your slice's max (default: 101, medium)
+  --slice NAME         the slice (workspace); default: $EGS_SLICE, else your only slice
+  --start-after TIME   not before TIME: HH:MM (local, the next one), +DURATION (from now),
+                       or ISO-8601 like 2026-11-22T14:00 (local unless it has a zone)
+
+DURATION is whole seconds, units largest first (2h, 90m, 1d2h30m) or words (2 hours 30 min).
+The service is $EGS_API_URL with the token $EGS_API_TOKEN (else $JUPYTERHUB_API_TOKEN)."""
+
+OPTIONS = {"--shape", "--priority", "--slice", "--start-after"}
+
+
+class CommandError(ValueError):
+    """The line is not a command; the message says what is wrong, in one line."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What request and wait-times share: a count of GPUs or nodes, for how long, and the options."""
+
+    count: int
+    unit: str  # "gpus" or "nodes"
+    duration: timedelta
+    shape: str | None = None
+    priority: int | str | None = None  # a number, or a band name resolved against the slice
+    slice: str | None = None
+    start_after: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    ask: Ask
+    wait: bool = False
+
+
+@dataclass(frozen=True)
+class WaitTimes:
+    ask: Ask
+
+
+@dataclass(frozen=True)
+class Status:
+    pass
+
+
+@dataclass(frozen=True)
+class Release:
+    gpr_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Wait:
+    gpr_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Gpus:
+    pass
+
+
+@dataclass(frozen=True)
+class Help:
+    pass
+
+
+Command = Request | WaitTimes | Status | Release | Wait | Gpus | Help
+
+
+def parse_command(line: str, now: datetime) -> Command:
+    """The command ``line`` names; ``now`` (aware) anchors --start-after times."""
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise CommandError(f"cannot split the line into words: {e}") from None
+    if not words or words[0] in ("--help", "-h", "help") or "--help" in words or "-h" in words:
+        return Help()
+    name, rest = words[0], words[1:]
+    if name == "request":
+        wait = "--wait" in rest
+        return Request(_parse_ask(name, [w for w in rest if w != "--wait"], now), wait=wait)
+    if name == "wait-times":
+        return WaitTimes(_parse_ask(name, rest, now))
+    if name in ("status", "gpus"):
+        if rest:
+            raise CommandError(f"%egs {name} takes no arguments, not {' '.join(rest)!r}")
+        return Status() if name == "status" else Gpus()
+    if name in ("release", "wait"):
+        gpr_id = _parse_id(name, rest)
+        return Release(gpr_id) if name == "release" else Wait(gpr_id)
+    raise CommandError(
+        f"unknown command {name!r}; commands: request, wait-times, status, release, wait, gpus (%egs --help)"
+    )
+
+
+def _parse_id(name: str, rest: list[str]) -> int | None:
+    if not rest:
+        return None
+    if len(rest) > 1:
+        raise CommandError(f"%egs {name} takes at most one GPR id, not {' '.join(rest)!r}")
+    text = rest[0].removeprefix("#")
+    if not text.isdigit() or not 0 < int(text) < 2**31:
+        raise CommandError(f"%egs {name}: {rest[0]!r} is not a GPR id (a whole number like 12)")
+    return int(text)
+
+
+def _parse_ask(name: str, words: list[str], now: datetime) -> Ask:
+    positional, options = _split_options(name, words)
+    usage = f"%egs {name} N gpus|nodes for DURATION, e.g. %egs {name} 2 gpus for 2h"
+    if len(positional) < 4 or positional[2].lower() != "for":
+        given = " ".join(positional) or "nothing"
+        raise CommandError(f"expected {usage}; got {given!r}")
+    count_text, unit_text, _, *duration_words = positional
+    if not count_text.isdigit() or not 0 < int(count_text) <= COUNT_MAX:
+        raise CommandError(f"the count {count_text!r} must be a whole number from 1 to {COUNT_MAX}")
+    unit = unit_text.lower()
+    if unit not in ("gpu", "gpus", "node", "nodes"):
+        raise CommandError(f"{unit_text!r} is not gpus or nodes; expected {usage}")
+    return Ask(
+        count=int(count_text),
+        unit="gpus" if unit.startswith("gpu") else "nodes",
+        duration=parse_duration_text(" ".join(duration_words)),
+        shape=options.get("--shape"),
+        priority=None if "--priority" not in options else parse_priority(options["--priority"]),
+        slice=options.get("--slice"),
+        start_after=None if "--start-after" not in options else parse_start_after(options["--start-after"], now),
+    )
+
+
+def _split_options(name: str, words: list[str]) -> tuple[list[str], dict[str, str]]:
+    positional: list[str] = []
+    options: dict[str, str] = {}
+    words = list(words)
+    while words:
+        word = words.pop(0)
+        if not word.startswith("--"):
+            positional.append(word)
+            continue
+        option, has_value, value = word.partition("=")
+        if option not in OPTIONS:
+            allowed = ", ".join(sorted(OPTIONS | ({"--wait"} if name == "request" else set())))
+            raise CommandError(f"unknown option {option} for %egs {name}; options: {allowed}")
+        if option in options:
+            raise CommandError(f"{option} is given more than once")
+        if not has_value:
+            if not words or words[0].startswith("--"):
+                raise CommandError(f"{option} needs a value")
+            value = words.pop(0)
+        if not value.strip():
+            raise CommandError(f"{option} needs a value")
+        options[option] = value.strip()
+    return positional, options
+
+
+UNIT_WORDS = {
+    "w": ("w", "week", "weeks"),
+    "d": ("d", "day", "days"),
+    "h": ("h", "hr", "hrs", "hour", "hours"),
+    "m": ("m", "min", "mins", "minute", "minutes"),
+    "s": ("s", "sec", "secs", "second", "seconds"),
+}
+UNIT_OF_WORD = {word: unit for unit, words in UNIT_WORDS.items() for word in words}
+_AMOUNT_RE = re.compile(r"\s*([0-9]+)\s*([a-zA-Z]+)\s*")
+
+
+def compact_duration(text: str) -> str:
+    """ "2 hours 30 minutes" as the service's "2h30m"; text that is not amounts with units is left as it is."""
+    amounts = list(_AMOUNT_RE.finditer(text))
+    if not amounts or "".join(m[0] for m in amounts) != text:
+        return text.strip()
+    units = [UNIT_OF_WORD.get(m[2].lower()) for m in amounts]
+    if None in units:
+        return text.strip()
+    return "".join(f"{m[1]}{unit}" for m, unit in zip(amounts, units, strict=True))
+
+
+def parse_duration_text(text: str) -> timedelta:
+    """A duration as the service reads it ("2h30m", "90"), or in words ("2 hours 30 min")."""
+    return _duration(compact_duration(text), "the duration")
+
+
+def _duration(text: str, what: str) -> timedelta:
+    try:
+        return parse_duration(text, what)
+    except InvalidRequest as e:
+        raise CommandError(str(e)) from None
+
+
+def parse_priority(text: str) -> int | str:
+    """A band name (lower case) or a priority number."""
+    band = text.lower()
+    if band in BANDS:
+        return band
+    if not re.fullmatch(r"[0-9]+", text) or not PRIORITY_MIN <= int(text) <= PRIORITY_MAX:
+        raise CommandError(
+            f"--priority {text!r} must be low, medium, high or a number from {PRIORITY_MIN} to {PRIORITY_MAX}"
+        )
+    return int(text)
+
+
+def band_priority(band: str, max_priority: int) -> int:
+    """The lowest priority of ``band``, the one the API gives by default in medium: a band name puts a GPR
+    in that band without jumping others of it (within a band, fair share then priority order the queue)."""
+    low, high = BANDS[band]
+    if max_priority < low:
+        allowed = [name for name, (start, _) in BANDS.items() if start <= max_priority]
+        raise CommandError(
+            f"--priority {band} ({low}-{high}) is above your slice's max_priority {max_priority}; "
+            f"use {' or '.join(allowed)}, or a number up to {max_priority}"
+        )
+    return low
+
+
+def parse_start_after(text: str, now: datetime) -> datetime:
+    """HH:MM (the next such local time), +DURATION (from ``now``), or ISO-8601 (``now``'s zone if none)."""
+    zone: tzinfo = now.tzinfo
+    if text.startswith("+"):
+        return now + _duration(text[1:], "--start-after +DURATION")
+    clock = re.fullmatch(r"([01]?[0-9]|2[0-3]):([0-5][0-9])", text)
+    if clock:
+        at = datetime.combine(now.date(), time(int(clock[1]), int(clock[2])), zone)
+        return at if at > now else at + timedelta(days=1)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise CommandError(
+            f"--start-after {text!r} is not a time: use HH:MM (local), +30m, or ISO-8601 like 2026-11-22T14:00"
+        ) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=zone)
+
+
+def choose_slice(given: str | None, from_environment: str | None, member_of: Sequence[str] | None) -> str:
+    """--slice, else $EGS_SLICE, else the caller's only slice (``member_of``, listed only when needed)."""
+    if given:
+        return given
+    if from_environment:
+        return from_environment
+    if member_of is None:
+        raise ValueError("member_of is needed when neither --slice nor EGS_SLICE names a slice")
+    if len(member_of) == 1:
+        return member_of[0]
+    if not member_of:
+        raise CommandError("you are a member of no slice; ask an egs-hub admin to add you to one")
+    raise CommandError(
+        f"you are a member of several slices ({', '.join(member_of)}); pick one with --slice NAME or set EGS_SLICE"
+    )
+
+
+def pick_gpr(gprs: Sequence[GPR], statuses: Sequence[str], user: str | None, command: str) -> GPR:
+    """The one GPR of ``user`` (anyone's when None) in one of ``statuses`` that ``%egs command`` means."""
+    mine = [g for g in gprs if g.status in statuses and (user is None or g.requested_by == user)]
+    whose = f"{user} has" if user else "your slices have"
+    if len(mine) == 1:
+        return mine[0]
+    if not mine:
+        raise CommandError(f"{whose} no GPR that is {' or '.join(statuses)}; %egs status lists them")
+    ids = ", ".join(str(g.id) for g in mine)
+    raise CommandError(f"{whose} several such GPRs ({ids}); say which: %egs {command} {mine[0].id}")

@@ -1,0 +1,178 @@
+"""The ``%egs`` line magic: ask for GPUs, wait for them, watch them and release them from a notebook.
+
+``%load_ext egs_hub`` registers it; ``%egs --help`` lists the commands
+(magic_commands.py parses them). Answers are tables (tables.py) that render as
+HTML in notebooks and as text in terminals; errors, from the line or from the
+service, are one line on stderr. The service and token come from the
+environment (``EGS_API_URL``, ``EGS_API_TOKEN`` or ``JUPYTERHUB_API_TOKEN``),
+the default slice from ``EGS_SLICE``, the user from ``JUPYTERHUB_USER``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime
+
+from IPython.core.magic import Magics, line_magic, magics_class
+from tqdm.auto import tqdm
+from traitlets import Float
+
+from ..client import GPR, EGSClient, EGSError
+from ..core.units import format_duration
+from . import magic_commands as cmd
+from .tables import LIVE, WAITING, Table, describe_state, gpr_table, gpus_table, wait_times_table
+
+ENDED = ("releasing", "complete", "rejected", "cancelled", "failed")
+RELEASABLE = ("pending-approval", "queued", "provisioning", "provisioned")
+AWAITED = ("pending-approval", "queued", "provisioning")
+
+
+def local_now() -> datetime:
+    return datetime.now().astimezone()
+
+
+@magics_class
+class EGSMagics(Magics):
+    poll_interval = Float(
+        2.0,
+        help="Seconds between looks at a GPR while %egs wait (or request --wait) waits for it.",
+    ).tag(config=True)
+
+    @line_magic
+    def egs(self, line: str) -> Table | None:
+        """Ask for GPUs and watch them (egs-hub); %egs --help lists the commands."""
+        try:
+            command = cmd.parse_command(line, local_now())
+            if isinstance(command, cmd.Help):
+                print(cmd.HELP)
+                return None
+            with EGSClient() as client:
+                return self.run_command(client, command)
+        except (cmd.CommandError, EGSError) as e:
+            print(f"egs: {e}", file=sys.stderr)
+            return None
+
+    def run_command(self, client: EGSClient, command: cmd.Command) -> Table | None:
+        match command:
+            case cmd.Request(ask, wait):
+                return self.request(client, ask, wait)
+            case cmd.WaitTimes(ask):
+                return self.wait_times(client, ask)
+            case cmd.Status():
+                return self.status(client)
+            case cmd.Release(gpr_id):
+                return self.release(client, gpr_id)
+            case cmd.Wait(gpr_id):
+                return self.wait(client, gpr_id)
+            case cmd.Gpus():
+                return gpus_table(client.gpus(sort="temperature"), "GPUs of your slices, hottest first")
+        raise TypeError(f"no handler for {command!r}")
+
+    # commands
+
+    def request(self, client: EGSClient, ask: cmd.Ask, wait: bool) -> Table:
+        slice_name = self.slice_for(client, ask.slice)
+        gpr = client.create_gpr(slice_name, ask.duration, **self.ask_fields(client, slice_name, ask))
+        if wait and gpr.status != "provisioned":
+            gpr = self.wait_until_provisioned(client, gpr) or client.gpr(gpr.id)
+        return self.gpr_answer(gpr, f"GPR {gpr.id} in slice {slice_name}")
+
+    def wait_times(self, client: EGSClient, ask: cmd.Ask) -> Table:
+        slice_name = self.slice_for(client, ask.slice)
+        fields = self.ask_fields(client, slice_name, ask)
+        answer = client.wait_times(slice_name, ask.duration, **fields)
+        what = f"{ask.count} {ask.unit if ask.count != 1 else ask.unit[:-1]} for {format_duration(ask.duration)}"
+        return wait_times_table(answer, local_now(), f"Wait times for {what} in slice {slice_name}")
+
+    def status(self, client: EGSClient) -> Table:
+        live = sorted((g for g in client.gprs() if g.status in LIVE), key=lambda g: g.id)
+        if live:
+            return gpr_table(live, local_now(), "GPRs of your slices that are not finished")
+        names = ", ".join(s.name for s in client.slices()) or "none"
+        note = f"No GPR in your slices ({names}) is waiting or running; ask with %egs request 2 gpus for 2h"
+        return gpr_table([], local_now(), "", note)
+
+    def release(self, client: EGSClient, gpr_id: int | None) -> Table:
+        gpr = client.gpr(gpr_id) if gpr_id else self.my_gpr(client, RELEASABLE, "release")
+        if gpr.status in WAITING:
+            done = client.cancel_gpr(gpr.id, "cancelled with %egs release")
+            return self.gpr_answer(done, f"Cancelled GPR {gpr.id} (it held no GPUs yet)")
+        done = client.release_gpr(gpr.id, "released with %egs release")
+        return self.gpr_answer(done, f"Released GPR {gpr.id}")
+
+    def wait(self, client: EGSClient, gpr_id: int | None) -> Table:
+        gpr = client.gpr(gpr_id) if gpr_id else self.my_gpr(client, AWAITED, "wait")
+        provisioned = self.wait_until_provisioned(client, gpr)
+        return self.gpr_answer(provisioned or client.gpr(gpr.id), f"GPR {gpr.id} in slice {gpr.slice}")
+
+    # helpers
+
+    def slice_for(self, client: EGSClient, given: str | None) -> str:
+        environment = os.environ.get("EGS_SLICE")
+        member_of = None if given or environment else [s.name for s in client.slices()]
+        return cmd.choose_slice(given, environment, member_of)
+
+    def ask_fields(self, client: EGSClient, slice_name: str, ask: cmd.Ask) -> dict:
+        priority = ask.priority
+        if isinstance(priority, str):
+            priority = cmd.band_priority(priority, client.slice(slice_name).policy.max_priority)
+        return {
+            ask.unit: ask.count,
+            "shape": ask.shape,
+            "priority": priority,
+            "start_after": ask.start_after,
+        }
+
+    def my_gpr(self, client: EGSClient, statuses: tuple[str, ...], command: str) -> GPR:
+        return cmd.pick_gpr(client.gprs(), statuses, os.environ.get("JUPYTERHUB_USER"), command)
+
+    def gpr_answer(self, gpr: GPR, title: str) -> Table:
+        note = ""
+        if gpr.status == "provisioned":
+            note = (
+                f"{len(gpr.bound_gpus)} GPU(s) on {', '.join(gpr.bound_nodes)} are yours until "
+                f"{gpr.window_end.astimezone():%H:%M}; restart your server to use them."
+            )
+        return gpr_table([gpr], local_now(), title, note)
+
+    def wait_until_provisioned(self, client: EGSClient, gpr: GPR) -> GPR | None:
+        """Poll until ``gpr`` is provisioned (returned), with a progress bar towards its estimated start.
+
+        Ctrl-C stops waiting and leaves the GPR as it is (None is returned). A GPR that ends
+        before it is provisioned is a CommandError naming its status.
+        """
+        started = time.monotonic()
+        bar = tqdm(total=100, bar_format="{desc} |{bar}| {elapsed}", leave=True)
+        try:
+            while gpr.status != "provisioned":
+                if gpr.status in ENDED:
+                    reason = gpr.end_reason or gpr.status_reason
+                    raise cmd.CommandError(
+                        f"GPR {gpr.id} is {gpr.status}{f' ({reason})' if reason else ''}; it will not be provisioned"
+                    )
+                self.show_progress(bar, gpr, time.monotonic() - started)
+                time.sleep(self.poll_interval)
+                gpr = client.gpr(gpr.id)
+            bar.set_description_str(f"GPR {gpr.id} provisioned")
+            bar.n = 100
+            return gpr
+        except KeyboardInterrupt:
+            print(
+                f"Stopped waiting; GPR {gpr.id} is still {gpr.status} and was not cancelled. "
+                f"%egs wait {gpr.id} waits again, %egs release {gpr.id} ends it."
+            )
+            return None
+        finally:
+            bar.close()
+
+    @staticmethod
+    def show_progress(bar: tqdm, gpr: GPR, waited: float) -> None:
+        """The bar's share is the time waited of the time waited plus the estimated wait left."""
+        now = local_now()
+        bar.set_description_str(f"GPR {gpr.id} {describe_state(gpr, now)}", refresh=False)
+        if gpr.estimated_start is not None:
+            left = max((gpr.estimated_start - now).total_seconds(), 0.0)
+            bar.n = min(99, int(100 * waited / (waited + left))) if waited + left > 0 else 99
+        bar.refresh()

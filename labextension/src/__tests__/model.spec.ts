@@ -1,0 +1,93 @@
+import { EgsApi } from '../api';
+import { EgsError } from '../handler';
+import { EgsModel } from '../model';
+import { IEgsConfig, IGpr, IGpus } from '../tokens';
+import { gpr, gpu, NOW, provisioned, slice } from './builders';
+
+/** An EgsApi answering from fields a test sets; ``failWith`` makes every call fail. */
+class FakeApi extends EgsApi {
+  gprList: IGpr[] = [gpr({ id: 1, queue_position: 1 })];
+  gpuList: IGpus = { source: { name: 'nvml', interval: 10, sampled_at: null, error: null }, gpus: [gpu()] };
+  failWith: Error | null = null;
+  metricsAsked: string[] = [];
+
+  private answer<T>(value: T): Promise<T> {
+    return this.failWith ? Promise.reject(this.failWith) : Promise.resolve(value);
+  }
+  config(): Promise<IEgsConfig> {
+    return this.answer({ user: 'ann', server: '', slice: 'ml', service_configured: true });
+  }
+  slices() {
+    return this.answer([slice()]);
+  }
+  gprs() {
+    return this.answer(this.gprList);
+  }
+  gpus() {
+    return this.answer(this.gpuList);
+  }
+  inventory() {
+    return this.answer({ shapes: [], gpus: 1, free: 0 });
+  }
+  events() {
+    return this.answer([]);
+  }
+  gpuMetrics(uuid: string, since: string, step: number) {
+    this.metricsAsked.push(`${uuid} ${since} ${step}`);
+    return this.answer({ uuid, step, source: this.gpuList.source, points: [] });
+  }
+  releaseGpr(id: number) {
+    return this.answer(provisioned({ id, status: 'releasing' }));
+  }
+}
+
+describe('EgsModel', () => {
+  let api: FakeApi;
+  let model: EgsModel;
+  beforeEach(() => {
+    api = new FakeApi();
+    model = new EgsModel(api, { refreshInterval: 3600, notifications: true }, () => NOW);
+  });
+  afterEach(() => model.dispose());
+
+  it('holds every answer after a refresh and tells its listeners', async () => {
+    const seen: (number | null)[] = [];
+    model.changed.connect((_, state) => seen.push(state.updatedAt));
+    await model.refresh();
+    expect(model.state.config?.user).toBe('ann');
+    expect(model.state.gprs.map(g => g.id)).toEqual([1]);
+    expect(model.state.slices.map(s => s.name)).toEqual(['ml']);
+    expect(model.state.error).toBeNull();
+    expect(seen).toEqual([NOW]);
+  });
+
+  it('keeps the last answers and says why a refresh failed', async () => {
+    await model.refresh();
+    api.failWith = new EgsError('The EGS service cannot be reached', 502);
+    await model.refresh();
+    expect(model.state.error).toBe('The EGS service cannot be reached');
+    expect(model.state.gprs.map(g => g.id)).toEqual([1]);
+    api.failWith = null;
+    await model.refresh();
+    expect(model.state.error).toBeNull();
+  });
+
+  it('asks for GPU series only while the sidebar is shown, and only with a metrics source', async () => {
+    await model.refresh();
+    expect(api.metricsAsked).toEqual([]);
+    model.showMetrics = true;
+    await model.refresh();
+    expect(api.metricsAsked).toEqual(['GPU-a 2024-05-14T11:30:00.000Z 30']);
+    api.gpuList = { ...api.gpuList, source: { name: null, interval: 10, sampled_at: null, error: null } };
+    await model.refresh();
+    expect(api.metricsAsked).toHaveLength(1);
+    expect(model.state.series).toEqual({});
+  });
+
+  it('shows an action’s answer at once', async () => {
+    await model.refresh();
+    const answer = await model.release(1);
+    expect(answer.status).toBe('releasing');
+    expect(model.state.gprs.find(g => g.id === 1)?.status).toBe('releasing');
+  });
+});

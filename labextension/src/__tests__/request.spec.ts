@@ -1,0 +1,123 @@
+import {
+  EMPTY_FORM,
+  FormError,
+  IRequestForm,
+  parseDuration,
+  pickedOption,
+  pickOption,
+  priorityChoices,
+  requestBody,
+  waitTimesBody
+} from '../request';
+import { IWaitTimeOption } from '../tokens';
+import { NOW, slice } from './builders';
+
+const form = (change: Partial<IRequestForm> = {}): IRequestForm => ({ ...EMPTY_FORM, slice: 'ml', ...change });
+
+function option(cluster: string, name: string): IWaitTimeOption {
+  return {
+    cluster,
+    shape: { name, model: name.split('-')[0], memory_gb: 80, gpus_per_node: 8 },
+    estimated_start: null,
+    wait_seconds: 0,
+    nodes: [],
+    gpus: 2
+  };
+}
+
+function formError(run: () => unknown): FormError {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof FormError) {
+      return error;
+    }
+    throw error;
+  }
+  throw new Error('no FormError');
+}
+
+describe('parseDuration', () => {
+  const cases: [string, number | null][] = [
+    ['2h', 7200],
+    ['1h30m', 5400],
+    [' 90m ', 5400],
+    ['1d2h', 93600],
+    ['1w', 604800],
+    ['3600', 3600],
+    ['0', null],
+    ['0h', null],
+    ['30m2h', null],
+    ['2 hours', null],
+    ['', null]
+  ];
+  it.each(cases)('%p -> %p', (text, want) => {
+    expect(parseDuration(text)).toBe(want);
+  });
+});
+
+describe('requestBody', () => {
+  it('sends what the form says', () => {
+    expect(
+      requestBody(form({ count: '2', duration: '2h', priority: '250', shape: 'H100-80GB x8', cluster: 'local' }), slice(), NOW)
+    ).toEqual({ slice: 'ml', gpus: 2, duration: '2h', priority: 250, shape: 'H100-80GB x8', cluster: 'local' });
+  });
+
+  it('asks for whole nodes', () => {
+    expect(requestBody(form({ unit: 'nodes', count: '1' }), slice(), NOW)).toEqual({ slice: 'ml', nodes: 1, duration: '1h' });
+  });
+
+  it('sends the start time in UTC from the browser’s local time', () => {
+    expect(requestBody(form({ startAfter: '2024-05-14T16:30' }), slice(), NOW).start_after).toBe('2024-05-14T14:30:00.000Z');
+  });
+
+  const errors: [string, Partial<IRequestForm>, string, string][] = [
+    ['no workspace', { slice: '' }, 'Workspace', 'Pick a workspace (slice) for the request'],
+    ['a count that is not whole', { count: '1.5' }, 'GPUs', 'GPUs must be a whole number from 1 to 100000, not "1.5"'],
+    ['no nodes', { unit: 'nodes', count: '0' }, 'Nodes', 'Nodes must be a whole number from 1 to 100000, not "0"'],
+    ['a duration in words', { duration: 'two hours' }, 'Duration', 'Duration must be like "2h", "1h30m" or "90m", not "two hours"'],
+    ['longer than the policy', { duration: '2d' }, 'Duration', 'Duration 2d is longer than ml allows (1d)'],
+    ['a start in the past', { startAfter: '2024-05-14T10:00' }, 'Start after', 'Start after is in the past; leave it empty to start as soon as possible'],
+    ['priority above the policy', { priority: '301' }, 'Priority', 'Priority must be from 1 to 300 in ml, not "301"']
+  ];
+  it.each(errors)('refuses %s, naming the field', (_, change, field, message) => {
+    const error = formError(() => requestBody(form(change), slice(), NOW));
+    expect([error.field, error.message]).toEqual([field, message]);
+  });
+});
+
+describe('wait times', () => {
+  it('asks for every shape on every cluster, whatever is picked', () => {
+    expect(waitTimesBody(form({ shape: 'H100', cluster: 'local' }), slice(), NOW)).toEqual({
+      slice: 'ml',
+      gpus: 1,
+      duration: '1h'
+    });
+  });
+
+  it('picks a row into the form and finds it again', () => {
+    const options = [option('local', 'A100-80GB x8'), option('k8s', 'H100-80GB x8'), option('local', 'H100-80GB x8')];
+    const picked = pickOption(form(), options[2]);
+    expect([picked.shape, picked.cluster]).toEqual(['H100-80GB x8', 'local']);
+    expect(pickedOption(picked, options)).toBe(options[2]);
+    expect(pickedOption(form({ shape: 'H100-80GB x8' }), options)).toBe(options[1]);
+    expect(pickedOption(form(), options)).toBeUndefined();
+  });
+});
+
+describe('priorityChoices', () => {
+  it('offers each band the policy allows at its lowest priority', () => {
+    expect(priorityChoices(slice())).toEqual([
+      { label: 'low (1)', value: 1 },
+      { label: 'medium (101)', value: 101 },
+      { label: 'high (201)', value: 201 }
+    ]);
+    const capped = slice({ policy: { ...slice().policy, max_priority: 120 } });
+    expect(priorityChoices(capped)).toEqual([
+      { label: 'low (1)', value: 1 },
+      { label: 'medium (101)', value: 101 }
+    ]);
+    const low = slice({ policy: { ...slice().policy, max_priority: 100 } });
+    expect(priorityChoices(low)).toEqual([{ label: 'low (1)', value: 1 }]);
+  });
+});

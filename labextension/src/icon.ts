@@ -1,0 +1,5 @@
+import { LabIcon } from '@jupyterlab/ui-components';
+
+import gpuSvg from '../style/icons/gpu.svg';
+
+export const gpuIcon = new LabIcon({ name: 'egs-hub:gpu', svgstr: gpuSvg });

@@ -1,0 +1,205 @@
+/**
+ * The sidebar's state and its refresh loop, without DOM: the last answers of the
+ * EGS API (config, slices, GPRs, GPUs with their recent series, shapes, events), the
+ * last error as a readable message, and the actions a person takes (request, release,
+ * cancel, restart). ``changed`` fires after every refresh and action.
+ *
+ * Refreshing is a ``Poll`` on the settings' interval with backoff after failures, in
+ * standby while the browser tab is hidden. GPU series are fetched only while the
+ * sidebar is shown (``showMetrics``): they are the biggest answers.
+ */
+import { IDisposable } from '@lumino/disposable';
+import { IPoll, Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { EgsApi } from './api';
+import {
+  DEFAULT_SETTINGS,
+  IEgsConfig,
+  IEgsSettings,
+  IEvent,
+  IGpr,
+  IGprRequest,
+  IGpus,
+  IInventoryShape,
+  IMetricPoint,
+  ISlice,
+  IWaitTimes
+} from './tokens';
+
+export interface IEgsState {
+  config: IEgsConfig | null;
+  slices: ISlice[];
+  gprs: IGpr[];
+  gpus: IGpus | null;
+  shapes: IInventoryShape[];
+  events: IEvent[];
+  /** Per GPU UUID, its readings over the last SERIES_SECONDS. */
+  series: { [uuid: string]: IMetricPoint[] };
+  /** The last refresh's failure, or null after a successful one. */
+  error: string | null;
+  /** When the last successful refresh finished (ms since the epoch); null before the first. */
+  updatedAt: number | null;
+}
+
+export const SERIES_SECONDS = 30 * 60;
+export const SERIES_POINTS = 60;
+const EVENTS_LIMIT = 50;
+const MAX_BACKOFF_SECONDS = 300;
+
+const EMPTY_STATE: IEgsState = {
+  config: null,
+  slices: [],
+  gprs: [],
+  gpus: null,
+  shapes: [],
+  events: [],
+  series: {},
+  error: null,
+  updatedAt: null
+};
+
+export class EgsModel implements IDisposable {
+  constructor(
+    readonly api: EgsApi,
+    settings: IEgsSettings = DEFAULT_SETTINGS,
+    private readonly clock: () => number = Date.now
+  ) {
+    this._settings = settings;
+    this._poll = new Poll({
+      auto: false,
+      factory: () => this.fetch(),
+      frequency: this.frequency(),
+      name: 'egs-hub:refresh',
+      standby: 'when-hidden'
+    });
+  }
+
+  get state(): IEgsState {
+    return this._state;
+  }
+
+  get changed(): ISignal<this, IEgsState> {
+    return this._changed;
+  }
+
+  get settings(): IEgsSettings {
+    return this._settings;
+  }
+
+  set settings(settings: IEgsSettings) {
+    this._settings = settings;
+    this._poll.frequency = this.frequency();
+  }
+
+  /** Whether to fetch GPU series; turning it on refreshes at once. */
+  set showMetrics(show: boolean) {
+    if (show !== this._showMetrics) {
+      this._showMetrics = show;
+      if (show) {
+        void this.refresh();
+      }
+    }
+  }
+
+  get isDisposed(): boolean {
+    return this._poll.isDisposed;
+  }
+
+  /** Begin refreshing on the settings' interval. */
+  start(): void {
+    void this._poll.start();
+  }
+
+  /** Refresh now; resolves when this refresh is done (its failure is in ``state.error``). */
+  async refresh(): Promise<void> {
+    await this._poll.refresh();
+    // The tick rejects only when the model is disposed meanwhile: nothing left to refresh.
+    await this._poll.tick.catch(() => undefined);
+  }
+
+  waitTimes(body: IGprRequest): Promise<IWaitTimes> {
+    return this.api.waitTimes(body);
+  }
+
+  async request(body: IGprRequest): Promise<IGpr> {
+    return this.acted(await this.api.createGpr(body));
+  }
+
+  async release(id: number): Promise<IGpr> {
+    return this.acted(await this.api.releaseGpr(id));
+  }
+
+  async cancel(id: number): Promise<IGpr> {
+    return this.acted(await this.api.cancelGpr(id));
+  }
+
+  restartServer(): Promise<{ restarting: boolean }> {
+    return this.api.restartServer();
+  }
+
+  dispose(): void {
+    this._poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private frequency(): IPoll.Frequency {
+    const interval = Math.max(1, this._settings.refreshInterval) * 1000;
+    return { interval, backoff: true, max: Math.max(interval, MAX_BACKOFF_SECONDS * 1000) };
+  }
+
+  /** Put the GPR an action answered into the state at once, then refresh the rest. */
+  private acted(gpr: IGpr): IGpr {
+    const others = this._state.gprs.filter(g => g.id !== gpr.id);
+    this.update({ gprs: [gpr, ...others] });
+    void this.refresh();
+    return gpr;
+  }
+
+  private update(change: Partial<IEgsState>): void {
+    this._state = { ...this._state, ...change };
+    this._changed.emit(this._state);
+  }
+
+  /** One refresh: every answer or none (a failure keeps the last answers and says why). */
+  private async fetch(): Promise<void> {
+    try {
+      const config = this._state.config ?? (await this.api.config());
+      const [slices, gprs, gpus, inventory, events] = await Promise.all([
+        this.api.slices(),
+        this.api.gprs(),
+        this.api.gpus(),
+        this.api.inventory(),
+        this.api.events(EVENTS_LIMIT)
+      ]);
+      const series = this._showMetrics && gpus.source.name !== null ? await this.fetchSeries(gpus) : {};
+      this.update({
+        config,
+        slices,
+        gprs,
+        gpus,
+        shapes: inventory.shapes,
+        events,
+        series,
+        error: null,
+        updatedAt: this.clock()
+      });
+    } catch (error) {
+      this.update({ error: (error as Error).message });
+      throw error;
+    }
+  }
+
+  private async fetchSeries(gpus: IGpus): Promise<{ [uuid: string]: IMetricPoint[] }> {
+    const since = new Date(this.clock() - SERIES_SECONDS * 1000).toISOString();
+    const step = Math.max(Math.round(SERIES_SECONDS / SERIES_POINTS), Math.ceil(gpus.source.interval));
+    const answers = await Promise.all(gpus.gpus.map(gpu => this.api.gpuMetrics(gpu.uuid, since, step)));
+    return Object.fromEntries(answers.map(answer => [answer.uuid, answer.points]));
+  }
+
+  private _state: IEgsState = EMPTY_STATE;
+  private _settings: IEgsSettings;
+  private _showMetrics = false;
+  private readonly _poll: Poll;
+  private readonly _changed = new Signal<this, IEgsState>(this);
+}

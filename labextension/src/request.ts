@@ -1,0 +1,170 @@
+/**
+ * The request form's values turned into API bodies (POST gprs, POST wait-times),
+ * checked first so that a mistake is named by its field before anything is sent,
+ * and the priority choices a slice's policy allows. Pure: no I/O.
+ */
+import { formatSpan } from './format';
+import { IGprRequest, ISlice, IWaitTimeOption } from './tokens';
+
+/** The form as typed: every value a string, as inputs hold them. */
+export interface IRequestForm {
+  slice: string;
+  unit: 'gpus' | 'nodes';
+  count: string;
+  duration: string;
+  /** A shape name, GPU type or model; '' for any. */
+  shape: string;
+  /** The cluster of the picked wait-time row; '' for any. */
+  cluster: string;
+  priority: string;
+  /** A ``datetime-local`` value (browser time zone); '' to start as soon as possible. */
+  startAfter: string;
+}
+
+export const EMPTY_FORM: IRequestForm = {
+  slice: '',
+  unit: 'gpus',
+  count: '1',
+  duration: '1h',
+  shape: '',
+  cluster: '',
+  priority: '',
+  startAfter: ''
+};
+
+/** A form value that cannot be sent; ``field`` names the form's label. */
+export class FormError extends Error {
+  constructor(
+    readonly field: string,
+    message: string
+  ) {
+    super(message);
+    this.name = 'FormError';
+  }
+}
+
+/** The service's duration syntax (egs_hub/core/units.py): seconds, or units largest first like 1d2h30m. */
+const DURATION_RE = /^(?=.*[1-9])(?:([0-9]{1,10})|(?=[0-9])(?:([0-9]{1,4})w)?(?:([0-9]{1,5})d)?(?:([0-9]{1,6})h)?(?:([0-9]{1,7})m)?(?:([0-9]{1,9})s)?)$/;
+const UNIT_SECONDS = [604800, 86400, 3600, 60, 1];
+
+/** Seconds a duration names, or null when it is not in the service's syntax. */
+export function parseDuration(text: string): number | null {
+  const match = DURATION_RE.exec(text.trim());
+  if (!match) {
+    return null;
+  }
+  if (match[1] !== undefined) {
+    return Number(match[1]);
+  }
+  return UNIT_SECONDS.reduce((sum, unit, i) => sum + Number(match[i + 2] ?? 0) * unit, 0);
+}
+
+export interface IPriorityChoice {
+  label: string;
+  value: number;
+}
+
+/**
+ * EGS's priority bands (DESIGN.md): low 1-100, medium 101-200, high 201-300. Each is offered at its
+ * lowest priority, as `%egs request --priority` does: medium is the API's default (101), and a band
+ * name puts a GPR in that band without jumping others of it.
+ */
+const BANDS: readonly { name: string; low: number }[] = [
+  { name: 'low', low: 1 },
+  { name: 'medium', low: 101 },
+  { name: 'high', low: 201 }
+];
+
+/** The bands a slice's policy allows (those whose lowest priority is within its max_priority). */
+export function priorityChoices(slice: ISlice | undefined): IPriorityChoice[] {
+  const max = slice?.policy.max_priority ?? 300;
+  return BANDS.filter(band => band.low <= max).map(band => ({ label: `${band.name} (${band.low})`, value: band.low }));
+}
+
+function parseCount(form: IRequestForm): { gpus: number } | { nodes: number } {
+  const label = form.unit === 'gpus' ? 'GPUs' : 'Nodes';
+  const text = form.count.trim();
+  const count = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isInteger(count) || count < 1 || count > 100000) {
+    throw new FormError(label, `${label} must be a whole number from 1 to 100000, not "${form.count}"`);
+  }
+  return form.unit === 'gpus' ? { gpus: count } : { nodes: count };
+}
+
+function parseStart(text: string, now: number): string | undefined {
+  if (!text) {
+    return undefined;
+  }
+  const when = new Date(text);
+  if (Number.isNaN(when.getTime())) {
+    throw new FormError('Start after', `Start after must be a date and time, not "${text}"`);
+  }
+  if (when.getTime() < now - 60000) {
+    throw new FormError('Start after', 'Start after is in the past; leave it empty to start as soon as possible');
+  }
+  return when.toISOString();
+}
+
+/**
+ * The POST gprs body for the form, checked against the slice's policy where the
+ * form alone can tell (duration, priority); ``now`` in ms since the epoch.
+ */
+export function requestBody(form: IRequestForm, slice: ISlice | undefined, now: number): IGprRequest {
+  if (!form.slice) {
+    throw new FormError('Workspace', 'Pick a workspace (slice) for the request');
+  }
+  const duration = form.duration.trim();
+  const seconds = parseDuration(duration);
+  if (seconds === null) {
+    throw new FormError('Duration', `Duration must be like "2h", "1h30m" or "90m", not "${form.duration}"`);
+  }
+  const maxDuration = slice?.policy.max_duration ?? null;
+  if (maxDuration !== null && seconds > maxDuration) {
+    throw new FormError(
+      'Duration',
+      `Duration ${formatSpan(seconds)} is longer than ${form.slice} allows (${formatSpan(maxDuration)})`
+    );
+  }
+  const body: IGprRequest = { slice: form.slice, duration, ...parseCount(form) };
+  if (form.priority) {
+    const priority = Number(form.priority);
+    const max = slice?.policy.max_priority ?? 300;
+    if (!Number.isInteger(priority) || priority < 1 || priority > max) {
+      throw new FormError('Priority', `Priority must be from 1 to ${max} in ${form.slice}, not "${form.priority}"`);
+    }
+    body.priority = priority;
+  }
+  if (form.shape) {
+    body.shape = form.shape;
+  }
+  if (form.cluster) {
+    body.cluster = form.cluster;
+  }
+  const start = parseStart(form.startAfter, now);
+  if (start) {
+    body.start_after = start;
+  }
+  return body;
+}
+
+/**
+ * The POST wait-times body: the request without shape and cluster, so that the
+ * answer lists every shape on every cluster that could serve it (asking again must
+ * not narrow the table to the last pick).
+ */
+export function waitTimesBody(form: IRequestForm, slice: ISlice | undefined, now: number): IGprRequest {
+  return requestBody({ ...form, shape: '', cluster: '' }, slice, now);
+}
+
+/** A wait-time row's key, as its radio input's value. */
+export const optionKey = (option: IWaitTimeOption): string => `${option.cluster}/${option.shape.name}`;
+
+/** The form after picking a wait-time row: its shape and cluster. */
+export function pickOption(form: IRequestForm, option: IWaitTimeOption): IRequestForm {
+  return { ...form, shape: option.shape.name, cluster: option.cluster };
+}
+
+/** The row the form's shape and cluster pick, if the answer has it. */
+export function pickedOption(form: IRequestForm, options: IWaitTimeOption[]): IWaitTimeOption | undefined {
+  return options.find(o => o.shape.name === form.shape && (!form.cluster || o.cluster === form.cluster));
+}

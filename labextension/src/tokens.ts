@@ -1,0 +1,202 @@
+/**
+ * Shapes of what the sidebar reads: the EGS service's REST API v1 answers (as the
+ * server extension forwards them unchanged) and the server extension's own answers.
+ *
+ * Vocabulary (DESIGN.md): a *slice* is a team workspace; a *GPR* is a GPU Provision
+ * Request; its *window* is [window_start, window_end); a queued GPR has an *estimated
+ * start* and a *queue position*. Times are ISO-8601 UTC strings, durations seconds.
+ */
+
+export type GprStatus =
+  | 'pending-approval'
+  | 'queued'
+  | 'provisioning'
+  | 'provisioned'
+  | 'releasing'
+  | 'complete'
+  | 'rejected'
+  | 'cancelled'
+  | 'failed';
+
+export type EndReason = 'window-ended' | 'released-early' | 'idle-released' | 'evicted';
+
+export interface IGpr {
+  id: number;
+  name: string | null;
+  slice: string;
+  requested_by: string | null;
+  cluster: string | null;
+  shape: string | null;
+  gpus: number | null;
+  nodes: number | null;
+  priority: number;
+  duration: number;
+  start_after: string | null;
+  idle_timeout: number | null;
+  preemptible: boolean;
+  status: GprStatus;
+  status_reason: string | null;
+  estimated_start: string | null;
+  queue_position: number | null;
+  planned_gpus: string[];
+  planned_nodes: string[];
+  planned_gpu_count: number | null;
+  window_start: string | null;
+  window_end: string | null;
+  bound_gpus: string[];
+  bound_nodes: string[];
+  end_reason: EndReason | null;
+  created_at: string | null;
+  updated_at: string | null;
+  ended_at: string | null;
+}
+
+export interface ISlicePolicy {
+  max_duration: number | null;
+  max_priority: number;
+  auto_approve_max_gpus: number | null;
+  max_active_gprs: number;
+  idle_timeout: number | null;
+  max_idle_timeout: number | null;
+}
+
+export interface ISlice {
+  name: string;
+  display_name: string;
+  group: string;
+  members: string[];
+  quota: { max_gpus: number | null; max_gpu_hours: number | null };
+  policy: ISlicePolicy;
+  usage: { gpu_hours_week: number; decayed_gpu_hours: number; fair_share_factor: number };
+  gpus: string[];
+}
+
+export interface IShapeInfo {
+  name: string;
+  model: string;
+  memory_gb: number;
+  gpus_per_node: number;
+}
+
+/** One line of the inventory's shape list: a shape as one cluster offers it. */
+export interface IInventoryShape extends IShapeInfo {
+  cluster: string;
+  gpus: number;
+  free: number;
+}
+
+export interface IInventory {
+  shapes: IInventoryShape[];
+  gpus: number;
+  free: number;
+}
+
+/** One answer of POST wait-times: when a shape on a cluster could start the request. */
+export interface IWaitTimeOption {
+  cluster: string;
+  shape: IShapeInfo;
+  estimated_start: string | null;
+  wait_seconds: number;
+  nodes: string[];
+  gpus: number;
+}
+
+export interface IWaitTimes {
+  options: IWaitTimeOption[];
+  needs_approval: string[];
+}
+
+/** A GPU's latest readings: percent, MiB, °C, W; null where the source gives none. */
+export interface IGpuSample {
+  time: string;
+  utilization: number | null;
+  memory_utilization: number | null;
+  memory_used_mib: number | null;
+  memory_total_mib: number | null;
+  temperature_c: number | null;
+  power_w: number | null;
+  power_limit_w: number | null;
+}
+
+export interface IGpu {
+  uuid: string;
+  index: number;
+  node: string;
+  cluster: string;
+  model: string;
+  memory_mib: number;
+  declared: boolean;
+  healthy: boolean;
+  slice: string | null;
+  gpr: number | null;
+  sample: IGpuSample | null;
+}
+
+/** Where the service reads GPU metrics from; ``name`` null: no metric source. */
+export interface IMetricsSource {
+  name: string | null;
+  interval: number;
+  sampled_at: string | null;
+  error: string | null;
+}
+
+export interface IGpus {
+  source: IMetricsSource;
+  gpus: IGpu[];
+}
+
+/** One averaged point of a GPU's series; fields as in IGpuSample. */
+export interface IMetricPoint {
+  time: string;
+  utilization: number | null;
+  memory_used_mib: number | null;
+  temperature_c: number | null;
+  power_w: number | null;
+}
+
+export interface IGpuMetrics {
+  uuid: string;
+  step: number;
+  source: IMetricsSource;
+  points: IMetricPoint[];
+}
+
+export interface IEvent {
+  id: number;
+  time: string;
+  kind: string;
+  actor: string;
+  reason: string;
+  gpr: number | null;
+  slice: string | null;
+  from_status: string | null;
+  to_status: string | null;
+}
+
+/** GET egs/config of the server extension. */
+export interface IEgsConfig {
+  user: string | null;
+  server: string;
+  slice: string | null;
+  service_configured: boolean;
+}
+
+/** The request body of POST gprs (and, without name, of POST wait-times). */
+export interface IGprRequest {
+  slice: string;
+  duration: string;
+  gpus?: number;
+  nodes?: number;
+  priority?: number;
+  shape?: string;
+  cluster?: string;
+  start_after?: string;
+}
+
+/** The sidebar's settings (schema/plugin.json). */
+export interface IEgsSettings {
+  refreshInterval: number;
+  notifications: boolean;
+}
+
+export const DEFAULT_SETTINGS: IEgsSettings = { refreshInterval: 10, notifications: true };

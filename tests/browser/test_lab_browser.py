@@ -1,0 +1,109 @@
+"""The EGS sidebar inside JupyterLab, end to end in a browser.
+
+A real egs-hub (JupyterHub, proxy, EGS service, SliceLocalSpawner) whose GPUs are the node
+of the recorded DCGM exposition, read through a real Prometheus, so the sidebar has live
+metrics. Carol, a member of workspace ml-team, signs up, opens her JupyterLab (the
+labextension and the server extension come with the package), opens the sidebar, gets
+wait times, requests 2 GPUs, sees the GPR provisioned with its GPUs' metrics and the status
+bar change, and restarts her server from the notification to get the GPUs.
+
+Screenshots go to the artifacts directory (tests/artifacts/ unless $EGS_ARTIFACTS says).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from egs_hub.embedded import free_port
+
+from ..metrics.prometheus_server import ExpositionServer, read_recorded_exposition, start_prometheus
+from ..service.hub import Hub, start_hub, stop_hub, wait_for
+from .test_walkthrough_browser import log_in, server_environment, server_model
+
+CAROL_PASSWORD = "carol-opens-the-lab"
+GPUS = ["GPU-3f6e2a1c-8b7d-4e55-a0c2-9d1b7e4f6a10", "GPU-b81c4d92-07ae-4f3b-9e61-52c8d0a7e3f4"]
+
+
+@pytest.fixture(scope="module")
+def lab_hub(tmp_path_factory) -> Iterator[Hub]:
+    data_dir = tmp_path_factory.mktemp("lab-hub")
+    exporter = ExpositionServer(read_recorded_exposition()).start()
+    prometheus = start_prometheus(str(data_dir), [exporter.address])
+    hub = start_hub(
+        str(data_dir),
+        f"sqlite:///{data_dir}/egs.sqlite",
+        free_port(),
+        inventory="inventory_dcgm.yaml",
+        env={"EGS_PROMETHEUS_URL": prometheus.url},
+    )
+    yield hub
+    stop_hub(hub)
+    prometheus.stop()
+    exporter.stop()
+
+
+def carol_opens_jupyterlab(hub: Hub, page: Page) -> None:
+    page.goto(f"{hub.url}/hub/signup")
+    page.get_by_label("Username:").fill("carol")
+    page.get_by_label("Password:", exact=True).fill(CAROL_PASSWORD)
+    page.locator("#password_confirmation_input").fill(CAROL_PASSWORD)
+    page.get_by_role("button", name="Create User").click()
+    expect(page.get_by_role("alert")).to_contain_text("The signup was successful! You can now log in.")
+    page.goto(f"{hub.url}/hub/login")
+    log_in(page, "carol", CAROL_PASSWORD)
+    expect(page).not_to_have_url(re.compile(r"/hub/login"))
+    hub.hub_api("POST", "users/carol/server", expect=(201, 202))
+    wait_for(lambda: server_model(hub, "carol").get("ready"), 60, "carol's server", interval=0.5)
+    page.goto(f"{hub.url}/user/carol/lab")
+    expect(page.locator(".jp-Launcher")).to_be_visible(timeout=60_000)
+
+
+@pytest.mark.browser
+def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, new_page, artifacts: Path) -> None:
+    lab_hub.admin().post("slices", {"name": "ml-team", "members": ["carol"]}, expect=201)
+    page = new_page()
+    carol_opens_jupyterlab(lab_hub, page)
+    first_pid = server_model(lab_hub, "carol")["state"]["pid"]
+    assert server_environment(first_pid)["CUDA_VISIBLE_DEVICES"] == ""
+
+    page.locator('.jp-SideBar [data-id="egs-sidebar"]').click()
+    panel = page.locator("#egs-sidebar")
+    expect(panel).to_be_visible()
+    expect(panel.get_by_label("Workspace")).to_have_value("ml-team")
+    panel.get_by_label("GPUs", exact=True).fill("2")
+    panel.get_by_label("Duration").fill("30m")
+    panel.get_by_role("button", name="Get wait times").click()
+    waits = panel.get_by_role("table", name="Wait times")
+    expect(waits.get_by_role("radio")).to_have_count(1)  # one shape: the H100 node
+    expect(waits).to_contain_text("H100")
+    expect(waits).to_contain_text("now")
+    waits.get_by_role("radio").first.check()
+    page.screenshot(path=artifacts / "lab-sidebar-wait-times.png")
+
+    panel.get_by_role("button", name="Request GPUs").click()
+    provisioned = panel.locator('[data-gpr-id][data-status="provisioned"]')
+    expect(provisioned).to_have_count(1, timeout=30_000)
+    gpr_id = provisioned.get_attribute("data-gpr-id")
+    gpr = lab_hub.admin().get(f"gprs/{gpr_id}", expect=200)
+    assert gpr["slice"] == "ml-team" and gpr["requested_by"] == "carol" and sorted(gpr["bound_gpus"]) == sorted(GPUS)
+    # The GPUs are declared (no NVML here), and the status bar says so.
+    expect(page.locator("#egs-status")).to_have_text(re.compile(r"^2 x H100 \(declared\) · (29|30)m\d\ds left$"))
+    # The recorded exposition: the busy GPU runs at 97 % utilisation.
+    expect(panel).to_contain_text("97%", timeout=40_000)
+    page.screenshot(path=artifacts / "lab-provisioned-metrics.png")
+
+    page.get_by_role("button", name="Restart server to use the GPUs").click()
+    restarted = wait_for(
+        lambda: (s := server_model(lab_hub, "carol")).get("ready") and s["state"].get("pid") not in (None, first_pid),
+        60,
+        "carol's server to restart",
+        interval=0.5,
+    )
+    assert restarted
+    pid = server_model(lab_hub, "carol")["state"]["pid"]
+    assert sorted(server_environment(pid)["CUDA_VISIBLE_DEVICES"].split(",")) == sorted(GPUS)
