@@ -315,7 +315,7 @@ class EGSService(Application):
             (api + r".*", NotFoundHandler),
             (self.prefix + r"metrics", prometheus.MetricsHandler),
             (self.prefix + r"oauth_callback", pages.OAuthCallbackHandler),
-            (self.prefix, pages.PortalHandler),
+            *pages.page_routes(self.prefix),
             (self.prefix.rstrip("/"), web.RedirectHandler, {"url": self.prefix}),
         ]
         return web.Application(

@@ -1,0 +1,100 @@
+// The admin dashboard: capacity, utilisation, queue, approvals, alerts and the week's top users.
+"use strict";
+
+import { api, el, hours, live, localTime, page, patch, query, span } from "./api.js";
+import { clustersTable, loadClusters } from "./kubernetes.js";
+import { capacity, gpuSecondsBy, percent, top } from "./usage.js";
+
+const DAY = 86400e3;
+const TOP = 5;
+
+async function load() {
+  const now = Date.now();
+  const week = query({ start: new Date(now - 7 * DAY).toISOString(), end: new Date(now).toISOString() });
+  const [inventory, queue, pending, alerts, gpus, slices, schedule, gprs, clusters] = await Promise.all([
+    api("GET", "inventory"), api("GET", "queue"), api("GET", "gprs?status=pending-approval"),
+    api("GET", "alerts?active=true"), api("GET", "gpus"), api("GET", "slices"),
+    api("GET", `inventory/schedule${week}`), api("GET", "gprs"), loadClusters(),
+  ]);
+  return { now, inventory, queue, pending, alerts, gpus, slices, schedule, gprs, clusters };
+}
+
+const figure = (name, value, id) => [el("dt", {}, name), el("dd", { "data-figure": id }, value)];
+
+function drawCapacity(inventory) {
+  const rows = capacity(inventory);
+  const sum = (k) => rows.reduce((n, r) => n + r[k], 0);
+  patch(document.querySelector("#capacity tbody"), [
+    ...rows.map((r) => el("tr", {}, el("td", {}, r.cluster), el("td", {}, r.shape), el("td", {}, r.total),
+      el("td", {}, r.bound), el("td", {}, r.free), el("td", {}, r.unusable))),
+    el("tr", { class: "total" }, el("th", { scope: "row", colspan: 2 }, "All"), el("td", {}, sum("total")),
+      el("td", {}, sum("bound")), el("td", {}, sum("free")), el("td", {}, sum("unusable"))),
+  ]);
+}
+
+function drawUtilisation({ now, inventory, gpus, schedule }) {
+  const total = inventory.gpus;
+  const bound = capacity(inventory).reduce((n, r) => n + r.bound, 0);
+  const day = gpuSecondsBy(schedule, now - DAY, now, () => "all").get("all") || 0;
+  const readings = gpus.gpus.map((g) => g.sample?.utilization).filter((u) => u !== null && u !== undefined);
+  const used = gpus.source.name
+    ? (readings.length ? `${Math.round(readings.reduce((a, b) => a + b, 0) / readings.length)}% mean over ${readings.length} GPU(s) with readings (${gpus.source.name})`
+      : `no readings yet from ${gpus.source.name}`)
+    : "not known: no GPU metrics source is configured";
+  patch(document.getElementById("utilisation"), [
+    ...figure("Bound now", `${percent(bound, total)} (${bound} of ${total} GPUs)`, "bound-now"),
+    ...figure("Bound, last 24 h", `${percent(day, total * 86400)} (${hours(day / 3600)} GPU-hours)`, "bound-24h"),
+    ...figure("Used now", used, "used-now"),
+  ]);
+}
+
+function drawQueue({ now, queue, pending }) {
+  const waiting = queue.queue;
+  const oldest = waiting.reduce((o, g) => (!o || g.created_at < o ? g.created_at : o), null);
+  const requests = page.base + "admin/requests";
+  patch(document.getElementById("queue"), [
+    ...figure("Queued GPRs", waiting.length, "queued"),
+    ...figure("Oldest wait", oldest ? `${span((now - new Date(oldest)) / 1000)} (since ${localTime(oldest)})` : "none",
+      "oldest-wait"),
+    ...figure("Pending approvals", pending.gprs.length
+      ? el("a", { href: `${requests}?status=pending-approval` }, `${pending.gprs.length} waiting for an admin`) : "none",
+    "pending"),
+  ]);
+}
+
+function drawAlerts(alerts) {
+  const box = document.getElementById("alerts");
+  if (!alerts.source.name) {
+    patch(box, [el("p", { class: "muted" }, "No GPU metrics source is configured, so no GPU alerts are raised.")]);
+    return;
+  }
+  patch(box, alerts.alerts.length ? [el("table", {},
+    el("thead", {}, el("tr", {}, ["Raised", "Kind", "GPU", "Node", "Workspace", "Message"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, alerts.alerts.map((a) => el("tr", { "data-alert": a.id },
+      el("td", {}, localTime(a.raised_at)), el("td", {}, a.kind), el("td", {}, el("code", {}, a.gpu)),
+      el("td", {}, a.node), el("td", {}, a.slice || ""), el("td", {}, a.message)))))]
+    : [el("p", { class: "muted" }, "No active alerts.")]);
+}
+
+function drawTop({ now, slices, schedule, gprs }) {
+  const bySlice = slices.slices.map((s) => [s, s.usage.gpu_hours_week])
+    .sort((a, b) => b[1] - a[1] || a[0].name.localeCompare(b[0].name)).slice(0, TOP);
+  patch(document.querySelector("#top-slices tbody"), bySlice.length
+    ? bySlice.map(([s, h]) => el("tr", {}, el("td", {}, s.name), el("td", {}, hours(h)),
+      el("td", {}, s.usage.fair_share_factor.toFixed(2))))
+    : [el("tr", {}, el("td", { colspan: 3, class: "muted" }, "No workspaces yet."))]);
+  const askedBy = new Map(gprs.gprs.map((g) => [g.id, g.requested_by]));
+  const users = top(gpuSecondsBy(schedule, now - 7 * DAY, now, (w) => askedBy.get(w.gpr) || "?"), TOP);
+  patch(document.querySelector("#top-users tbody"), users.length
+    ? users.map(([user, seconds]) => el("tr", {}, el("td", {}, user), el("td", {}, hours(seconds / 3600))))
+    : [el("tr", {}, el("td", { colspan: 2, class: "muted" }, "No GPUs held this week."))]);
+}
+
+live(load, (data) => {
+  drawCapacity(data.inventory);
+  drawUtilisation(data);
+  drawQueue(data);
+  drawAlerts(data.alerts);
+  drawTop(data);
+  patch(document.getElementById("clusters"), [clustersTable(data.clusters)]);
+});

@@ -1,0 +1,50 @@
+// The audit log: GET /events by workspace and GPR (server side), by actor and kind (here).
+"use strict";
+
+import { adminView, api, el, live, localTime, page, patch, query } from "./api.js";
+
+const LIMIT = 1000;
+const f = document.getElementById("event-filters").elements;
+const params = new URLSearchParams(location.search);
+for (const name of ["gpr", "actor"]) if (params.has(name)) f[name].value = params.get(name);
+// Choices of the selects come with the first answer; the URL's picks are applied then.
+const initial = { slice: params.get("slice") || "", kind: params.get("kind") || "" };
+let last = null;
+
+async function load() {
+  const [slices, events] = await Promise.all([
+    api("GET", "slices"),
+    api("GET", `events${query({ slice: f.slice.value || initial.slice, gpr: f.gpr.value, limit: LIMIT })}`),
+  ]);
+  return { slices: slices.slices, events: events.events };
+}
+
+function draw() {
+  const { slices, events } = last;
+  const wantedSlice = f.slice.value || initial.slice;
+  patch(f.slice, [el("option", { value: "" }, "any"), ...slices.map((s) => el("option", { value: s.name }, s.name))]);
+  f.slice.value = wantedSlice;
+  const kinds = [...new Set(events.map((e) => e.kind))].sort();
+  const wantedKind = f.kind.value || initial.kind;
+  patch(f.kind, [el("option", { value: "" }, "any"), ...kinds.map((k) => el("option", { value: k }, k))]);
+  f.kind.value = wantedKind;
+  initial.slice = initial.kind = "";
+  const actor = f.actor.value.trim().toLowerCase();
+  const shown = events.filter((e) => (!wantedKind || e.kind === wantedKind) && (!actor || e.actor.toLowerCase().includes(actor)))
+    .reverse();
+  const requests = page.base + (adminView ? "admin/requests" : "requests");
+  patch(document.querySelector("#events tbody"), shown.length ? shown.map((e) => el("tr", { "data-event": e.id },
+    el("td", {}, localTime(e.time)), el("td", {}, e.kind), el("td", {}, e.actor), el("td", {}, e.slice || ""),
+    el("td", {}, e.gpr ? el("a", { href: `${requests}?gpr=${e.gpr}` }, e.gpr) : ""),
+    el("td", {}, e.to_status ? `${e.from_status || ""} → ${e.to_status}` : ""), el("td", {}, e.reason)))
+    : [el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No events match."))]);
+  document.getElementById("shown").textContent =
+    `${shown.length} of the latest ${events.length} events${events.length === LIMIT ? ` (the API's last ${LIMIT})` : ""}.`;
+}
+
+const refreshNow = live(load, (data) => { last = data; draw(); });
+f.slice.addEventListener("change", () => refreshNow());
+f.gpr.addEventListener("change", () => refreshNow());
+f.actor.addEventListener("input", () => last && draw());
+f.kind.addEventListener("change", () => last && draw());
+document.getElementById("event-filters").addEventListener("submit", (e) => { e.preventDefault(); refreshNow(); });

@@ -1,0 +1,97 @@
+// The inventory schedule as a Gantt chart: one row per node, one bar per GPR window, coloured
+// by slice. Rows come a page at a time (PAGE_SIZE nodes), so 500 nodes stay readable and light.
+"use strict";
+
+import { api, el, live, localTime, page, patch, query } from "./api.js";
+
+const PAGE_SIZE = 50;
+const COLOURS = 10; // .slice-c0 ... .slice-c9 in portal.css
+const TICKS = 6;
+const form = document.getElementById("range");
+let first = 0; // index of the first node shown
+let last = null;
+
+function localInput(date) {
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+}
+
+const now = Date.now();
+form.elements.from.value = localInput(new Date(now - 12 * 3600e3));
+form.elements.to.value = localInput(new Date(now + 36 * 3600e3));
+
+export function colourOf(slice) {
+  let hash = 0;
+  for (const c of slice) hash = (hash * 31 + c.charCodeAt(0)) >>> 0;
+  return `slice-c${hash % COLOURS}`;
+}
+
+// Lanes: windows that overlap in time on one node go on separate lanes (first fit by start).
+function lanes(windows) {
+  const ends = [];
+  return windows.slice().sort((a, b) => a.start.localeCompare(b.start) || a.gpr - b.gpr).map((w) => {
+    let lane = ends.findIndex((end) => end <= w.start);
+    if (lane < 0) lane = ends.length;
+    ends[lane] = w.end;
+    return [w, lane];
+  });
+}
+
+async function load() {
+  const from = new Date(form.elements.from.value), to = new Date(form.elements.to.value);
+  const schedule = await api("GET", `inventory/schedule${query({ start: from.toISOString(), end: to.toISOString() })}`);
+  return { schedule, from: from.getTime(), to: to.getTime() };
+}
+
+function bar(w, lane, from, to) {
+  const start = Math.max(new Date(w.start).getTime(), from), end = Math.min(new Date(w.end).getTime(), to);
+  const label = `GPR ${w.gpr}, ${w.slice}, ${w.gpu_count} GPU${w.gpu_count === 1 ? "" : "s"}, ${w.state}: ` +
+    `${localTime(w.start)} → ${localTime(w.end)}`;
+  return el("a", { class: `window ${w.state} ${colourOf(w.slice)}`, href: `${page.base}admin/requests?gpr=${w.gpr}`,
+    "data-gpr": w.gpr, "aria-label": label, title: label,
+    style: { left: `${(100 * (start - from)) / (to - from)}%`, width: `${Math.max(0.3, (100 * (end - start)) / (to - from))}%`,
+      top: `${lane * 1.5}em` } }, `${w.gpr}`);
+}
+
+function draw() {
+  const { schedule, from, to } = last;
+  const wanted = form.elements.node.value.trim().toLowerCase();
+  const nodes = schedule.nodes.filter((n) => !wanted || n.node.toLowerCase().includes(wanted));
+  if (first >= nodes.length) first = Math.max(0, nodes.length - PAGE_SIZE);
+  const shown = nodes.slice(first, first + PAGE_SIZE);
+  document.getElementById("page-of").textContent = nodes.length
+    ? `Nodes ${first + 1}-${first + shown.length} of ${nodes.length}` : "No node matches.";
+  document.getElementById("previous").disabled = first === 0;
+  document.getElementById("next").disabled = first + PAGE_SIZE >= nodes.length;
+
+  const ticks = Array.from({ length: TICKS + 1 }, (_, i) => from + ((to - from) * i) / TICKS);
+  patch(document.querySelector(".gantt-axis"), [
+    ...ticks.map((t, i) => el("span", { class: "tick", style: { left: `${(100 * i) / TICKS}%` } },
+      new Date(t).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" }))),
+  ]);
+  const nowAt = Date.now();
+  const nowLine = () => (nowAt > from && nowAt < to
+    ? el("span", { class: "now", "aria-hidden": "true", style: { left: `${(100 * (nowAt - from)) / (to - from)}%` } }) : null);
+  patch(document.querySelector(".gantt-rows"), shown.map((n) => {
+    const placed = lanes(n.windows);
+    const height = Math.max(1, ...placed.map(([, lane]) => lane + 1));
+    return el("li", { "data-node": n.node },
+      el("span", { class: "node-name" }, n.node, el("span", { class: "muted" }, ` ${n.cluster}`)),
+      el("div", { class: "lane-box", style: { height: `${height * 1.5}em` } }, nowLine(),
+        placed.map(([w, lane]) => bar(w, lane, from, to))));
+  }));
+  const slices = [...new Set(schedule.nodes.flatMap((n) => n.windows.map((w) => w.slice)))].sort();
+  patch(document.getElementById("legend"), slices.length
+    ? slices.map((s) => el("span", { class: `legend ${colourOf(s)}` }, s))
+    : [el("span", { class: "muted" }, "No windows in this range.")]);
+}
+
+form.addEventListener("submit", (e) => {
+  e.preventDefault();
+  first = 0;
+  refreshNow();
+});
+form.elements.node.addEventListener("input", () => { first = 0; if (last) draw(); });
+document.getElementById("previous").addEventListener("click", () => { first = Math.max(0, first - PAGE_SIZE); draw(); });
+document.getElementById("next").addEventListener("click", () => { first += PAGE_SIZE; draw(); });
+const refreshNow = live(load, (data) => { last = data; draw(); });

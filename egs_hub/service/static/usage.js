@@ -1,0 +1,44 @@
+// Read-only aggregations over API answers: pure functions, no DOM, no calls.
+"use strict";
+
+// GPU-seconds of the schedule's past and current windows inside [from, to], per key of a window
+// (`keyOf(window)`, e.g. its slice or the user who asked for its GPR).
+export function gpuSecondsBy(schedule, from, to, keyOf) {
+  const totals = new Map();
+  for (const node of schedule.nodes) {
+    for (const w of node.windows) {
+      if (w.state === "planned") continue;
+      const start = Math.max(new Date(w.start).getTime(), from);
+      const end = Math.min(w.end ? new Date(w.end).getTime() : to, to);
+      if (end <= start) continue;
+      const key = keyOf(w);
+      totals.set(key, (totals.get(key) || 0) + ((end - start) / 1000) * w.gpu_count);
+    }
+  }
+  return totals;
+}
+
+// Per (cluster, shape): total, bound (held by a GPR now), free and not usable GPUs, from GET /inventory.
+export function capacity(inventory) {
+  const rows = new Map();
+  for (const cluster of inventory.clusters) {
+    for (const node of cluster.nodes) {
+      const key = `${cluster.name}\u0000${node.shape}`;
+      if (!rows.has(key)) rows.set(key, { cluster: cluster.name, shape: node.shape, total: 0, bound: 0, free: 0 });
+      const row = rows.get(key);
+      for (const gpu of node.gpus) {
+        row.total += 1;
+        if (gpu.slice) row.bound += 1;
+        else if (gpu.healthy && node.schedulable) row.free += 1;
+      }
+    }
+  }
+  return [...rows.values()].map((r) => ({ ...r, unusable: r.total - r.bound - r.free }))
+    .sort((a, b) => a.cluster.localeCompare(b.cluster) || a.shape.localeCompare(b.shape));
+}
+
+export function top(map, n) {
+  return [...map.entries()].sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0]))).slice(0, n);
+}
+
+export const percent = (part, whole) => (whole ? `${Math.round((100 * part) / whole)}%` : "—");
