@@ -4,6 +4,13 @@ egs-hub up [--ip IP] [--port N] [--data-dir DIR] [--db-url URL] [--inventory FIL
 egs-hub db upgrade [--data-dir DIR] [--db-url URL]
 egs-hub db current [--data-dir DIR] [--db-url URL]
 egs-hub simulate (--trace philly | --csv FILE) [--nodes N --gpus-per-node G | --cluster FILE] [--load L] ...
+egs-hub cluster add NAME (--kubeconfig PATH [--context CTX] | --in-cluster) [--api-url URL] [--api-token TOKEN]
+egs-hub cluster list [--api-url URL] [--api-token TOKEN]
+egs-hub cluster remove NAME [--api-url URL] [--api-token TOKEN]
+
+The cluster commands call the running service's REST API: --api-url (default $EGS_API_URL, e.g.
+http://127.0.0.1:8000/services/egs/api/v1/) with an admin's hub API token (--api-token, default
+$EGS_API_TOKEN).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from . import __version__
 from .backends.local.declared import InventoryError
+from .client import EGSClient, EGSError
 from .embedded import HUB_CONFIG_FILE, SetupError, prepare
 from .store.db import DatabaseError, current_revision, default_db_url, head_revision, make_engine, upgrade
 
@@ -89,6 +97,29 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    with EGSClient(args.api_url, args.api_token) as client:
+        if args.action == "add":
+            added = client.register_cluster(
+                args.name, kubeconfig=args.kubeconfig, context=args.context, in_cluster=args.in_cluster
+            )
+            state = added.health + (f": {added.message}" if added.message else "")
+            counts = f"{added.nodes} node(s), {added.gpus} GPU(s)"
+            print(f"cluster {added.name} registered ({added.where}); {state}; {counts}")
+        elif args.action == "remove":
+            client.remove_cluster(args.name)
+            print(f"cluster {args.name} removed")
+        else:
+            rows = [("NAME", "KIND", "ORIGIN", "HEALTH", "NODES", "GPUS", "WHERE")]
+            for c in client.clusters():
+                where = c.where + (f" ({c.message})" if c.message else "")
+                rows.append((c.name, c.kind, c.origin, c.health, str(c.nodes), str(c.gpus), where))
+            widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+            for row in rows:
+                print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="egs-hub", description="Elastic GPU Service for JupyterHub")
     top.add_argument("--version", action="version", version=__version__)
@@ -146,6 +177,31 @@ def parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
     sim.set_defaults(run=cmd_simulate)
+
+    api_options = argparse.ArgumentParser(add_help=False)
+    api_options.add_argument(
+        "--api-url", default=None, metavar="URL", help="the service's API v1 URL (default: $EGS_API_URL)"
+    )
+    api_options.add_argument(
+        "--api-token", default=None, metavar="TOKEN", help="an admin's hub API token (default: $EGS_API_TOKEN)"
+    )
+    cluster = commands.add_parser(
+        "cluster",
+        help="register, list and remove Kubernetes clusters of a running egs-hub (through its REST API)",
+    )
+    actions = cluster.add_subparsers(dest="action", required=True)
+    add = actions.add_parser(
+        "add", parents=[api_options], help="register a cluster by kubeconfig and context, or in-cluster"
+    )
+    add.add_argument("name", help="the cluster's name in egs-hub (a DNS label)")
+    how = add.add_mutually_exclusive_group(required=True)
+    how.add_argument("--kubeconfig", metavar="PATH", help="absolute path of a kubeconfig file on the service's host")
+    how.add_argument("--in-cluster", action="store_true", help="the service's own cluster (its pod's ServiceAccount)")
+    add.add_argument("--context", metavar="CTX", help="the kubeconfig's context (default: its current-context)")
+    actions.add_parser("list", parents=[api_options], help="clusters with their health, nodes and GPUs")
+    remove = actions.add_parser("remove", parents=[api_options], help="remove a cluster registered through the API")
+    remove.add_argument("name")
+    cluster.set_defaults(run=cmd_cluster)
     return top
 
 
@@ -158,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.run(args)
-    except (SetupError, DatabaseError, InventoryError) as e:
+    except (SetupError, DatabaseError, InventoryError, EGSError) as e:
         print(f"egs-hub: {e}", file=sys.stderr)
         return 1
 

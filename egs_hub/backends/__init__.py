@@ -7,6 +7,7 @@ events to record; it does not read the store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -19,7 +20,15 @@ class BindError(Exception):
 
 
 class UnbindError(Exception):
-    """Taking GPUs back did not finish; the reconcile loop tries again."""
+    """Taking GPUs back did not finish; the reconcile loop tries again.
+
+    ``events`` are what the failed try did all the same (nodes returned, pods evicted):
+    the loop records them, since the next try finds that work done and does not repeat it.
+    """
+
+    def __init__(self, message: str, events: Sequence[Event] = ()):
+        super().__init__(message)
+        self.events = tuple(events)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from .errors import EGSError
 from .models import (
     GPR,
     Alerts,
+    Cluster,
     Event,
     Eviction,
     GPUMetrics,
@@ -191,6 +192,22 @@ class Operations(ABC):
 
     def remove_member(self, slice_name: str, user: str) -> Slice:
         return self._send(Call("DELETE", f"slices/{_segment(slice_name)}/members/{_segment(user)}", _one(Slice)))
+
+    # clusters
+
+    def clusters(self) -> list[Cluster]:
+        return self._send(Call("GET", "clusters", _list_of(Cluster, "clusters")))
+
+    def register_cluster(
+        self, name: str, *, kubeconfig: str | None = None, context: str | None = None, in_cluster: bool = False
+    ) -> Cluster:
+        """Admins: drive a Kubernetes cluster, by a kubeconfig file on the service's host or in-cluster config."""
+        where = {"in_cluster": True} if in_cluster else _body(kubeconfig=kubeconfig, context=context)
+        body = {"name": name, **where}
+        return self._send(Call("POST", "clusters", _one(Cluster), body=body))
+
+    def remove_cluster(self, name: str) -> None:
+        return self._send(Call("DELETE", f"clusters/{_segment(name)}", _nothing))
 
     # inventory
 

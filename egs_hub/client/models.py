@@ -78,6 +78,22 @@ class Slice:
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """A registered cluster: ``origin`` local, config or api; ``health`` ok or unavailable (``message`` says why)."""
+
+    name: str
+    kind: str
+    origin: str
+    where: str
+    health: str
+    message: str | None
+    source: str | None
+    nodes: int
+    gpus: int
+    raw: dict = _raw()
+
+
+@dataclass(frozen=True)
 class GPR:
     id: int
     name: str | None

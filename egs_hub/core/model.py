@@ -94,7 +94,12 @@ class GPU:
 
 @dataclass(frozen=True)
 class Node:
-    """One machine; ``gpus`` are UUIDs in index order."""
+    """One machine; ``gpus`` are UUIDs in index order.
+
+    ``whole``: the node is bound to one GPR at a time, whatever number of its GPUs
+    that GPR asked for (a Kubernetes node carries one slice label); otherwise each
+    GPU is bound on its own (the local host).
+    """
 
     name: str
     cluster: str
@@ -102,6 +107,7 @@ class Node:
     gpus: tuple[str, ...]
     schedulable: bool = True
     declared: bool = False
+    whole: bool = False
 
     @property
     def key(self) -> tuple[str, str]:

@@ -355,13 +355,14 @@ class _Pass:
                 self.timeline.put(held)
             return window
         (i, gpus), profile = held.picks[0], held.pool.profiles[held.picks[0][0]]
+        taken = held.pool.taken(i, gpus)
         use = self.timeline.use(held.slice)
         if use is not None:
             use.add(held.start, held.end, gpus, -1)
         window = self.earliest(request, upper=held.start)  # its own node still holds the promise
-        profile.add(held.start, held.end, gpus)
+        profile.add(held.start, held.end, taken)
         own = self.earliest(request, upper=window.start if window else held.start, only=held.pool, node=i)
-        profile.add(held.start, held.end, -gpus)
+        profile.add(held.start, held.end, -taken)
         if use is not None:
             use.add(held.start, held.end, gpus, 1)
         window = own or window

@@ -11,6 +11,11 @@ for every request, the pool keeps two summaries per node and GPU level ``g``
 A request for ``g`` GPUs and ``d`` seconds fits at ``max(lower, tail)`` on any
 node, and earlier only on nodes with ``hole >= d``: those few are walked, in
 order of ``first``, until ``first`` passes the best start found.
+
+A *whole* node (``Node.whole``) is bound to one GPR at a time: a window on it takes
+all its GPUs off its profile, whatever number it asked for, so the node has either
+all its GPUs free or none, and the same level queries find only nodes free of any
+other window.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Pool:
         self.nodes = nodes
         self.width = shape.gpus_per_node
         self.capacity = healthy
+        self.whole = [n.whole for n in nodes]
         self.profiles = [Profile(c) for c in healthy]
         # Nothing reserved yet: node i has its healthy GPUs free from now on, for good.
         level = np.arange(self.width + 1)[:, None]
@@ -63,11 +69,16 @@ class Pool:
         """Take (``sign`` 1) or give back (-1) ``picks``' GPUs over ``[start, end)``. With
         ``later``, the summaries wait: ``(pool, node)`` pairs are added for ``summarize``."""
         for i, gpus in picks:
-            self.profiles[i].add(start, end, -sign * gpus)
+            self.profiles[i].add(start, end, -sign * self.taken(i, gpus))
             if later is None:
                 self._summarize(i)
             else:
                 later.add((self, i))
+
+    def taken(self, i: int, gpus: int) -> int:
+        """GPUs of node ``i`` that a window for ``gpus`` of them takes off its profile: all
+        its healthy GPUs on a whole node, else ``gpus``."""
+        return self.capacity[i] if self.whole[i] else gpus
 
     @staticmethod
     def summarize(later: set) -> None:

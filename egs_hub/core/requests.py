@@ -448,3 +448,40 @@ class ServerStart:
     """PUT servers/{user}[/{server}]: the slice a starting server belongs to."""
 
     slice: str = _field(parse_slice_ref, {"type": "string"})
+
+
+_PATH_MAX = 4096
+
+
+@dataclass(frozen=True)
+class ClusterCreate:
+    """POST /clusters, and each item of ``EGSService.clusters``: a Kubernetes cluster reached by a
+    kubeconfig file on the service's host (its ``context``, else its current context), or by the
+    ServiceAccount of the pod the service runs in (``in_cluster``)."""
+
+    name: str = _field(parse_slice_ref, {"type": "string", "pattern": SLICE_NAME_RE.pattern, "maxLength": 63})
+    kubeconfig: str | None = _field(
+        optional(parse_text(_PATH_MAX)),
+        {"type": ["string", "null"], "maxLength": _PATH_MAX, "description": "absolute path on the service's host"},
+        None,
+    )
+    context: str | None = _field(
+        optional(parse_text(253)),
+        {"type": ["string", "null"], "maxLength": 253, "description": "default: the file's current-context"},
+        None,
+    )
+    in_cluster: bool = _field(parse_bool, {"type": "boolean"}, False)
+
+    def check(self, *, partial: bool) -> None:
+        if self.in_cluster:
+            if self.kubeconfig is not None or self.context is not None:
+                raise InvalidRequest("in_cluster", "in_cluster takes no kubeconfig or context: give one or the other")
+            return
+        if not self.kubeconfig:
+            raise InvalidRequest(
+                "kubeconfig", "kubeconfig is required: the absolute path of a kubeconfig file on the service's host"
+            )
+        if not self.kubeconfig.startswith("/"):
+            raise InvalidRequest("kubeconfig", f"kubeconfig must be an absolute path, not {self.kubeconfig!r}")
+        if self.context == "":
+            raise InvalidRequest("context", "context must not be empty: name a context of the kubeconfig")

@@ -20,19 +20,21 @@ import jinja2
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, TraitError, Unicode, default, validate
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, TraitError, Unicode, default, validate
 from traitlets.config import Application
 
 from .. import __version__
 from ..backends.local import LocalBackend
 from ..core.alerts import AlertThresholds
+from ..core.errors import InvalidRequest
+from ..core.requests import ClusterCreate, parse_body
 from ..metrics import MetricSource
 from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
-from ..store import queries
-from ..store.db import check_schema, default_db_url, make_engine, make_sessions, transaction
+from ..store.db import check_schema, default_db_url, make_engine, make_sessions
+from .clusters import Clusters
 from .exporter import Exporter
-from .handlers import gprs, gpus, inventory, pages, prometheus, queue, servers, slices
+from .handlers import clusters, gprs, gpus, inventory, pages, prometheus, queue, servers, slices
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
 from .notify import SlackNotifier
@@ -41,6 +43,7 @@ from .reconcile import Reconciler
 from .telemetry import Telemetry
 
 HERE = os.path.dirname(__file__)
+LOCAL_CLUSTER = "local"
 
 
 class EGSService(Application):
@@ -77,6 +80,56 @@ class EGSService(Application):
     @default("inventory_file")
     def _default_inventory_file(self) -> str | None:
         return os.environ.get("EGS_INVENTORY") or None
+
+    clusters = List(
+        Dict(),
+        help="""Kubernetes clusters whose GPU nodes egs-hub binds to slices, besides this host. Each is
+        {"name": NAME, "kubeconfig": ABSOLUTE_PATH, "context": CONTEXT} (context: default the file's
+        current-context) or {"name": NAME, "in_cluster": true} (the ServiceAccount of the pod the
+        service runs in). Names are DNS labels, unique, and not the local cluster's ("local").
+        A cluster that cannot be reached is shown unavailable and retried; it never stops the
+        service. Admins add more at run time with POST /clusters (kept in the database).
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("clusters")
+    def _check_clusters(self, proposal) -> list:
+        self._cluster_specs(proposal.value)
+        return proposal.value
+
+    @staticmethod
+    def _cluster_specs(items: list) -> list[ClusterCreate]:
+        specs = []
+        for i, item in enumerate(items):
+            try:
+                spec = parse_body(ClusterCreate, item)
+            except InvalidRequest as e:
+                raise TraitError(f"EGSService.clusters[{i}]: {e}") from None
+            if spec.name == LOCAL_CLUSTER:
+                raise TraitError(f"EGSService.clusters[{i}].name: {spec.name!r} is this host's; choose another name")
+            if spec.name in {s.name for s in specs}:
+                raise TraitError(f"EGSService.clusters[{i}].name: cluster {spec.name!r} is named twice")
+            specs.append(spec)
+        return specs
+
+    cluster_retry_interval = Float(
+        30.0,
+        help="""Seconds between checks of every cluster: an unavailable one is tried again, and a
+        Kubernetes cluster's inventory is read again (its watch reports changes at once anyway).
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    cluster_request_timeout = Float(
+        10.0,
+        help="""Seconds a Kubernetes API request may take before its cluster counts as unavailable.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
 
     reconcile_interval = Float(
         1.0,
@@ -295,6 +348,8 @@ class EGSService(Application):
             (api + r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
             (api + r"inventory", inventory.InventoryHandler),
             (api + r"inventory/schedule", inventory.ScheduleHandler),
+            (api + r"clusters", clusters.ClustersHandler),
+            (api + r"clusters/([^/]+)", clusters.ClusterHandler),
             (api + r"wait-times", gprs.WaitTimesHandler),
             (api + r"gprs", gprs.GPRsHandler),
             (api + r"gprs/([^/]+)", gprs.GPRHandler),
@@ -338,15 +393,15 @@ class EGSService(Application):
         self.sessions = make_sessions(engine)
         self.hub_auth = HubOAuth(cache_max_age=self.identity_cache_seconds)
         self.hub = HubClient(self.hub_auth.api_url, self.hub_auth.api_token)
-        self.backend = LocalBackend(self.hub, inventory_file=self.inventory_file)
-        found = await self.backend.discover()
-        self.inventory_sources = {self.backend.cluster: found.source}
-        with transaction(self.sessions) as session:
-            for event in queries.sync_inventory(
-                session, self.backend.cluster, self.backend.kind, found.nodes, found.gpus, self.clock()
-            ):
-                queries.add_event(session, event)
-        self.log.info("inventory of %s: %d GPU(s), %s", self.backend.cluster, len(found.gpus), found.source)
+        self.local_backend = LocalBackend(self.hub, cluster=LOCAL_CLUSTER, inventory_file=self.inventory_file)
+        self.registry = Clusters(
+            self.sessions,
+            self.clock,
+            retry_interval=self.cluster_retry_interval,
+            request_timeout=self.cluster_request_timeout,
+        )
+        await self.registry.add_local(self.local_backend, f"this host ({self.local_backend.host})")
+        await self.registry.restore(self._cluster_specs(self.clusters))
         self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
         with self.sessions() as session:
             self.planning.restore(session)
@@ -362,21 +417,22 @@ class EGSService(Application):
         self.exporter = Exporter(self.sessions, lambda: self.telemetry.history.latest().values())
         self.reconciler = Reconciler(
             self.sessions,
-            self.backend,
+            self.registry.backends,
             self.clock,
             self.reconcile_interval,
             planning=self.planning,
             exporter=self.exporter,
         )
         self.telemetry.on_release = self.reconciler.wake
+        self.registry.on_inventory = self.reconciler.wake
         self.log.info("GPU metrics: %s", self.telemetry.source_error or self.telemetry.source.name)
 
     def _metric_source(self) -> MetricSource | None:
         choice = self.metrics_source
         if choice == "auto":
-            choice = "nvml" if self.backend.uses_nvml else "prometheus" if self.prometheus_url else "none"
+            choice = "nvml" if self.local_backend.uses_nvml else "prometheus" if self.prometheus_url else "none"
         if choice == "nvml":
-            return NVMLSource(self.backend.host)
+            return NVMLSource(self.local_backend.host)
         if choice == "prometheus":
             if not self.prometheus_url:
                 raise TraitError("metrics_source is 'prometheus' but prometheus_url is not set")
@@ -390,6 +446,7 @@ class EGSService(Application):
         server.listen(url.port or 80, url.hostname or "127.0.0.1")
         self.reconciler.start()
         self.telemetry.start()
+        self.registry.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
         stopped = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -399,6 +456,7 @@ class EGSService(Application):
         server.stop()
         await self.telemetry.stop()
         await self.reconciler.stop()
+        await self.registry.close()
 
     def start(self) -> None:
         asyncio.run(self.serve())

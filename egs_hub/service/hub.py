@@ -14,6 +14,8 @@ from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from ..core.errors import InvalidRequest
+
 
 class HubAPIError(Exception):
     def __init__(self, status: int, message: str):
@@ -105,8 +107,21 @@ class HubClient:
                 raise
 
     async def add_members(self, group: str, users: list[str]) -> list[str]:
-        """Add users to a group, creating missing hub users; returns the users it created."""
-        created = [user for user in users if await self.ensure_user(user)]
+        """Add users to a group, creating missing hub users; returns the users it created.
+
+        If creating one fails, the users this call created are deleted again; a name the hub's
+        authenticator refuses (400) is bad input: InvalidRequest naming ``members``."""
+        created = []
+        for user in users:
+            try:
+                if await self.ensure_user(user):
+                    created.append(user)
+            except HubAPIError as e:
+                for made in created:
+                    await self.delete_user(made)
+                if e.status == 400:
+                    raise InvalidRequest("members", f"JupyterHub refuses the user name {user!r}: {e}") from None
+                raise
         await self.request("POST", f"groups/{quote(group, safe='')}/users", {"users": users})
         return created
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..core.model import EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
 from ..core.requests import (
     DURATION_PATTERN,
+    ClusterCreate,
     EvictionConfirm,
     GPRCreate,
     GPRUpdate,
@@ -20,9 +21,11 @@ from ..core.requests import (
     WaitTimeQuery,
     body_schema,
 )
+from .clusters import ORIGINS as CLUSTER_ORIGINS
 from .handlers.base import MAX_ID
 
 TIME = {"type": "string", "format": "date-time"}
+HEALTH = {"type": "string", "enum": ["ok", "unavailable"]}
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
 NULLABLE_INT = {"type": ["integer", "null"]}
 NULLABLE_STR = {"type": ["string", "null"]}
@@ -158,6 +161,8 @@ SCHEMAS = {
                         "name": {"type": "string"},
                         "kind": {"type": "string"},
                         "source": {"type": "string"},
+                        "health": HEALTH,
+                        "message": {**NULLABLE_STR, "description": "why it is unavailable"},
                         "nodes": {
                             "type": "array",
                             "items": _obj(
@@ -166,6 +171,10 @@ SCHEMAS = {
                                     "shape": {"type": "string"},
                                     "schedulable": {"type": "boolean"},
                                     "declared": {"type": "boolean"},
+                                    "whole": {
+                                        "type": "boolean",
+                                        "description": "bound to one GPR at a time (Kubernetes)",
+                                    },
                                     "gpus": {
                                         "type": "array",
                                         "items": _obj(
@@ -203,6 +212,23 @@ SCHEMAS = {
             },
             "gpus": {"type": "integer"},
             "free": {"type": "integer"},
+        }
+    ),
+    "Cluster": _obj(
+        {
+            "name": {"type": "string"},
+            "kind": {"type": "string", "description": "local or kubernetes"},
+            "origin": {
+                "type": "string",
+                "enum": list(CLUSTER_ORIGINS),
+                "description": "this host, EGSService.clusters in the config, or POST /clusters",
+            },
+            "where": {"type": "string", "description": "how the service reaches it"},
+            "health": HEALTH,
+            "message": {**NULLABLE_STR, "description": "why it is unavailable"},
+            "source": {"type": "string", "description": "what its last inventory said"},
+            "nodes": {"type": "integer", "description": "nodes with GPUs present now"},
+            "gpus": {"type": "integer"},
         }
     ),
     "Window": _obj(
@@ -326,6 +352,7 @@ SCHEMAS = {
     "GPRUpdate": body_schema(GPRUpdate, partial=True),
     "WaitTimeQuery": body_schema(WaitTimeQuery),
     "SliceCreate": body_schema(SliceCreate),
+    "ClusterCreate": body_schema(ClusterCreate),
     "SliceUpdate": body_schema(SliceUpdate, partial=True),
     "Reason": body_schema(Reason),
     "EvictionConfirm": body_schema(EvictionConfirm),
@@ -550,6 +577,32 @@ def _paths() -> dict:
                 ],
                 "responses": _responses("schedule", _ref("Schedule"), "400", "401"),
             }
+        },
+        "/clusters": {
+            "get": {
+                "summary": "Clusters: the local host and Kubernetes clusters, whether each answers, and its size",
+                "responses": _responses("clusters", _list("clusters", "Cluster"), *AUTH_ERRORS),
+            },
+            "post": {
+                "summary": "Register a Kubernetes cluster by kubeconfig file and context, or in-cluster (admin)",
+                "requestBody": _body("ClusterCreate"),
+                "responses": _responses(
+                    "registered (health says whether it answers)",
+                    _ref("Cluster"),
+                    "400",
+                    "401",
+                    "403",
+                    "409",
+                    status="201",
+                ),
+            },
+        },
+        "/clusters/{name}": {
+            "parameters": [_path("name")],
+            "delete": {
+                "summary": "Remove a cluster registered through the API, unless GPRs hold or wait for it (admin)",
+                "responses": _responses("removed", None, "401", "403", "404", "409", status="204"),
+            },
         },
         "/wait-times": {
             "post": {

@@ -8,6 +8,10 @@ policy says so without an admin, and admits. The store is the truth: a GPR found
 so a restarted service picks up exactly where the last one stopped. Backend
 calls run as one task per GPR, so a slow server restart never delays another
 GPR's window.
+
+Each cluster has its backend (``backends``, by cluster name); a GPR is bound and
+unbound by the backend of the cluster its GPUs are on (the store's allocations:
+GPU -> node -> cluster).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -26,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..backends import Backend, BindError, ServerRef, UnbindError
 from ..core import lifecycle
 from ..core.errors import Conflict
-from ..core.model import GPR, EndReason, Status
+from ..core.model import GPR, EndReason, Event, Status
 from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
 from ..store import queries
 from ..store.db import transaction
@@ -44,7 +48,7 @@ class Reconciler:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        backend: Backend,
+        backends: Mapping[str, Backend],
         clock: Callable[[], datetime],
         interval: float = 1.0,
         retry_interval: float = 5.0,
@@ -53,7 +57,7 @@ class Reconciler:
         exporter: Exporter | None = None,
     ):
         self.sessions = sessions
-        self.backend = backend
+        self.backends = backends
         self.clock = clock
         self.interval = interval
         self.planning = planning or Planning()
@@ -203,20 +207,26 @@ class Reconciler:
             gpr = self._load(session, gpr_id, Status.PROVISIONING)
             if gpr is None:
                 return
+            cluster = queries.bound_cluster(session, gpr_id)
             slice_row = queries.get_slice(session, gpr.spec.slice)
             policy = queries.slice_policy(slice_row)
             servers = _server_refs(queries.slice_servers(session, gpr.spec.slice))
+        backend = self.backends.get(cluster)
+        if backend is None:
+            reason = f"its GPUs are on cluster {cluster!r}, which is not registered any more"
+            self._finish(gpr_id, Status.PROVISIONING, partial(lifecycle.fail, actor=lifecycle.PLANNER, reason=reason))
+            return
         try:
-            events = await self.backend.bind(gpr, policy, servers, self.clock())
+            events = await backend.bind(gpr, policy, servers, self.clock())
         except BindError as e:
-            failed = partial(lifecycle.fail, actor=self.backend.kind, reason=str(e))
+            failed = partial(lifecycle.fail, actor=backend.kind, reason=str(e))
             self._finish(gpr_id, Status.PROVISIONING, failed)
             return
         except Exception:
-            log.exception("GPR %s: binding failed; trying again", gpr_id)
+            log.exception("GPR %s: binding on cluster %s failed; trying again", gpr_id, cluster)
             self._retry_later(gpr_id)
             return
-        provisioned = partial(lifecycle.mark_provisioned, actor=self.backend.kind)
+        provisioned = partial(lifecycle.mark_provisioned, actor=backend.kind)
         self._finish(gpr_id, Status.PROVISIONING, provisioned, events)
 
     async def _unbind(self, gpr_id: int) -> None:
@@ -224,6 +234,7 @@ class Reconciler:
             gpr = self._load(session, gpr_id, Status.RELEASING)
             if gpr is None:
                 return
+            cluster = queries.bound_cluster(session, gpr_id)
             holders = _server_refs(queries.servers_holding(session, gpr.bound_gpus))
             slice_row = queries.get_slice(session, gpr.spec.slice)
             requeue = (
@@ -231,23 +242,43 @@ class Reconciler:
                 and slice_row is not None
                 and queries.slice_policy(slice_row).requeue_evicted
             )
+        backend = self.backends.get(cluster)
+        # An evicted GPR whose slice re-queues evicted work waits again; the others are done.
+        actor = backend.kind if backend is not None else lifecycle.PLANNER
+        done = (
+            partial(lifecycle.requeue, actor=lifecycle.PLANNER) if requeue else partial(lifecycle.complete, actor=actor)
+        )
+        if backend is None:
+            # Its cluster left the config: nothing here can take the GPUs back, so they are let go.
+            gone = Event(
+                kind="cluster-gone",
+                actor=lifecycle.PLANNER,
+                reason=f"cluster {cluster!r} is not registered any more; its nodes were not returned",
+                time=self.clock(),
+                gpr_id=gpr_id,
+                slice=gpr.spec.slice,
+                data={"cluster": cluster},
+            )
+            self._finish(gpr_id, Status.RELEASING, done, [gone])
+            return
         try:
-            events = await self.backend.unbind(gpr, holders, self.clock())
+            events = await backend.unbind(gpr, holders, self.clock())
         except UnbindError as e:
             log.warning("GPR %s: unbinding did not finish (%s); trying again", gpr_id, e)
+            self._record(e.events)
             self._retry_later(gpr_id)
             return
         except Exception:
-            log.exception("GPR %s: unbinding failed; trying again", gpr_id)
+            log.exception("GPR %s: unbinding on cluster %s failed; trying again", gpr_id, cluster)
             self._retry_later(gpr_id)
             return
-        # An evicted GPR whose slice re-queues evicted work waits again; the others are done.
-        done = (
-            partial(lifecycle.requeue, actor=lifecycle.PLANNER)
-            if requeue
-            else partial(lifecycle.complete, actor=self.backend.kind)
-        )
         self._finish(gpr_id, Status.RELEASING, done, events)
+
+    def _record(self, events) -> None:
+        if events:
+            with transaction(self.sessions) as session:
+                for event in events:
+                    queries.add_event(session, event)
 
     def _retry_later(self, gpr_id: int) -> None:
         self._retry_at[gpr_id] = self.clock() + timedelta(seconds=self.retry_interval)

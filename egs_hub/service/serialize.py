@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from ..core.model import GPR, Shape
 from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.units import format_time
 from ..store.models import AlertRow, Cluster, EventRow, Slice
+
+if TYPE_CHECKING:
+    from .clusters import ClusterState
 
 
 def _seconds(value: timedelta | None) -> int | None:
@@ -143,11 +148,17 @@ def eviction_json(eviction: Eviction, victims: list[GPR]) -> dict:
     }
 
 
-def inventory_json(clusters: list[Cluster], bound: dict[str, tuple[str, int]], sources: dict[str, str]) -> dict:
-    """Clusters with nodes and GPUs; ``bound`` maps a GPU to (slice, GPR) now."""
+def inventory_json(
+    clusters: list[Cluster], bound: dict[str, tuple[str, int]], live: Mapping[str, ClusterState]
+) -> dict:
+    """The ``live`` clusters (those the service drives) with nodes and GPUs; ``bound`` maps a GPU to
+    (slice, GPR) now. A whole node with any GPU bound has none free (it is one GPR's)."""
     shapes: dict[tuple[str, str], dict] = {}
     out_clusters, total, free = [], 0, 0
     for cluster in clusters:
+        state = live.get(cluster.name)
+        if state is None:
+            continue
         nodes = []
         for node in cluster.nodes:
             if not node.present:
@@ -157,12 +168,13 @@ def inventory_json(clusters: list[Cluster], bound: dict[str, tuple[str, int]], s
                 (cluster.name, shape.name),
                 {"cluster": cluster.name, **shape_json(shape), "gpus": 0, "free": 0},
             )
+            taken = node.whole and any(gpu.present and gpu.uuid in bound for gpu in node.gpus)
             gpus = []
             for gpu in node.gpus:
                 if not gpu.present:
                     continue
                 slice_name, gpr_id = bound.get(gpu.uuid, (None, None))
-                usable = gpu.healthy and node.schedulable and slice_name is None
+                usable = gpu.healthy and node.schedulable and slice_name is None and not taken
                 entry["gpus"] += 1
                 entry["free"] += usable
                 total += 1
@@ -185,6 +197,7 @@ def inventory_json(clusters: list[Cluster], bound: dict[str, tuple[str, int]], s
                     "shape": shape.name,
                     "schedulable": node.schedulable,
                     "declared": node.declared,
+                    "whole": node.whole,
                     "gpus": gpus,
                 }
             )
@@ -192,7 +205,9 @@ def inventory_json(clusters: list[Cluster], bound: dict[str, tuple[str, int]], s
             {
                 "name": cluster.name,
                 "kind": cluster.kind,
-                "source": sources.get(cluster.name, ""),
+                "source": state.source,
+                "health": state.health,
+                "message": state.error,
                 "nodes": nodes,
             }
         )
@@ -201,6 +216,22 @@ def inventory_json(clusters: list[Cluster], bound: dict[str, tuple[str, int]], s
         "shapes": sorted(shapes.values(), key=lambda s: (s["cluster"], s["name"])),
         "gpus": total,
         "free": free,
+    }
+
+
+def cluster_json(state: ClusterState, row: Cluster | None) -> dict:
+    """A cluster the service drives; ``row`` is its stored inventory (None before its first refresh)."""
+    nodes = [n for n in row.nodes if n.present] if row is not None else []
+    return {
+        "name": state.name,
+        "kind": state.backend.kind,
+        "origin": state.origin,
+        "where": state.where,
+        "health": state.health,
+        "message": state.error,
+        "source": state.source,
+        "nodes": len(nodes),
+        "gpus": sum(1 for n in nodes for g in n.gpus if g.present),
     }
 
 

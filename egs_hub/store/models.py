@@ -65,12 +65,20 @@ class Project(Base):
 
 
 class Cluster(Base):
+    """A place with GPUs. ``registered``: added through the API (POST /clusters), reached by
+    ``kubeconfig`` and ``context`` or ``in_cluster``; the service connects to it at every start
+    until it is removed. The local host and clusters from config are not registered here."""
+
     __tablename__ = "clusters"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
     name: Mapped[str] = mapped_column(String(63), unique=True)
     kind: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    registered: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    kubeconfig: Mapped[str | None] = mapped_column(Text, nullable=True)
+    context: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    in_cluster: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     nodes: Mapped[list[Node]] = relationship(back_populates="cluster", order_by="Node.name")
 
 
@@ -86,6 +94,8 @@ class Node(Base):
     schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
     declared: Mapped[bool] = mapped_column(Boolean, default=False)
     present: Mapped[bool] = mapped_column(Boolean, default=True)
+    # bound to one GPR at a time (core.model.Node.whole)
+    whole: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     cluster: Mapped[Cluster] = relationship(back_populates="nodes")
     gpus: Mapped[list[GPU]] = relationship(back_populates="node", order_by="GPU.index")

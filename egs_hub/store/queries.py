@@ -299,6 +299,7 @@ def to_node(row: Node) -> core.Node:
         gpus=gpus,
         schedulable=row.schedulable,
         declared=row.declared,
+        whole=row.whole,
     )
 
 
@@ -344,6 +345,7 @@ def sync_inventory(
         node_row.gpus_per_node = node.shape.gpus_per_node
         node_row.schedulable = node.schedulable
         node_row.declared = node.declared
+        node_row.whole = node.whole
         node_row.present = True
         node_row.updated_at = now
         session.flush()
@@ -372,6 +374,74 @@ def sync_inventory(
             events.append(_inventory_event("gpu-lost", cluster, gpu_row.node.name, now, gpu_row.uuid))
     session.flush()
     return events
+
+
+# Clusters
+
+
+def registered_clusters(session: Session) -> list[Cluster]:
+    """Clusters registered through the API, by name."""
+    return list(session.scalars(select(Cluster).where(Cluster.registered.is_(True)).order_by(Cluster.name)))
+
+
+def register_cluster(
+    session: Session,
+    name: str,
+    kind: str,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    in_cluster: bool,
+    now: datetime,
+) -> Cluster:
+    """Record how to reach a cluster registered through the API (a cluster known before, say
+    removed, keeps its row: its nodes and allocations refer to it)."""
+    row = session.scalar(select(Cluster).where(Cluster.name == name))
+    if row is None:
+        row = Cluster(name=name, kind=kind, project_id=project_id(session, now), created_at=now)
+        session.add(row)
+    row.kind = kind
+    row.registered = True
+    row.kubeconfig, row.context, row.in_cluster = kubeconfig, context, in_cluster
+    session.flush()
+    return row
+
+
+def unregister_cluster(session: Session, name: str) -> None:
+    row = session.scalar(select(Cluster).where(Cluster.name == name))
+    if row is not None:
+        row.registered = False
+        row.kubeconfig, row.context, row.in_cluster = None, None, False
+
+
+def bound_cluster(session: Session, gpr_id: int) -> str | None:
+    """The cluster of the GPUs the GPR was given (one placement is on one cluster)."""
+    query = (
+        select(Cluster.name)
+        .join(Node, Node.cluster_id == Cluster.id)
+        .join(GPU, GPU.node_id == Node.id)
+        .join(Allocation, Allocation.gpu_uuid == GPU.uuid)
+        .where(Allocation.gpr_id == gpr_id)
+        .limit(1)
+    )
+    return session.scalar(query)
+
+
+def gprs_on_cluster(session: Session, cluster: str) -> list[int]:
+    """GPRs that hold GPUs of the cluster now, or wait for that cluster only."""
+    holding = (
+        select(GPRRow.id)
+        .join(Allocation, Allocation.gpr_id == GPRRow.id)
+        .join(GPU, GPU.uuid == Allocation.gpu_uuid)
+        .join(Node, Node.id == GPU.node_id)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .where(Cluster.name == cluster, GPRRow.status.in_([s.value for s in core.HOLDING_STATUSES]))
+    )
+    waiting = select(GPRRow.id).where(
+        GPRRow.cluster == cluster,
+        GPRRow.status.in_([core.Status.QUEUED.value, core.Status.PENDING_APPROVAL.value]),
+    )
+    return sorted(set(session.scalars(holding)) | set(session.scalars(waiting)))
 
 
 def _inventory_event(kind: str, cluster: str, node: str, now: datetime, gpu: str | None = None) -> core.Event:

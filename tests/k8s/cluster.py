@@ -14,6 +14,14 @@ from kubernetes_asyncio import client, config
 
 from .emulator import ClusterEmulator
 
+# kubernetes_asyncio's method names per kind: read_namespaced_<name>, list_namespaced_<name>
+SNAKE = {
+    "ServiceAccount": "service_account",
+    "Role": "role",
+    "RoleBinding": "role_binding",
+    "ResourceQuota": "resource_quota",
+}
+
 
 class KubeCluster:
     def __init__(self, kubeconfig: str, context: str, emulator: ClusterEmulator | None = None):
@@ -32,6 +40,7 @@ class KubeCluster:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.policy = client.PolicyV1Api(self.api)
+        self.rbac = client.RbacAuthorizationV1Api(self.api)
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -59,9 +68,15 @@ class KubeCluster:
         self._nodes.append(obj["metadata"]["name"])
         return self._dict(await self.core.patch_node_status(obj["metadata"]["name"], {"status": obj["status"]}))
 
-    async def add_namespace(self, base: str, slice: str | None = None) -> str:
+    def name(self, base: str) -> str:
+        """A namespace name for this test; the namespace is deleted when the test ends if it exists then."""
         name = f"{base}-{self.suffix}"
-        labels = {"egs.io/slice": slice} if slice else {}
+        self._namespaces.append(name)
+        return name
+
+    async def add_namespace(self, base: str, slice: str | None = None, labels: dict | None = None) -> str:
+        name = f"{base}-{self.suffix}"
+        labels = {**(labels or {}), **({"egs.io/slice": slice} if slice else {})}
         await self.core.create_namespace({"metadata": {"name": name, "labels": labels}})
         self._namespaces.append(name)
         return name
@@ -86,3 +101,31 @@ class KubeCluster:
 
     async def pod_names(self, namespace: str) -> list[str]:
         return sorted(p.metadata.name for p in (await self.core.list_namespaced_pod(namespace)).items)
+
+    async def namespace(self, name: str) -> dict | None:
+        """The namespace, or None when it is gone (or going: a real cluster takes a while)."""
+        try:
+            found = self._dict(await self.core.read_namespace(name))
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return None if found["metadata"].get("deletionTimestamp") else found
+
+    def _api_of(self, kind: str):
+        return self.rbac if kind.startswith("Role") else self.core
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict | None:
+        """A ServiceAccount, Role, RoleBinding or ResourceQuota by name; None when there is none."""
+        try:
+            return self._dict(await getattr(self._api_of(kind), f"read_namespaced_{SNAKE[kind]}")(name, namespace))
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def names(self, kind: str, namespace: str) -> list[str]:
+        """Names of the egs-hub objects of a kind in the namespace (those labelled managed-by egs-hub)."""
+        call = getattr(self._api_of(kind), f"list_namespaced_{SNAKE[kind]}")
+        listed = await call(namespace, label_selector="app.kubernetes.io/managed-by=egs-hub")
+        return sorted(o.metadata.name for o in listed.items)

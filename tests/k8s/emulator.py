@@ -14,8 +14,13 @@ resourceVersion, and merge every PATCH the same way.
 
 Emulates:
 - the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
-  pods, events, PodDisruptionBudgets); others answer 404 as on a real server;
-- bearer-token authentication (401 without the emulator's token);
+  pods, events, PodDisruptionBudgets, ServiceAccounts, Roles, RoleBindings,
+  ResourceQuotas); others answer 404 as on a real server;
+- bearer-token authentication: the emulator's own ``token`` may do anything,
+  a token issued by the TokenRequest API (``serviceaccounts/{name}/token``) is
+  valid until it expires or its ServiceAccount is deleted, and may do what the
+  Roles bound to its ServiceAccount allow (rbac.py; 403 otherwise); 401 for
+  any other token;
 - create with ``metadata.generateName``, uid, creationTimestamp, resourceVersion;
   409 when the object exists, 404 when its namespace does not;
 - get, list and watch with ``labelSelector`` and ``fieldSelector``; watch from a
@@ -33,7 +38,7 @@ Emulates:
 
 Does not emulate: controllers and kubelets (nothing schedules, runs or
 terminates pods gracefully: deletion is immediate; no node heartbeats), admission,
-RBAC (any valid token may do anything), server-side apply, watch bookmarks,
+ClusterRoles and ClusterRoleBindings, quota enforcement, server-side apply, watch bookmarks,
 ``continue`` pagination, deletecollection, and defaulting or validation of
 object schemas.
 """
@@ -42,13 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import datetime
 import math
 import re
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import attrs
@@ -61,6 +66,7 @@ from kmock._internal.k8s import (
     KubernetesScaffold,
 )
 
+from . import rbac
 from .patches import PatchError, apply_patch
 from .selectors import SelectorError, field_selector, label_selector, structured_label_selector
 
@@ -71,6 +77,10 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("", "v1", "pods"): ("Pod", True, ("status", "eviction")),
     ("", "v1", "events"): ("Event", True, ()),
     ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True, ("status",)),
+    ("", "v1", "serviceaccounts"): ("ServiceAccount", True, ("token",)),
+    ("", "v1", "resourcequotas"): ("ResourceQuota", True, ("status",)),
+    ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True, ()),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True, ()),
 }
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 NAMESPACES = resource("", "v1", "namespaces")
@@ -79,9 +89,13 @@ _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(/[^/]+)?(/status|/finalize)?/
 _NAMESPACE_ALIAS = "/api/v1/cluster-namespaces"
 PODS = resource("", "v1", "pods")
 PDBS = resource("policy", "v1", "poddisruptionbudgets")
+SERVICE_ACCOUNTS = resource("", "v1", "serviceaccounts")
+ROLES = resource("rbac.authorization.k8s.io", "v1", "roles")
+ROLE_BINDINGS = resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+MIN_TOKEN_SECONDS = 600
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class WatchEvent:
     """One write: ``old`` is the object before it (None for ADDED), ``new`` after (the last state for DELETED)."""
 
@@ -90,6 +104,16 @@ class WatchEvent:
     type: str
     old: dict | None
     new: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class IssuedToken:
+    """A token from the TokenRequest API: its ServiceAccount (namespace, name, uid) and expiry."""
+
+    namespace: str
+    name: str
+    uid: str
+    expires: datetime.datetime
 
 
 def _header(request, name: str) -> str:
@@ -101,7 +125,11 @@ def _status(code: int, reason: str, message: str) -> KubernetesError:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format(datetime.datetime.now(datetime.UTC))
+
+
+def _format(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @attrs.define(kw_only=True)
@@ -114,6 +142,7 @@ class ClusterEmulator(KubernetesEmulator):
     _compacted_rv: int = attrs.field(default=0, init=False)
     _log: list[WatchEvent] = attrs.field(factory=list, init=False)
     _changed: asyncio.Condition = attrs.field(factory=asyncio.Condition, init=False)
+    issued: dict[str, IssuedToken] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         # kmock's discovery routes, without KubernetesEmulator's object handlers: these replace them.
@@ -123,6 +152,7 @@ class ClusterEmulator(KubernetesEmulator):
                 kind=kind, namespaced=namespaced, verbs=set(VERBS), subresources=set(subresources)
             )
         self.fallback[method.POST, subresource("eviction")] << self._serve_eviction
+        self.fallback[method.POST, subresource("token")] << self._serve_token
         self.fallback[method.PUT] << self._serve_replace
         self.fallback[action.WATCH] << self._serve_watch
         self.fallback[action.LIST] << self._serve_list
@@ -145,11 +175,74 @@ class ClusterEmulator(KubernetesEmulator):
         if request.resource is not None and request.resource.plural is not None:
             if self.outage:
                 raise _status(503, "ServiceUnavailable", "the emulated API server is down (outage)")
-            if _header(request, "Authorization") != f"Bearer {self.token}":
-                raise _status(401, "Unauthorized", "Unauthorized")
             self._kind_of(request.resource)
+            self._authorize(request)
         # Skip KubernetesEmulator._handle: it would write kmock's metadata-less objects first.
         return await KubernetesScaffold._handle(self, request)
+
+    # Authentication and authorization
+
+    def _authorize(self, request) -> None:
+        """The emulator's token may do anything; an issued token what its ServiceAccount's Roles allow."""
+        given = _header(request, "Authorization").removeprefix("Bearer ")
+        if given == self.token:
+            return
+        issued = self.issued.get(given)
+        account = None if issued is None else self.get(SERVICE_ACCOUNTS, issued.namespace, issued.name)
+        now = datetime.datetime.now(datetime.UTC)
+        if issued is None or account is None or account["metadata"]["uid"] != issued.uid or now >= issued.expires:
+            raise _status(401, "Unauthorized", "Unauthorized")
+        res = request.resource
+        plural = res.plural if request.subresource is None else f"{res.plural}/{request.subresource}"
+        watch = request.params.get("watch", "").lower() in ("true", "1")
+        attributes = rbac.Attributes(
+            verb=rbac.verb_of(request.method.value, request.name, watch),
+            group=res.group,
+            resource=plural,
+            namespace=request.namespace if self._kind_of(res)[1] else None,
+            name=request.name,
+        )
+        namespace = attributes.namespace
+        roles = self._live(ROLES, namespace) if namespace else []
+        bindings = self._live(ROLE_BINDINGS, namespace) if namespace else []
+        if not rbac.allowed((issued.namespace, issued.name), attributes, roles, bindings):
+            user = f"system:serviceaccount:{issued.namespace}:{issued.name}"
+            where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+            raise _status(
+                403,
+                "Forbidden",
+                f'{plural} is forbidden: User "{user}" cannot {attributes.verb} resource "{plural}" '
+                f'in API group "{res.group}" {where}',
+            )
+
+    async def _serve_token(self, request) -> dict:
+        if request.resource != SERVICE_ACCOUNTS:
+            raise _status(404, "NotFound", "only serviceaccounts have the token subresource")
+        account = self._existing(request)
+        body = request.data if isinstance(request.data, Mapping) else {}
+        spec = body.get("spec") or {}
+        seconds = spec.get("expirationSeconds", 3600)
+        if not isinstance(seconds, int) or seconds < MIN_TOKEN_SECONDS:
+            raise _status(
+                422,
+                "Invalid",
+                f"spec.expirationSeconds: Invalid value: {seconds!r}: may not specify a duration less than 10 minutes",
+            )
+        token = secrets.token_urlsafe(32)
+        expires = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(seconds=seconds)
+        self.issued[token] = IssuedToken(request.namespace, request.name, account["metadata"]["uid"], expires)
+        return {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "metadata": {"name": request.name, "namespace": request.namespace},
+            "spec": {**spec, "expirationSeconds": seconds},
+            "status": {"token": token, "expirationTimestamp": _format(expires)},
+        }
+
+    def expire_tokens(self) -> None:
+        """Let every issued token expire now."""
+        past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
+        self.issued = {t: dataclasses.replace(i, expires=past) for t, i in self.issued.items()}
 
     # Outage and log compaction, for tests of reconnection
 

@@ -49,6 +49,8 @@ NO_INVALID_INPUT = {
     "PUT /slices/{name}/members/{user}",
     "DELETE /slices/{name}/members/{user}",
     "GET /inventory",
+    "GET /clusters",
+    "DELETE /clusters/{name}",
     "GET /queue",
     "GET /queue/evictions",
     "GET /workloads",

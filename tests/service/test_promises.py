@@ -46,7 +46,7 @@ async def test_a_restarted_service_keeps_its_promises(world):
     promised = [START + timedelta(minutes=70), START + timedelta(minutes=100)]
     assert starts(reconciler.planning, sessions, clock.now, x, y) == promised
 
-    restarted = Reconciler(sessions, backend, clock, retry_interval=5, planning=Planning())
+    restarted = Reconciler(sessions, {backend.cluster: backend}, clock, retry_interval=5, planning=Planning())
     with sessions() as session:
         restarted.planning.restore(session)
     await restarted.tick()

@@ -86,7 +86,7 @@ def world(db_url):
             queries.write_slice_policy(row, core.SlicePolicy())
             session.add(row)
     clock, backend = Clock(), RecordingBackend()
-    yield sessions, clock, backend, Reconciler(sessions, backend, clock, retry_interval=5)
+    yield sessions, clock, backend, Reconciler(sessions, {backend.cluster: backend}, clock, retry_interval=5)
     engine.dispose()
 
 

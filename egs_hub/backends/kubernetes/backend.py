@@ -8,12 +8,17 @@ them back: cordon, evict the slice's pods through the Eviction API, delete what
 remains once ``exit_grace`` has passed since exit began (noted on the node, so a
 restarted service keeps the same deadline), then label and taint ``free`` and
 uncordon. Both are idempotent: calling again finishes what a failed call began.
+
+A *slice on the cluster* is its namespaces with a ServiceAccount, RBAC from
+``role_templates`` and a GPU quota (slices.py); ``slice_kubeconfig`` gives a
+kubeconfig for that ServiceAccount (kubeconfig.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from kubernetes_asyncio import client, config
@@ -25,8 +30,12 @@ from .. import BindError, Inventory, ServerRef, UnbindError
 from . import objects
 from .api import API_ERRORS, describe_error, json_of
 from .drain import drain_node
+from .kubeconfig import SliceKubeconfig, make_kubeconfig
 from .nodes import SLICE_LABEL, FoundNode, NodeInventory, entry_problems, read_node, read_nodes
 from .reflector import NodeReflector
+from .roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
+from .slice_objects import NamespacePlan
+from .slices import ensure_slice, remove_slice, set_slice_gpus
 
 log = logging.getLogger(__name__)
 ACTOR = "kubernetes-backend"
@@ -51,10 +60,13 @@ class KubernetesBackend:
         request_timeout: float = 10.0,
         watch_timeout: int = 300,
         on_change: Callable[[], None] | None = None,
+        role_templates: Mapping[str, RoleTemplate] = DEFAULT_ROLE_TEMPLATES,
+        kubeconfig_server: str | None = None,
     ):
         """``kubeconfig`` None means the default ($KUBECONFIG or ~/.kube/config); ``in_cluster`` uses the pod's
         ServiceAccount instead. ``on_change`` is called whenever the inventory changes (nodes appear,
-        change or disappear)."""
+        change or disappear). ``role_templates`` become the Roles in every slice namespace (roles.py);
+        ``kubeconfig_server`` is the API server URL written into slice kubeconfigs (default: the one used here)."""
         if in_cluster and (kubeconfig or context):
             raise ValueError(f"cluster {cluster}: in_cluster=True takes no kubeconfig or context")
         self.cluster = cluster
@@ -66,6 +78,8 @@ class KubernetesBackend:
         self.request_timeout = request_timeout
         self.watch_timeout = watch_timeout
         self.on_change = on_change
+        self.role_templates = role_templates
+        self.kubeconfig_server = kubeconfig_server
         self._api: client.ApiClient | None = None
         self._reflector: NodeReflector | None = None
         self._last: NodeInventory | None = None
@@ -76,7 +90,7 @@ class KubernetesBackend:
             return "in-cluster config"
         return f"context {self.context or '(current)'} of {self.kubeconfig or 'the default kubeconfig'}"
 
-    async def _core(self) -> client.CoreV1Api:
+    async def _client(self) -> client.ApiClient:
         if self._api is None:
             configuration = client.Configuration()
             try:
@@ -89,7 +103,10 @@ class KubernetesBackend:
             except (ConfigException, OSError) as e:
                 raise ClusterUnavailable(f"cluster {self.cluster}: cannot load {self.where}: {e}") from None
             self._api = client.ApiClient(configuration)
-        return client.CoreV1Api(self._api)
+        return self._api
+
+    async def _core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(await self._client())
 
     async def close(self) -> None:
         """Stop watching and close the connection pool."""
@@ -135,7 +152,9 @@ class KubernetesBackend:
         source = f"Kubernetes {self.where}: {len(found.found)} GPU node(s) matching {self.node_selector!r}"
         if found.unusable:
             source += "; left out: " + "; ".join(found.unusable.values())
-        return Inventory(found.nodes, found.gpus, source=source)
+        # A node carries one slice label, so it is bound to one GPR at a time (Node.whole).
+        nodes = [replace(n, whole=True) for n in found.nodes]
+        return Inventory(nodes, found.gpus, source=source)
 
     # Entry and exit
 
@@ -222,9 +241,10 @@ class KubernetesBackend:
             try:
                 events.extend(await drain_node(core, obj, gpr, now, self.exit_grace, self._event))
             except UnbindError as e:
+                events.extend(e.events)
                 waiting.append(str(e))
         if waiting:
-            raise UnbindError(f"cluster {self.cluster}: " + "; ".join(waiting))
+            raise UnbindError(f"cluster {self.cluster}: " + "; ".join(waiting), events)
         return events
 
     def _event(self, gpr: GPR, kind: str, node: str, reason: str, now: datetime, **data) -> Event:
@@ -237,3 +257,49 @@ class KubernetesBackend:
             slice=gpr.spec.slice,
             data={"cluster": self.cluster, "node": node, **data},
         )
+
+    # The slice on the cluster
+
+    def _unavailable(self, doing: str, error: BaseException) -> ClusterUnavailable:
+        return ClusterUnavailable(f"cluster {self.cluster}: cannot {doing} ({self.where}): {describe_error(error)}")
+
+    async def ensure_slice(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> NamespacePlan:
+        """Set up the slice's namespaces, ServiceAccount, RBAC and a GPU quota of ``gpus``; SliceConflict when a
+        namespace belongs to another slice, ClusterUnavailable when the API fails."""
+        api = await self._client()
+        try:
+            return await ensure_slice(
+                api, slice_name, namespaces, self.role_templates, gpus, request_timeout=self.request_timeout
+            )
+        except API_ERRORS as e:
+            raise self._unavailable(f"set up slice {slice_name}", e) from None
+
+    async def set_slice_gpus(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> None:
+        api = await self._client()
+        try:
+            await set_slice_gpus(api, slice_name, namespaces, gpus, request_timeout=self.request_timeout)
+        except API_ERRORS as e:
+            raise self._unavailable(f"set the GPU quota of slice {slice_name}", e) from None
+
+    async def remove_slice(self, slice_name: str) -> NamespacePlan:
+        api = await self._client()
+        try:
+            return await remove_slice(api, slice_name, request_timeout=self.request_timeout)
+        except API_ERRORS as e:
+            raise self._unavailable(f"remove slice {slice_name}", e) from None
+
+    async def slice_kubeconfig(self, slice_name: str, namespaces: Sequence[str], expiration: int) -> SliceKubeconfig:
+        """A kubeconfig for the slice's ServiceAccount with a token valid ``expiration`` seconds (600 to 7 days)."""
+        api = await self._client()
+        try:
+            return await make_kubeconfig(
+                api,
+                self.cluster,
+                slice_name,
+                namespaces,
+                expiration=expiration,
+                server=self.kubeconfig_server,
+                request_timeout=self.request_timeout,
+            )
+        except API_ERRORS as e:
+            raise self._unavailable(f"issue a token for slice {slice_name}", e) from None

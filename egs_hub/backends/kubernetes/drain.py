@@ -98,7 +98,8 @@ async def drain_node(
         why = f" ({', '.join(held_back)} held back by a disruption budget)" if held_back else ""
         raise UnbindError(
             f"node {name}: waiting for pod(s) {', '.join(_pod_name(p) for p in remaining)} to go{why}; "
-            f"what remains is deleted at {deadline.isoformat()}"
+            f"what remains is deleted at {deadline.isoformat()}",
+            events,
         )
     await core.patch_node(name, objects.return_patch(obj))
     events.append(event(gpr, "node-returned", name, f"back in the free pool ({SLICE_LABEL}={FREE})", now))

@@ -41,7 +41,7 @@ class InventoryHandler(APIHandler):
     def get(self) -> None:
         with self.egs.sessions() as session:
             bound = queries.gpu_holders(session)
-            view = inventory_json(queries.inventory_rows(session), bound, self.egs.inventory_sources)
+            view = inventory_json(queries.inventory_rows(session), bound, self.egs.registry.states)
         self.write_json(view)
 
 

@@ -1,0 +1,144 @@
+"""The mutating admission webhook for pods: a GPU pod in a slice's namespace lands on the slice's nodes.
+
+Vocabulary: a *review* is an AdmissionReview v1 request the API server posts;
+the *answer* is the AdmissionReview v1 with ``response``. A *GPU pod* asks for
+``nvidia.com/gpu`` (limits or requests, any container or init container, any
+amount but 0). A GPU pod in a namespace of a slice (``slice_of``: namespace ->
+slice, from the namespace's ``egs.io/slice`` label) gets, by a JSONPatch:
+
+- ``spec.nodeSelector["egs.io/slice"] = <slice>``, which replaces a value the
+  pod set itself (a pod cannot pick another slice's nodes);
+- the toleration ``egs.io/slice=<slice>:NoSchedule`` of the nodes' slice taint.
+
+Every other pod is allowed unchanged. Without a provisioned GPR no node carries
+the slice's label, so the pod stays Pending until one does.
+
+Bad input never blocks a pod: the webhook is registered with failurePolicy
+Ignore, and failing closed would stop pod creation cluster-wide.
+
+| review                                          | answer                                      |
+|-------------------------------------------------|---------------------------------------------|
+| not an AdmissionReview v1 with ``request.uid``  | InvalidReview: the HTTP layer answers 400   |
+| not a Pod CREATE, or the pod is unreadable      | allowed, unchanged, with a warning why      |
+| a GPU pod in a slice's namespace                | allowed, with the patch (none if it has it) |
+| any other pod                                   | allowed, unchanged                          |
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+
+from .nodes import GPU_RESOURCE, SLICE_LABEL
+from .objects import TAINT_EFFECT
+
+API_VERSION = "admission.k8s.io/v1"
+CONTAINER_LISTS = ("initContainers", "containers")
+
+
+class InvalidReview(ValueError):
+    """The body is not an AdmissionReview v1 request; the message says what is wrong (answer HTTP 400)."""
+
+
+def slice_toleration(slice_name: str) -> dict:
+    return {"key": SLICE_LABEL, "operator": "Equal", "value": slice_name, "effect": TAINT_EFFECT}
+
+
+def _pointer(key: str) -> str:
+    """A JSON Pointer token (RFC 6901): '~' and '/' escaped."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def wants_gpus(pod: Mapping) -> bool:
+    """Whether any container or init container limits or requests ``nvidia.com/gpu`` (other than 0)."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ValueError("the pod has no spec")
+    for field in CONTAINER_LISTS:
+        containers = spec.get(field)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            raise ValueError(f"spec.{field} is not a list")
+        for container in containers:
+            if not isinstance(container, Mapping):
+                raise ValueError(f"an entry of spec.{field} is not an object")
+            for kind in ("limits", "requests"):
+                amount = _gpu_amount(container, kind)
+                if amount is not None and str(amount).strip() not in ("0", ""):
+                    return True
+    return False
+
+
+def _gpu_amount(container: Mapping, kind: str) -> object:
+    """The container's ``resources.<kind>["nvidia.com/gpu"]``, None when not set; ValueError when unreadable."""
+    name = container.get("name")
+    resources = container.get("resources")
+    if resources is None:
+        return None
+    if not isinstance(resources, Mapping):
+        raise ValueError(f"resources of container {name!r} is not an object")
+    amounts = resources.get(kind)
+    if amounts is None:
+        return None
+    if not isinstance(amounts, Mapping):
+        raise ValueError(f"resources.{kind} of container {name!r} is not an object")
+    return amounts.get(GPU_RESOURCE)
+
+
+def slice_patch(pod: Mapping, slice_name: str) -> list[dict]:
+    """The JSONPatch operations that put the pod on the slice's nodes; [] when it is there already."""
+    spec = pod["spec"]
+    ops = []
+    selector = spec.get("nodeSelector")
+    if not isinstance(selector, Mapping):
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {SLICE_LABEL: slice_name}})
+    elif selector.get(SLICE_LABEL) != slice_name:
+        ops.append({"op": "add", "path": f"/spec/nodeSelector/{_pointer(SLICE_LABEL)}", "value": slice_name})
+    toleration = slice_toleration(slice_name)
+    tolerations = spec.get("tolerations")
+    if not isinstance(tolerations, list) or not tolerations:
+        ops.append({"op": "add", "path": "/spec/tolerations", "value": [toleration]})
+    elif toleration not in tolerations:
+        ops.append({"op": "add", "path": "/spec/tolerations/-", "value": toleration})
+    return ops
+
+
+def _answer(uid: str, *, ops: list[dict] | None = None, warning: str | None = None) -> dict:
+    response: dict = {"uid": uid, "allowed": True}
+    if ops:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()
+    if warning:
+        response["warnings"] = [f"egs-hub pod webhook: {warning}"]
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def review_pod(review: object, slice_of: Callable[[str], str | None]) -> dict:
+    """The answer to one review (see the table above); InvalidReview when it cannot be answered at all."""
+    if not isinstance(review, Mapping) or review.get("kind") != "AdmissionReview":
+        raise InvalidReview("the body is not an AdmissionReview")
+    if review.get("apiVersion") != API_VERSION:
+        raise InvalidReview(f"apiVersion {review.get('apiVersion')!r} is not supported; register {API_VERSION} only")
+    request = review.get("request")
+    if not isinstance(request, Mapping) or not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise InvalidReview("the AdmissionReview has no request.uid")
+    uid = request["uid"]
+    kind = request.get("kind") or {}
+    if (kind.get("group"), kind.get("kind"), request.get("operation")) != ("", "Pod", "CREATE"):
+        what = f"{kind.get('kind')} {request.get('operation')}"
+        return _answer(uid, warning=f"only Pod CREATE is reviewed, not {what}; check the webhook's rules")
+    pod = request.get("object")
+    namespace = request.get("namespace") or ((pod or {}).get("metadata") or {}).get("namespace")
+    if not isinstance(pod, Mapping) or not isinstance(namespace, str):
+        return _answer(uid, warning="the review has no pod object or namespace; the pod is left unchanged")
+    slice_name = slice_of(namespace)
+    if slice_name is None:
+        return _answer(uid)
+    try:
+        if not wants_gpus(pod):
+            return _answer(uid)
+    except ValueError as e:
+        return _answer(uid, warning=f"cannot read the pod ({e}); it is left unchanged")
+    return _answer(uid, ops=slice_patch(pod, slice_name))
