@@ -67,6 +67,7 @@ def carol_opens_jupyterlab(hub: Hub, page: Page) -> None:
 def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, new_page, artifacts: Path) -> None:
     lab_hub.admin().post("slices", {"name": "ml-team", "members": ["carol"]}, expect=201)
     page = new_page()
+    page.set_viewport_size({"width": 1280, "height": 1600})  # the whole sidebar in one screenshot
     carol_opens_jupyterlab(lab_hub, page)
     first_pid = server_model(lab_hub, "carol")["state"]["pid"]
     assert server_environment(first_pid)["CUDA_VISIBLE_DEVICES"] == ""
@@ -83,7 +84,8 @@ def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, ne
     expect(waits).to_contain_text("H100")
     expect(waits).to_contain_text("now")
     waits.get_by_role("radio").first.check()
-    page.screenshot(path=artifacts / "lab-sidebar-wait-times.png")
+    page.screenshot(path=artifacts / "lab-wait-times.png")
+    panel.screenshot(path=artifacts / "lab-sidebar-wait-times.png")
 
     panel.get_by_role("button", name="Request GPUs").click()
     provisioned = panel.locator('[data-gpr-id][data-status="provisioned"]')
@@ -95,9 +97,11 @@ def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, ne
     expect(page.locator("#egs-status")).to_have_text(re.compile(r"^2 x H100 \(declared\) · (29|30)m\d\ds left$"))
     # The recorded exposition: the busy GPU runs at 97 % utilisation.
     expect(panel).to_contain_text("97%", timeout=40_000)
-    page.screenshot(path=artifacts / "lab-provisioned-metrics.png")
+    page.screenshot(path=artifacts / "lab-provisioned.png")
+    panel.screenshot(path=artifacts / "lab-sidebar-provisioned-metrics.png")
 
-    page.get_by_role("button", name="Restart server to use the GPUs").click()
+    restart = page.get_by_role("button", name="Restart server to use the GPUs")
+    restart.click()
     restarted = wait_for(
         lambda: (s := server_model(lab_hub, "carol")).get("ready") and s["state"].get("pid") not in (None, first_pid),
         60,
