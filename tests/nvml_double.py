@@ -68,7 +68,9 @@ class FakeNVML:
     nvmlInit fail with that message (no driver); ``fail_on`` names a device function
     that fails (a GPU fallen off the bus), ``fail_index`` only for that GPU.
     ``inits``/``shutdowns`` count the calls. Tests change ``devices`` between calls to
-    play GPUs appearing, vanishing or changing their readings.
+    play GPUs appearing, vanishing or changing their readings, and ``xid(index, code)``
+    to play the driver reporting an XID error (NVML's event API: an event set that
+    GPUs are registered on, drained with nvmlEventSetWait_v2).
     """
 
     devices: list[Device] = field(default_factory=list)
@@ -78,14 +80,24 @@ class FakeNVML:
     fail_index: int | None = None
     inits: int = 0
     shutdowns: int = 0
+    registered: set[int] = field(default_factory=set)  # GPUs registered for XID events
+    pending: list[tuple[int, int]] = field(default_factory=list)  # (GPU index, XID) not yet waited for
+    event_sets: int = 0  # created and not freed
 
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_TIMEOUT = 10
+    nvmlEventTypeXidCriticalError = 8
 
     class NVMLError(Exception):
-        """pynvml raises subclasses of NVMLError whose str() is NVML's message."""
+        """pynvml raises subclasses of NVMLError whose str() is NVML's message and ``value`` its code."""
+
+        def __init__(self, message: str, value: int | None = None):
+            super().__init__(message)
+            self.value = value
 
     def _check(self, function: str, index: int | None = None) -> None:
         if self.fail_on == function and (self.fail_index is None or self.fail_index == index):
@@ -116,7 +128,7 @@ class FakeNVML:
         self._check(function, handle._index)
         device = self.devices[handle._index]
         if function in device.unsupported:
-            raise self.NVMLError("Not Supported")
+            raise self.NVMLError("Not Supported", self.NVML_ERROR_NOT_SUPPORTED)
         return device
 
     def nvmlDeviceGetName(self, handle: _Handle) -> str | bytes:
@@ -163,3 +175,32 @@ class FakeNVML:
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: _Handle) -> list[SimpleNamespace]:
         device = self._device(handle, "nvmlDeviceGetGraphicsRunningProcesses")
         return [SimpleNamespace(pid=p.pid, usedGpuMemory=p.used_bytes) for p in device.graphics_processes]
+
+    # XID errors through NVML's event API
+
+    def xid(self, index: int, code: int) -> None:
+        """The driver reports XID ``code`` on GPU ``index`` (seen only if it is registered)."""
+        if index in self.registered:
+            self.pending.append((index, code))
+
+    def nvmlEventSetCreate(self) -> str:
+        self.event_sets += 1
+        return "event-set"
+
+    def nvmlEventSetFree(self, event_set: str) -> None:
+        assert event_set == "event-set"
+        self.event_sets -= 1
+
+    def nvmlDeviceRegisterEvents(self, handle: _Handle, event_types: int, event_set: str) -> None:
+        assert event_types == self.nvmlEventTypeXidCriticalError and event_set == "event-set"
+        self._device(handle, "nvmlDeviceRegisterEvents")
+        self.registered.add(handle._index)
+
+    def nvmlEventSetWait_v2(self, event_set: str, timeout_ms: int) -> SimpleNamespace:
+        assert event_set == "event-set" and timeout_ms == 0
+        if not self.pending:
+            raise self.NVMLError("Timeout", self.NVML_ERROR_TIMEOUT)
+        index, code = self.pending.pop(0)
+        return SimpleNamespace(
+            device=_Handle(index), eventType=self.nvmlEventTypeXidCriticalError, eventData=code, gpuInstanceId=0
+        )

@@ -3,8 +3,11 @@
 Vocabulary: a *required* reading (UUID, utilization, memory, temperature) that
 fails means the GPU cannot be read now: it is left out of the pass, which the
 alerts see as a GPU gone quiet. An *optional* reading (power, clocks, throttle
-reasons, ECC, processes) that the GPU does not support is None. NVML is started
-once and kept; ``close`` shuts it down. The NVML module is a parameter so hosts
+reasons, ECC, processes, XID) that the GPU does not support is None. NVML is started
+once and kept; ``close`` shuts it down. XID errors come from NVML's event API: every
+GPU is registered on one event set when first seen, and each pass drains the set
+without waiting; a GPU's ``xid`` is the last XID code it reported (0: none since the
+service started), as the DCGM exporter's ``DCGM_FI_DEV_XID_ERRORS`` is. The NVML module is a parameter so hosts
 without the driver can exercise this with a double of the same functions.
 """
 
@@ -58,6 +61,8 @@ class NVMLSource:
         self.nvml = nvml
         self.owner_of = owner_of
         self._started = False
+        self._events = None  # the XID event set
+        self._xid: dict[str, int | None] = {}  # per GPU registered: last XID code; None: not supported
 
     async def sample(self, now: datetime) -> list[GpuSample]:
         return await asyncio.to_thread(self.read, now)
@@ -74,6 +79,7 @@ class NVMLSource:
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as e:
             raise MetricsUnavailable(f"NVML cannot count the GPUs on {self.node}: {e}") from None
+        self._drain_xid_events()
         samples = []
         for index in range(count):
             try:
@@ -84,8 +90,45 @@ class NVMLSource:
 
     def close(self) -> None:
         if self._started:
+            if self._events is not None:
+                self.nvml.nvmlEventSetFree(self._events)
+                self._events = None
+            self._xid.clear()
             self._started = False
             self.nvml.nvmlShutdown()
+
+    def _register_xid(self, handle, uuid: str) -> None:
+        """Register a GPU seen for the first time on the XID event set."""
+        nvml = self.nvml
+        try:
+            if self._events is None:
+                self._events = nvml.nvmlEventSetCreate()
+            nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self._events)
+        except nvml.NVMLError as e:
+            if getattr(e, "value", None) != nvml.NVML_ERROR_NOT_SUPPORTED:
+                log.warning("NVML cannot report XID errors of %s on %s: %s", uuid, self.node, e)
+            self._xid[uuid] = None
+        else:
+            self._xid[uuid] = 0
+
+    def _drain_xid_events(self) -> None:
+        """Take every XID event reported since the last pass (waiting for none)."""
+        nvml = self.nvml
+        while self._events is not None:
+            try:
+                event = nvml.nvmlEventSetWait_v2(self._events, 0)
+            except nvml.NVMLError as e:
+                if getattr(e, "value", None) != nvml.NVML_ERROR_TIMEOUT:
+                    log.warning("NVML cannot read XID events on %s: %s", self.node, e)
+                return
+            if event.eventType & nvml.nvmlEventTypeXidCriticalError:
+                try:
+                    uuid = as_text(nvml.nvmlDeviceGetUUID(event.device))
+                except nvml.NVMLError as e:
+                    log.warning("XID %d on %s from a GPU NVML cannot name: %s", event.eventData, self.node, e)
+                    continue
+                self._xid[uuid] = int(event.eventData)
+                log.warning("GPU %s on %s reported XID error %d", uuid, self.node, event.eventData)
 
     def _optional(self, function: str, *args):
         try:
@@ -101,8 +144,11 @@ class NVMLSource:
         power_mw = self._optional("nvmlDeviceGetPowerUsage", handle)
         limit_mw = self._optional("nvmlDeviceGetEnforcedPowerLimit", handle)
         reasons = self._optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        uuid = as_text(nvml.nvmlDeviceGetUUID(handle))
+        if uuid not in self._xid:
+            self._register_xid(handle, uuid)
         return GpuSample(
-            uuid=as_text(nvml.nvmlDeviceGetUUID(handle)),
+            uuid=uuid,
             time=now,
             node=self.node,
             index=index,
@@ -119,6 +165,7 @@ class NVMLSource:
                 "nvmlDeviceGetTotalEccErrors", handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
             ),
             processes=self._processes(handle),
+            xid=self._xid[uuid],
         )
 
     def _processes(self, handle) -> tuple[GpuProcess, ...] | None:

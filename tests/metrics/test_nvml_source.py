@@ -54,7 +54,7 @@ READ_CASES = {
             sm_clock_mhz=345,
             throttle_reasons=("gpu_idle",),
             ecc_errors=0,
-            xid=None,  # NVML events are not read: XID errors come from the DCGM exporter
+            xid=0,  # registered for XID events, none reported
             processes=(),
         ),
     ),
@@ -108,6 +108,7 @@ READ_CASES = {
                             "nvmlDeviceGetTotalEccErrors",
                             "nvmlDeviceGetComputeRunningProcesses",
                             "nvmlDeviceGetGraphicsRunningProcesses",
+                            "nvmlDeviceRegisterEvents",
                         }
                     ),
                 )
@@ -120,6 +121,7 @@ READ_CASES = {
             throttle_reasons=(),
             ecc_errors=None,
             processes=None,  # cannot tell, which is not "no process"
+            xid=None,  # cannot tell, which is not "no XID error"
             temperature_c=33.0,
         ),
     ),
@@ -159,6 +161,37 @@ def test_nvml_starts_once_and_close_shuts_it_down():
     source.close()
     source.close()
     assert (nvml.inits, nvml.shutdowns) == (1, 1)
+
+
+def test_xid_errors_come_from_nvml_events_and_the_last_one_sticks():
+    nvml = FakeNVML([h100(0), h100(1), h100(2, unsupported=frozenset({"nvmlDeviceRegisterEvents"}))])
+    source = NVMLSource("gpu-host", nvml, owner_of=OWNERS.get)
+    assert [s.xid for s in source.read(NOW)] == [0, 0, None]
+    assert nvml.registered == {0, 1} and nvml.event_sets == 1
+
+    nvml.xid(1, 79)  # fallen off the bus
+    nvml.xid(2, 48)  # not registered: never seen
+    assert [s.xid for s in source.read(NOW)] == [0, 79, None]
+    assert [s.xid for s in source.read(NOW)] == [0, 79, None]  # the last code, as DCGM's gauge keeps it
+    nvml.xid(0, 31)
+    nvml.xid(1, 94)
+    nvml.xid(1, 13)
+    assert [s.xid for s in source.read(NOW)] == [31, 13, None]
+    assert nvml.pending == []
+
+    source.close()
+    assert nvml.event_sets == 0 and nvml.shutdowns == 1
+
+
+def test_a_gpu_appearing_later_is_registered_for_xid_events():
+    nvml = FakeNVML([h100(0)])
+    source = NVMLSource("gpu-host", nvml, owner_of=OWNERS.get)
+    source.read(NOW)
+    nvml.devices.append(h100(1))
+    nvml.xid(1, 79)  # before it was registered: lost, as with the driver
+    assert [s.xid for s in source.read(NOW)] == [0, 0]
+    nvml.xid(1, 79)
+    assert [s.xid for s in source.read(NOW)] == [0, 79]
 
 
 def test_nvml_failing_to_start_or_count_is_metrics_unavailable_naming_the_node():
