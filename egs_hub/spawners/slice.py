@@ -24,6 +24,15 @@ def _single_values(form_data: dict[str, list[str]]) -> dict:
     return {key: values[0] if len(values) == 1 else values for key, values in form_data.items()}
 
 
+def slice_select(slices: list[dict]) -> str:
+    """The spawn form's workspace choice: one ``<option>`` per slice, names escaped."""
+    options = "".join(
+        f'<option value="{html.escape(s["name"])}">{html.escape(s["display_name"] or s["name"])}</option>'
+        for s in slices
+    )
+    return f'<label for="egs-slice">Workspace</label><select id="egs-slice" name="slice">{options}</select>'
+
+
 class SliceSpawnerMixin(HasTraits):
     egs_api_url = Unicode(
         help="""URL of the EGS REST API v1 as the hub reaches it,
@@ -83,13 +92,7 @@ class SliceSpawnerMixin(HasTraits):
 
     async def _egs_options_form(self) -> str:
         slices = await self.user_slices()
-        if len(slices) < 2:
-            return ""
-        options = "".join(
-            f'<option value="{html.escape(s["name"])}">{html.escape(s["display_name"] or s["name"])}</option>'
-            for s in slices
-        )
-        return f'<label for="egs-slice">Workspace</label><select id="egs-slice" name="slice">{options}</select>'
+        return slice_select(slices) if len(slices) > 1 else ""
 
     @default("options_form")
     def _default_options_form(self):
@@ -115,7 +118,7 @@ class SliceSpawnerMixin(HasTraits):
         if slice_name is None:
             self.log.info("%s is in no workspace: starting without GPUs", self.user.name)
             return {"CUDA_VISIBLE_DEVICES": "", "EGS_SLICE": ""}
-        granted = await self._egs("PUT", self._server_path(), {"slice": slice_name})
+        granted = await self.register_server(slice_name)
         self.log.info(
             "%s's server %r starts in slice %s with GPUs %s",
             self.user.name,
@@ -128,6 +131,10 @@ class SliceSpawnerMixin(HasTraits):
             "EGS_SLICE": slice_name,
             "EGS_GPRS": ",".join(map(str, granted["gprs"])),
         }
+
+    async def register_server(self, slice_name: str) -> dict:
+        """Tell the service this server starts in the slice; it answers ``gpus`` (ids) and ``gprs`` it may use."""
+        return await self._egs("PUT", self._server_path(), {"slice": slice_name})
 
     async def forget_server(self) -> None:
         try:

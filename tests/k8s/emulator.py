@@ -22,7 +22,9 @@ Emulates:
   Roles bound to its ServiceAccount allow (rbac.py; 403 otherwise); 401 for
   any other token;
 - create with ``metadata.generateName``, uid, creationTimestamp, resourceVersion;
-  409 when the object exists, 404 when its namespace does not;
+  409 when the object exists, 404 when its namespace does not; a pod's status is
+  set to ``{"phase": "Pending"}`` whatever the body says, as the API server does
+  (without the ``qosClass`` it also sets);
 - get, list and watch with ``labelSelector`` and ``fieldSelector``; watch from a
   ``resourceVersion`` (410 Gone once the log no longer reaches back that far, see
   ``compact``), with ``timeoutSeconds``; an object leaving (entering) a watch's
@@ -457,6 +459,8 @@ class ClusterEmulator(KubernetesEmulator):
             )
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now())
         meta.pop("deletionTimestamp", None)
+        if request.resource == PODS:
+            obj["status"] = {"phase": "Pending"}
         return await self._write(request.resource, None, obj)
 
     def _merge_update(self, request, old: dict, new: dict) -> dict:

@@ -1,0 +1,261 @@
+"""SliceKubeSpawner: JupyterLab in a pod in the slice's namespace, on the slice's GPU nodes.
+
+It is KubeSpawner with the slice chosen as SliceSpawnerMixin does (the spawn
+form, the hub API's ``user_options["slice"]``, else the user's only slice),
+and a GPU count (``user_options["gpus"]``). At start it asks the EGS service
+for the slice (its namespaces) and registers the server (which answers the
+GPUs the slice holds now), then sets KubeSpawner's own traits:
+
+- ``namespace``: the slice's first namespace on ``egs_cluster``;
+- ``extra_labels``: ``egs.io/slice=<slice>``;
+- with GPUs asked and GPUs of the slice on ``egs_cluster`` (a provisioned GPR):
+  ``extra_resource_limits`` ``nvidia.com/gpu`` = the GPUs asked, at most those
+  held there; ``node_selector`` ``egs.io/slice=<slice>`` and the toleration
+  ``egs.io/slice=<slice>:NoSchedule`` of the slice's nodes' taint;
+- without such GPUs: none of the three; the server starts CPU-only, and the
+  spawn progress says when the slice's next queued GPR is estimated to start
+  (or that none is queued).
+
+Each start sets these from the values configured for the spawner, so nothing
+of a previous start carries over. A user in no slice starts CPU-only in the
+configured ``namespace``. The GPU limit is this spawner's to set: a configured
+``nvidia.com/gpu`` in ``extra_resource_limits`` is replaced (or dropped without
+GPUs). KubeSpawner's ``profile_list`` form is replaced by the slice form, and
+``enable_user_namespaces`` is refused: servers live in their slice's namespace.
+
+The device plugin enforces the GPU limit, so unlike SliceLocalSpawner this is
+an isolation boundary, as far as the cluster's pod security allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import quote, urlencode
+
+from traitlets import Integer, TraitError, Unicode, default, validate
+
+from ..backends.kubernetes.nodes import GPU_RESOURCE, SLICE_LABEL
+from ..backends.kubernetes.webhook import slice_toleration
+from .slice import SliceSpawnerMixin, slice_select
+
+try:
+    from kubespawner import KubeSpawner
+except ModuleNotFoundError as e:
+    if e.name != "kubespawner":
+        raise
+    raise ImportError(
+        "SliceKubeSpawner needs KubeSpawner (jupyterhub-kubespawner): pip install egs-hub[kubernetes]"
+    ) from e
+
+# KubeSpawner traits a start sets from their configured values and the slice.
+PLACEMENT_TRAITS = ("namespace", "extra_labels", "node_selector", "tolerations", "extra_resource_limits")
+
+
+def requested_gpus(value: object) -> int:
+    """The GPU count of ``user_options["gpus"]``: absent or empty is 0; a whole number 0 or more."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"gpus must be a whole number of GPUs (0 or more), not {value!r}")
+    text = str(value).strip()
+    if not text.isdigit():
+        raise ValueError(f"gpus must be a whole number of GPUs (0 or more), not {value!r}")
+    return int(text)
+
+
+def slice_namespace(slice_view: Mapping, cluster: str) -> str:
+    """The slice's first namespace on the cluster, from the service's ``namespaces`` {cluster: [names]}."""
+    names = (slice_view.get("namespaces") or {}).get(cluster) or []
+    if not names:
+        raise RuntimeError(
+            f"slice {slice_view['name']!r} has no namespace on cluster {cluster!r}; "
+            "an egs-hub admin adds one to the slice before servers can start there"
+        )
+    return names[0]
+
+
+def gpus_on(cluster: str, gpus: list[str]) -> list[str]:
+    """The GPU ids on the cluster: a Kubernetes GPU's id is ``<cluster>/<node>/gpu<i>`` (nodes.py)."""
+    return [g for g in gpus if g.startswith(f"{cluster}/")]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a server's pod goes and what it may use; ``gpus`` 0 is CPU-only."""
+
+    slice: str | None
+    namespace: str | None
+    gpus: int
+
+    def traits(self, configured: Mapping) -> dict:
+        """KubeSpawner's placement traits: the configured values with the slice's added."""
+        limits = {k: v for k, v in configured["extra_resource_limits"].items() if k != GPU_RESOURCE}
+        traits = {
+            "namespace": self.namespace or configured["namespace"],
+            "extra_labels": dict(configured["extra_labels"]),
+            "node_selector": dict(configured["node_selector"]),
+            "tolerations": configured["tolerations"],
+            "extra_resource_limits": limits,
+        }
+        if self.slice is not None:
+            traits["extra_labels"][SLICE_LABEL] = self.slice
+        if self.gpus:
+            traits["node_selector"][SLICE_LABEL] = self.slice
+            traits["tolerations"] = [*_listed(configured["tolerations"]), slice_toleration(self.slice)]
+            limits[GPU_RESOURCE] = str(self.gpus)
+        return traits
+
+
+def _listed(tolerations: list | dict) -> list:
+    """KubeSpawner takes tolerations as a list or as a dict whose values (sorted by key) are the list."""
+    return [tolerations[k] for k in sorted(tolerations)] if isinstance(tolerations, dict) else list(tolerations)
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def next_gpr_notice(slice_name: str, cluster: str, queued: list[dict]) -> str:
+    """What a server that asked for GPUs but starts without them is told: the slice's next GPR for the cluster.
+
+    ``queued`` are the slice's queued GPRs from the service; those for another
+    cluster do not count (a GPR for any cluster, ``cluster`` null, does).
+    """
+    here = [g for g in queued if g.get("cluster") in (None, cluster) and g.get("estimated_start")]
+    head = f"No GPUs of slice {slice_name} are provisioned on cluster {cluster}: starting without GPUs."
+    if not here:
+        return f"{head} No GPR of the slice is queued for it; request GPUs with a GPR, then restart the server."
+    first = min(here, key=lambda g: _time(g["estimated_start"]))
+    return (
+        f"{head} The slice's next GPR ({first['id']}) is estimated to start at {first['estimated_start']}; "
+        "restart the server then to get its GPUs."
+    )
+
+
+def options_form(slices: list[dict], gpus: int, max_gpus: int) -> str:
+    """The spawn form: the workspace (the user's slices) and a GPU count; none when the user is in no slice."""
+    if not slices:
+        return ""
+    count = (
+        '<label for="egs-gpus">GPUs</label>'
+        f'<input id="egs-gpus" name="gpus" type="number" min="0" max="{max_gpus}" step="1" value="{gpus}">'
+    )
+    return slice_select(slices) + count
+
+
+class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
+    egs_cluster = Unicode(
+        help="""Name of the cluster, as registered in egs-hub (GET /clusters), where servers start:
+        the one KubeSpawner's Kubernetes client reaches. Required.
+
+        .. versionadded:: 0.1
+        """,
+    ).tag(config=True)
+
+    egs_pod_api_url = Unicode(
+        help="""URL of the EGS REST API v1 as the server's pod reaches it (EGS_API_URL in the pod),
+        e.g. http://proxy-public/services/egs/api/v1/. Default: egs_api_url.
+
+        .. versionadded:: 0.1
+        """,
+    ).tag(config=True)
+
+    egs_default_gpus = Integer(1, help="GPU count the spawn form starts with.").tag(config=True)
+    egs_max_gpus = Integer(8, help="Largest GPU count the spawn form offers.").tag(config=True)
+
+    @default("egs_pod_api_url")
+    def _default_pod_api_url(self) -> str:
+        return self.egs_api_url
+
+    @validate("enable_user_namespaces")
+    def _refuse_user_namespaces(self, proposal) -> bool:
+        if proposal["value"]:
+            raise TraitError(
+                "SliceKubeSpawner starts servers in their slice's namespace: leave enable_user_namespaces off"
+            )
+        return proposal["value"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._configured = {name: copy.deepcopy(getattr(self, name)) for name in PLACEMENT_TRAITS}
+        self._egs_env: dict[str, str] = {}
+        self._egs_preparation: asyncio.Future[str] | None = None
+
+    async def _egs_options_form(self) -> str:
+        return options_form(await self.user_slices(), self.egs_default_gpus, self.egs_max_gpus)
+
+    async def queued_gprs(self, slice_name: str) -> list[dict]:
+        query = urlencode({"slice": slice_name, "status": "queued"})
+        return (await self._egs("GET", f"gprs?{query}"))["gprs"]
+
+    async def egs_placement(self) -> tuple[Placement, str]:
+        """Where this start's pod goes, registering the server with the service; and what progress says of it."""
+        if not self.egs_cluster:
+            raise RuntimeError(
+                "SliceKubeSpawner.egs_cluster is not set: name the cluster (as registered in egs-hub) "
+                "where servers start"
+            )
+        wanted = requested_gpus((self.user_options or {}).get("gpus"))
+        slice_name = await self.resolve_slice()
+        if slice_name is None:
+            self._egs_env = {"EGS_SLICE": ""}
+            return Placement(None, None, 0), f"{self.user.name} is in no workspace: starting without GPUs."
+        namespace = slice_namespace(await self._egs("GET", f"slices/{quote(slice_name, safe='')}"), self.egs_cluster)
+        granted = await self.register_server(slice_name)
+        held = gpus_on(self.egs_cluster, granted["gpus"])
+        self._egs_env = {"EGS_SLICE": slice_name, "EGS_GPRS": ",".join(map(str, granted["gprs"]))}
+        where = f"slice {slice_name} (namespace {namespace} on cluster {self.egs_cluster})"
+        if not wanted:
+            return Placement(slice_name, namespace, 0), f"Starting in {where} without GPUs, as asked."
+        if not held:
+            notice = next_gpr_notice(slice_name, self.egs_cluster, await self.queued_gprs(slice_name))
+            return Placement(slice_name, namespace, 0), notice
+        count = min(wanted, len(held))
+        capped = f" (asked {wanted}; the slice holds {len(held)} there)" if count < wanted else ""
+        return Placement(slice_name, namespace, count), f"Starting in {where} with {count} GPU(s){capped}."
+
+    async def egs_place(self) -> str:
+        """Place this start: set the placement traits from the configured ones and the slice; the progress notice."""
+        placement, notice = await self.egs_placement()
+        for name, value in placement.traits(self._configured).items():
+            setattr(self, name, value)
+        self.dns_name = self.dns_name_template.format(namespace=self.namespace, name=self.pod_name)
+        self.log.info("%s's server %r: %s", self.user.name, self.name, notice)
+        return notice
+
+    def start(self):
+        # KubeSpawner's start: _start_future ends progress(); the placement comes first, and
+        # progress() waits for it (JupyterHub may ask for progress before start runs).
+        self._egs_preparation = asyncio.ensure_future(self.egs_place())
+        self._start_future = asyncio.ensure_future(self._start_placed(self._egs_preparation))
+        return self._start_future
+
+    async def _start_placed(self, preparation: asyncio.Future[str]):
+        await preparation
+        return await self._start()
+
+    async def progress(self):
+        while self._egs_preparation is None:
+            await asyncio.sleep(0.1)
+        try:
+            notice = await asyncio.shield(self._egs_preparation)
+        except (RuntimeError, ValueError):
+            return  # start fails with this error, which JupyterHub shows
+        yield {"progress": 5, "message": notice}
+        async for event in super().progress():
+            yield event
+
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        env.update(self._egs_env)
+        env["EGS_API_URL"] = self.egs_pod_api_url
+        return env
+
+    async def stop(self, now: bool = False) -> None:
+        await super().stop(now=now)
+        self._egs_preparation = None
+        await self.forget_server()
