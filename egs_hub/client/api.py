@@ -37,6 +37,7 @@ from .models import (
     ServerRegistration,
     ServerRestart,
     Slice,
+    SliceKubeconfig,
     WaitTimes,
     Workloads,
 )
@@ -192,6 +193,12 @@ class Operations(ABC):
 
     def remove_member(self, slice_name: str, user: str) -> Slice:
         return self._send(Call("DELETE", f"slices/{_segment(slice_name)}/members/{_segment(user)}", _one(Slice)))
+
+    def slice_kubeconfig(self, name: str, cluster: str, expiration: int | timedelta | None = None) -> SliceKubeconfig:
+        """Members: a kubeconfig for the slice's namespaces on a Kubernetes cluster, its token valid ``expiration``
+        (whole seconds or a timedelta, 10 minutes to 7 days; default a day)."""
+        params = _query(cluster=cluster, expiration=expiration)
+        return self._send(Call("GET", f"slices/{_segment(name)}/kubeconfig", _one(SliceKubeconfig), params=params))
 
     # clusters
 

@@ -78,6 +78,19 @@ class Slice:
 
 
 @dataclass(frozen=True)
+class SliceKubeconfig:
+    """A kubeconfig (YAML ``kubeconfig``) for a slice's ServiceAccount on ``cluster``, valid until ``expires_at``;
+    its current context is the slice's home ``namespace`` there."""
+
+    slice: str
+    cluster: str
+    namespace: str
+    expires_at: datetime
+    kubeconfig: str
+    raw: dict = _raw()
+
+
+@dataclass(frozen=True)
 class Cluster:
     """A registered cluster: ``origin`` local, config or api; ``health`` ok or unavailable (``message`` says why)."""
 

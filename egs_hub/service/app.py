@@ -34,12 +34,14 @@ from ..metrics.prometheus import PrometheusSource
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from .clusters import Clusters
 from .exporter import Exporter
-from .handlers import clusters, gprs, gpus, inventory, pages, prometheus, queue, servers, slices
+from .handlers import clusters, gprs, gpus, inventory, pages, prometheus, queue, servers, slices, webhooks
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
+from .kube_events import KubeEvents
 from .notify import SlackNotifier
 from .planning import Planning
 from .reconcile import Reconciler
+from .slice_setup import SliceSetup
 from .telemetry import Telemetry
 
 HERE = os.path.dirname(__file__)
@@ -130,6 +132,48 @@ class EGSService(Application):
         .. versionadded:: 0.2
         """,
     ).tag(config=True)
+
+    webhook_port = Integer(
+        0,
+        help="""TCP port of the HTTPS listener for the pod admission webhook (the Kubernetes API server calls
+        it at <prefix>webhooks/pods/<cluster>, see charts/egs-hub); 0: none. It needs webhook_certfile
+        and webhook_keyfile. The same path is also served on the service's own port (plain HTTP, behind
+        the hub's proxy), which the API server cannot use: it calls webhooks over HTTPS only.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    webhook_ip = Unicode(
+        "",
+        help="""Address the webhook listener binds; empty: every address.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    webhook_certfile = Unicode(
+        "",
+        help="""PEM file of the webhook listener's serving certificate (with its chain). Its names must include
+        the name the API server calls (<service>.<namespace>.svc); the webhook's caBundle is its CA.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    webhook_keyfile = Unicode(
+        "",
+        help="""PEM file of the private key of webhook_certfile.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("webhook_port")
+    def _check_webhook_port(self, proposal) -> int:
+        if not 0 <= proposal.value <= 65535:
+            raise TraitError(f"webhook_port must be from 1 to 65535 (0: no webhook listener), not {proposal.value}")
+        return proposal.value
 
     reconcile_interval = Float(
         1.0,
@@ -346,6 +390,7 @@ class EGSService(Application):
             (api + r"slices", slices.SlicesHandler),
             (api + r"slices/([^/]+)", slices.SliceHandler),
             (api + r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
+            (api + r"slices/([^/]+)/kubeconfig", slices.KubeconfigHandler),
             (api + r"inventory", inventory.InventoryHandler),
             (api + r"inventory/schedule", inventory.ScheduleHandler),
             (api + r"clusters", clusters.ClustersHandler),
@@ -368,6 +413,7 @@ class EGSService(Application):
             (api + r"server-restarts/([^/]+)", servers.ServerRestartHandler),
             (api + r"server-restarts/([^/]+)/([^/]+)", servers.ServerRestartHandler),
             (api + r".*", NotFoundHandler),
+            (self.prefix + webhooks.ROUTE, webhooks.PodWebhookHandler),
             (self.prefix + r"metrics", prometheus.MetricsHandler),
             (self.prefix + r"oauth_callback", pages.OAuthCallbackHandler),
             *pages.page_routes(self.prefix),
@@ -400,6 +446,9 @@ class EGSService(Application):
             retry_interval=self.cluster_retry_interval,
             request_timeout=self.cluster_request_timeout,
         )
+        self.slice_setup = SliceSetup(self.sessions, self.registry.backends, retry_interval=self.cluster_retry_interval)
+        self.registry.on_available = self.slice_setup.forget
+        self.kube_events = KubeEvents(self.sessions, self.registry.backends, self.clock)
         await self.registry.add_local(self.local_backend, f"this host ({self.local_backend.host})")
         await self.registry.restore(self._cluster_specs(self.clusters))
         self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
@@ -413,6 +462,7 @@ class EGSService(Application):
             idle_threshold=self.idle_threshold,
             thresholds=self._thresholds_of(self.alert_thresholds),
             notifier=SlackNotifier(self.slack_webhook_url) if self.slack_webhook_url else None,
+            kube_events=self.kube_events,
         )
         self.exporter = Exporter(self.sessions, lambda: self.telemetry.history.latest().values())
         self.reconciler = Reconciler(
@@ -422,6 +472,8 @@ class EGSService(Application):
             self.reconcile_interval,
             planning=self.planning,
             exporter=self.exporter,
+            slice_setup=self.slice_setup,
+            kube_events=self.kube_events,
         )
         self.telemetry.on_release = self.reconciler.wake
         self.registry.on_inventory = self.reconciler.wake
@@ -444,6 +496,8 @@ class EGSService(Application):
         url = urlparse(self.service_url)
         server = HTTPServer(self.make_app(), xheaders=True)
         server.listen(url.port or 80, url.hostname or "127.0.0.1")
+        hooks = self._webhook_server()
+        self.slice_setup.start()
         self.reconciler.start()
         self.telemetry.start()
         self.registry.start()
@@ -454,9 +508,29 @@ class EGSService(Application):
             loop.add_signal_handler(sig, stopped.set)
         await stopped.wait()
         server.stop()
+        if hooks is not None:
+            hooks.stop()
+        await self.slice_setup.stop()
         await self.telemetry.stop()
         await self.reconciler.stop()
         await self.registry.close()
+
+    def _webhook_server(self) -> HTTPServer | None:
+        """The HTTPS listener for the admission webhook, when webhook_port is set."""
+        if not self.webhook_port:
+            return None
+        if not (self.webhook_certfile and self.webhook_keyfile):
+            raise TraitError("webhook_port is set: webhook_certfile and webhook_keyfile are needed too (HTTPS only)")
+        server = webhooks.listen(
+            webhooks.make_app(self), self.webhook_port, self.webhook_ip, self.webhook_certfile, self.webhook_keyfile
+        )
+        self.log.info(
+            "pod admission webhook listening on https://%s:%s%s",
+            self.webhook_ip or "*",
+            self.webhook_port,
+            self.prefix + "webhooks/pods/<cluster>",
+        )
+        return server
 
     def start(self) -> None:
         asyncio.run(self.serve())

@@ -10,7 +10,9 @@ places nothing on them; they come back when the cluster answers again.
 Each cluster is discovered on its own (a refresh): on start, when its backend
 says its inventory changed (``on_change``), and every ``retry_interval`` seconds.
 A refresh writes the store only when the inventory or the health changed, then
-wakes the reconcile loop. One cluster failing never holds up another.
+wakes the reconcile loop; a cluster that answers for the first time, or again
+after an outage, is announced (``on_available``: its slices are set up there
+again, slice_setup.py). One cluster failing never holds up another.
 """
 
 from __future__ import annotations
@@ -102,8 +104,10 @@ class Clusters:
         retry_interval: float = 30.0,
         request_timeout: float = 10.0,
         on_inventory: Callable[[], None] | None = None,
+        on_available: Callable[[str], None] | None = None,
     ):
         self.sessions = sessions
+        self.on_available = on_available
         self.clock = clock
         self.retry_interval = retry_interval
         self.request_timeout = request_timeout
@@ -231,7 +235,10 @@ class Clusters:
                     log.warning("cluster %s is unavailable: %s", state.name, error)
             with transaction(self.sessions) as session:
                 self._sync_locked(session, state, found)
+            available = error is None and (state.error is not None or not state.refreshed)
             state.inventory, state.error, state.refreshed = found, error, True
+        if available and self.on_available is not None:
+            self.on_available(state.name)
         self._inventory_changed()
 
     def _sync_locked(self, session: Session, state: ClusterState, found: Inventory | None) -> None:

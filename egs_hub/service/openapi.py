@@ -7,6 +7,7 @@ checked against the live service in the tests.
 
 from __future__ import annotations
 
+from ..backends.kubernetes.kubeconfig import MAX_EXPIRATION, MIN_EXPIRATION
 from ..core.model import EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
 from ..core.requests import (
     DURATION_PATTERN,
@@ -23,6 +24,7 @@ from ..core.requests import (
 )
 from .clusters import ORIGINS as CLUSTER_ORIGINS
 from .handlers.base import MAX_ID
+from .handlers.slices import DEFAULT_KUBECONFIG_EXPIRATION
 
 TIME = {"type": "string", "format": "date-time"}
 HEALTH = {"type": "string", "enum": ["ok", "unavailable"]}
@@ -42,6 +44,15 @@ def _ref(name: str) -> dict:
 
 
 SCHEMAS = {
+    "Kubeconfig": _obj(
+        {
+            "slice": {"type": "string"},
+            "cluster": {"type": "string"},
+            "namespace": {"type": "string", "description": "the slice's home namespace there (current context)"},
+            "expires_at": TIME,
+            "kubeconfig": {"type": "string", "description": "YAML: one context per namespace of the slice"},
+        }
+    ),
     "Error": {
         "type": "object",
         "properties": {
@@ -464,6 +475,7 @@ _ERRORS = {
     "404": "no such thing",
     "409": "conflicts with the current state",
     "422": "well formed but not acceptable (policy, capacity)",
+    "503": "a cluster it needs does not answer; nothing was changed",
 }
 
 
@@ -532,7 +544,17 @@ def _paths() -> dict:
             "post": {
                 "summary": "Create a slice (admin)",
                 "requestBody": _body("SliceCreate"),
-                "responses": _responses("created", slice_, "400", "401", "403", "409", "422", status="201"),
+                "responses": _responses(
+                    "created (and set up on its Kubernetes clusters)",
+                    slice_,
+                    "400",
+                    "401",
+                    "403",
+                    "409",
+                    "422",
+                    "503",
+                    status="201",
+                ),
             },
         },
         "/slices/{name}": {
@@ -544,11 +566,33 @@ def _paths() -> dict:
             "patch": {
                 "summary": "Change a slice (admin)",
                 "requestBody": _body("SliceUpdate"),
-                "responses": _responses("changed", slice_, "400", "401", "403", "404", "409"),
+                "responses": _responses("changed", slice_, "400", "401", "403", "404", "409", "503"),
             },
             "delete": {
-                "summary": "Delete a slice with no unfinished GPRs (admin)",
-                "responses": _responses("deleted", None, "400", "401", "403", "404", "409", status="204"),
+                "summary": "Delete a slice with no unfinished GPRs (admin); the namespaces egs-hub created go too",
+                "responses": _responses("deleted", None, "400", "401", "403", "404", "409", "503", status="204"),
+            },
+        },
+        "/slices/{name}/kubeconfig": {
+            "parameters": [SLICE_NAME],
+            "get": {
+                "summary": "A kubeconfig for the slice's ServiceAccount on a Kubernetes cluster (members)",
+                "parameters": [
+                    {
+                        "name": "cluster",
+                        "in": "query",
+                        "required": True,
+                        "description": "a Kubernetes cluster the slice has namespaces on",
+                        "schema": {"type": "string"},
+                    },
+                    _query(
+                        "expiration",
+                        f"seconds the token is valid (default {DEFAULT_KUBECONFIG_EXPIRATION}); the cluster may "
+                        "cap it, expires_at says",
+                        {"type": "integer", "minimum": MIN_EXPIRATION, "maximum": MAX_EXPIRATION},
+                    ),
+                ],
+                "responses": _responses("the kubeconfig", _ref("Kubeconfig"), "400", "401", "403", "404", "409", "503"),
             },
         },
         "/slices/{name}/members/{user}": {

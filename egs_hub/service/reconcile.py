@@ -11,7 +11,10 @@ GPR's window.
 
 Each cluster has its backend (``backends``, by cluster name); a GPR is bound and
 unbound by the backend of the cluster its GPUs are on (the store's allocations:
-GPU -> node -> cluster).
+GPU -> node -> cluster). Around both, the slice's setup on that cluster follows
+the GPUs it holds (``slice_setup``: its GPU quota is raised before the nodes
+enter and lowered once they have left), and Kubernetes Events say what happened
+(``kube_events``); neither ever stops a bind or unbind.
 """
 
 from __future__ import annotations
@@ -28,14 +31,18 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend, BindError, ServerRef, UnbindError
+from ..backends.kubernetes import ClusterUnavailable, SliceConflict
 from ..core import lifecycle
 from ..core.errors import Conflict
 from ..core.model import GPR, EndReason, Event, Status
 from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
 from ..store import queries
 from ..store.db import transaction
+from . import kube_events as notices
 from .exporter import Exporter
+from .kube_events import KubeEvents
 from .planning import Planning, eviction_proposals, issue_eviction
+from .slice_setup import SliceSetup
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,8 @@ class Reconciler:
         *,
         planning: Planning | None = None,
         exporter: Exporter | None = None,
+        slice_setup: SliceSetup | None = None,
+        kube_events: KubeEvents | None = None,
     ):
         self.sessions = sessions
         self.backends = backends
@@ -63,6 +72,9 @@ class Reconciler:
         self.planning = planning or Planning()
         self.exporter = exporter
         self.retry_interval = retry_interval
+        self.slice_setup = slice_setup
+        self.kube_events = kube_events
+        self._exiting: set[int] = set()  # GPRs whose exit began and was announced
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._tasks: dict[int, asyncio.Task] = {}
@@ -216,11 +228,16 @@ class Reconciler:
             reason = f"its GPUs are on cluster {cluster!r}, which is not registered any more"
             self._finish(gpr_id, Status.PROVISIONING, partial(lifecycle.fail, actor=lifecycle.PLANNER, reason=reason))
             return
+        # The slice's quota there first counts these GPUs, so its pods are not refused once the nodes are in.
+        if not await self._sync_slice(gpr, cluster):
+            self._retry_later(gpr_id)
+            return
         try:
             events = await backend.bind(gpr, policy, servers, self.clock())
         except BindError as e:
             failed = partial(lifecycle.fail, actor=backend.kind, reason=str(e))
             self._finish(gpr_id, Status.PROVISIONING, failed)
+            self._notify(cluster, gpr, notices.provision_failed(gpr, str(e)))
             return
         except Exception:
             log.exception("GPR %s: binding on cluster %s failed; trying again", gpr_id, cluster)
@@ -228,6 +245,27 @@ class Reconciler:
             return
         provisioned = partial(lifecycle.mark_provisioned, actor=backend.kind)
         self._finish(gpr_id, Status.PROVISIONING, provisioned, events)
+        self._notify(cluster, gpr, notices.provisioned(gpr))
+
+    async def _sync_slice(self, gpr: GPR, cluster: str) -> bool:
+        """Bring the slice's setup on the cluster in line with the GPUs it holds; False while the cluster fails.
+
+        A namespace conflict is the admin's to settle (the slice's pods reach its nodes all the same): logged.
+        """
+        if self.slice_setup is None:
+            return True
+        try:
+            await self.slice_setup.sync_slice(gpr.spec.slice, cluster)
+        except ClusterUnavailable as e:
+            log.warning("GPR %s: the quota of slice %s not set: %s", gpr.id, gpr.spec.slice, e)
+            return False
+        except SliceConflict as e:
+            log.warning("GPR %s: slice %s is not fully set up on cluster %s: %s", gpr.id, gpr.spec.slice, cluster, e)
+        return True
+
+    def _notify(self, cluster: str, gpr: GPR, notice: notices.Notice) -> None:
+        if self.kube_events is not None:
+            self.kube_events.about_slice(cluster, gpr.spec.slice, notice)
 
     async def _unbind(self, gpr_id: int) -> None:
         with self.sessions() as session:
@@ -261,6 +299,9 @@ class Reconciler:
             )
             self._finish(gpr_id, Status.RELEASING, done, [gone])
             return
+        if gpr_id not in self._exiting:
+            self._exiting.add(gpr_id)
+            self._notify(cluster, gpr, notices.exit_begins(gpr))
         try:
             events = await backend.unbind(gpr, holders, self.clock())
         except UnbindError as e:
@@ -273,6 +314,10 @@ class Reconciler:
             self._retry_later(gpr_id)
             return
         self._finish(gpr_id, Status.RELEASING, done, events)
+        self._exiting.discard(gpr_id)
+        self._notify(cluster, gpr, notices.released(gpr))
+        # The slice's quota there no longer counts these GPUs (a failure: its loop tries again).
+        await self._sync_slice(gpr, cluster)
 
     def _record(self, events) -> None:
         if events:

@@ -10,6 +10,7 @@ from ..core.model import GPR, Shape
 from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.units import format_time
+from ..store import queries
 from ..store.models import AlertRow, Cluster, EventRow, Slice
 
 if TYPE_CHECKING:
@@ -64,9 +65,7 @@ def gpr_json(gpr: GPR, estimate: Estimate | None, *, redact: bool = False) -> di
 
 def slice_json(row: Slice, members: list[str], gpus: list[str], usage: dict) -> dict:
     """A slice; ``usage``: its ``gpu_hours_week``, ``decayed_gpu_hours`` and ``fair_share_factor``."""
-    namespaces: dict[str, list[str]] = {}
-    for ns in row.namespaces:
-        namespaces.setdefault(ns.cluster, []).append(ns.namespace)
+    namespaces = {cluster: list(names) for cluster, names in queries.slice_namespaces(row).items()}
     return {
         "name": row.name,
         "display_name": row.display_name,

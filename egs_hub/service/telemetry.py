@@ -4,7 +4,8 @@ Vocabulary: a *pass* takes samples from the metric source, a snapshot of the
 store (which GPUs exist, who holds them, which provisioned GPRs have an idle
 timeout), decides with core/alerts.py and core/idle.py, then records what
 changed: alert rows and events, Slack messages, idle warnings and idle
-releases (the reconcile loop then unbinds). When the source cannot be read the
+releases (the reconcile loop then unbinds); on a Kubernetes cluster an alert
+raised or cleared is also an Event on the GPU's Node (kube_events.py). When the source cannot be read the
 pass records nothing about alerts (a Prometheus outage is not every GPU lost)
 and no GPR counts as idle; ``source_error`` says why until a read succeeds.
 Idle stretches are kept in memory: a restarted service starts them again,
@@ -31,6 +32,8 @@ from ..metrics import MetricSource, MetricsUnavailable
 from ..metrics.history import History
 from ..store import queries
 from ..store.db import transaction
+from . import kube_events as notices
+from .kube_events import KubeEvents
 from .notify import NotifyError, SlackNotifier, format_alert
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,7 @@ class Telemetry:
         thresholds: AlertThresholds | None = None,
         notifier: SlackNotifier | None = None,
         on_release: Callable[[], None] = lambda: None,
+        kube_events: KubeEvents | None = None,
     ):
         self.source = source
         self.sessions = sessions
@@ -60,6 +64,7 @@ class Telemetry:
         self.thresholds = thresholds or AlertThresholds()
         self.notifier = notifier
         self.on_release = on_release
+        self.kube_events = kube_events
         self.history = History()
         self.source_error: str | None = None if source else "no metric source is configured"
         self.sampled_at: datetime | None = None
@@ -180,6 +185,9 @@ class Telemetry:
                     ),
                 )
                 messages.append(format_alert(change, slice=row.slice, gpr_id=row.gpr_id))
+                if self.kube_events is not None and alert.node:
+                    text = alert.message if change.raised else f"cleared: {alert.message}"
+                    self.kube_events.about_node(row.cluster, alert.node, notices.alert(change.raised, text))
         if self.notifier is not None:
             for message in messages:
                 try:

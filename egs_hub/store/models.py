@@ -143,7 +143,8 @@ class Slice(Base):
     namespaces: Mapped[list[SliceNamespace]] = relationship(
         back_populates="slice",
         cascade="all, delete-orphan",
-        order_by="(SliceNamespace.cluster, SliceNamespace.namespace)",
+        # Per cluster in the order given: the first is the slice's home namespace there.
+        order_by="(SliceNamespace.cluster, SliceNamespace.id)",
     )
 
 

@@ -275,6 +275,36 @@ def set_namespaces(session: Session, row: Slice, namespaces: dict[str, tuple[str
     )
 
 
+def slice_namespaces(row: Slice) -> dict[str, tuple[str, ...]]:
+    """The slice's namespaces by cluster, each cluster's in the order given (the first is its home)."""
+    found: dict[str, list[str]] = {}
+    for ns in row.namespaces:
+        found.setdefault(ns.cluster, []).append(ns.namespace)
+    return {cluster: tuple(names) for cluster, names in found.items()}
+
+
+def slice_of_namespace(session: Session, cluster: str, namespace: str) -> str | None:
+    """The slice a namespace on a cluster belongs to, if any."""
+    query = (
+        select(Slice.name)
+        .join(SliceNamespace, SliceNamespace.slice_id == Slice.id)
+        .where(SliceNamespace.cluster == cluster, SliceNamespace.namespace == namespace)
+    )
+    return session.scalar(query)
+
+
+def bound_gpu_counts(session: Session) -> dict[tuple[str, str], int]:
+    """How many GPUs each slice holds on each cluster now: (slice, cluster) -> count, held ones only."""
+    query = (
+        select(Binding.slice, Cluster.name, func.count())
+        .join(GPU, GPU.uuid == Binding.gpu_uuid)
+        .join(Node, Node.id == GPU.node_id)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .group_by(Binding.slice, Cluster.name)
+    )
+    return {(slice_name, cluster): count for slice_name, cluster, count in session.execute(query)}
+
+
 def project_id(session: Session, now: datetime) -> int:
     """The default project's id, created on first use."""
     found = session.scalar(select(Project.id).where(Project.name == DEFAULT_PROJECT))

@@ -106,7 +106,7 @@ def test_the_webhook_registration(rendered):
     ]
     assert (hook["sideEffects"], hook["failurePolicy"], hook["admissionReviewVersions"]) == ("None", "Ignore", ["v1"])
     assert hook["clientConfig"] == {
-        "service": {"name": "egs-hub", "namespace": "hub", "path": "/services/egs/webhooks/pods", "port": 443},
+        "service": {"name": "egs-hub", "namespace": "hub", "path": "/services/egs/webhooks/pods/home", "port": 443},
         "caBundle": CA_BUNDLE,
     }
 
@@ -144,6 +144,10 @@ USES = {
     ("rbac.authorization.k8s.io", "roles", "escalate"): "slices.py: Roles granting what the hub does not hold",
     ("rbac.authorization.k8s.io", "roles", "bind"): "slices.py: RoleBindings to those Roles",
     ("", "serviceaccounts/token", "create"): "kubeconfig.py: TokenRequest",
+    ("", "pods", "create"): "spawners/kube.py: KubeSpawner creates the server's pod",
+    ("", "pods", "watch"): "spawners/kube.py: KubeSpawner's pod reflector",
+    ("", "events", "list"): "spawners/kube.py: KubeSpawner's event reflector (spawn progress)",
+    ("", "events", "watch"): "spawners/kube.py: KubeSpawner's event reflector (spawn progress)",
     ("", "events", "create"): "Kubernetes Events (issue 4, item 8)",
     ("events.k8s.io", "events", "create"): "Kubernetes Events (issue 4, item 8)",
     **{("egs.io", "gpuprovisionrequests", v): "GPR resources (issue 4, item 7)" for v in ("get", "list", "watch")},

@@ -103,11 +103,14 @@ async def test_gpu_quota_follows_what_the_slice_holds(cluster, make_backend):
     home, other = cluster.name("team-a"), cluster.name("team-a-dev")
     backend = make_backend()
     await backend.ensure_slice("team-a", [home, other], gpus=0)
-    assert [await gpu_quota(cluster, n) for n in (home, other)] == ["0", "0"]
+    # holding nothing: no quota object, so GPU pods stay Pending instead of being refused
+    assert [await cluster.get("ResourceQuota", n, "egs-gpus") for n in (home, other)] == [None, None]
     await backend.set_slice_gpus("team-a", [home, other], 16)
     assert [await gpu_quota(cluster, n) for n in (home, other)] == ["16", "16"]
     await backend.set_slice_gpus("team-a", [home, other], 8)
     assert [await gpu_quota(cluster, n) for n in (home, other)] == ["8", "8"]
+    await backend.set_slice_gpus("team-a", [home, other], 0)
+    assert [await cluster.get("ResourceQuota", n, "egs-gpus") for n in (home, other)] == [None, None]
 
 
 async def test_ensure_follows_changed_namespaces_and_templates(cluster, make_backend):

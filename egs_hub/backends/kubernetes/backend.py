@@ -11,7 +11,12 @@ uncordon. Both are idempotent: calling again finishes what a failed call began.
 
 A *slice on the cluster* is its namespaces with a ServiceAccount, RBAC from
 ``role_templates`` and a GPU quota (slices.py); ``slice_kubeconfig`` gives a
-kubeconfig for that ServiceAccount (kubeconfig.py).
+kubeconfig for that ServiceAccount (kubeconfig.py). While the slice holds no GPU
+on the cluster it has no quota object at all: a quota of 0 would make the API
+server refuse GPU pods ("exceeded quota"), where they should stay Pending until
+a GPR brings nodes (the node selector and taint keep them off other nodes).
+
+``record_slice_event`` and ``record_node_event`` write core/v1 Events (events.py).
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from .. import BindError, Inventory, ServerRef, UnbindError
 from . import objects
 from .api import API_ERRORS, describe_error, json_of
 from .drain import drain_node
+from .events import Notice, create_event, namespace_event, node_event
 from .kubeconfig import SliceKubeconfig, make_kubeconfig
 from .nodes import SLICE_LABEL, FoundNode, NodeInventory, entry_problems, read_node, read_nodes
 from .reflector import NodeReflector
 from .roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
-from .slice_objects import NamespacePlan
-from .slices import ensure_slice, remove_slice, set_slice_gpus
+from .slice_objects import NamespacePlan, SliceConflict, plan_namespaces
+from .slices import SliceObjects, ensure_slice, remove_slice, set_slice_gpus, snapshot
 
 log = logging.getLogger(__name__)
 ACTOR = "kubernetes-backend"
@@ -263,18 +269,33 @@ class KubernetesBackend:
     def _unavailable(self, doing: str, error: BaseException) -> ClusterUnavailable:
         return ClusterUnavailable(f"cluster {self.cluster}: cannot {doing} ({self.where}): {describe_error(error)}")
 
-    async def ensure_slice(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> NamespacePlan:
-        """Set up the slice's namespaces, ServiceAccount, RBAC and a GPU quota of ``gpus``; SliceConflict when a
-        namespace belongs to another slice, ClusterUnavailable when the API fails."""
+    async def check_slice(self, slice_name: str, namespaces: Sequence[str]) -> NamespacePlan:
+        """What ensure_slice would do with the namespaces, changing nothing; SliceConflict when a namespace cannot
+        be the slice's, ClusterUnavailable when the API fails."""
         api = await self._client()
         try:
-            return await ensure_slice(
+            existing = await snapshot(SliceObjects(api, self.request_timeout), slice_name, namespaces)
+        except API_ERRORS as e:
+            raise self._unavailable(f"read the namespaces of slice {slice_name}", e) from None
+        plan = plan_namespaces(slice_name, namespaces, existing)
+        if plan.conflicts:
+            raise SliceConflict(f"slice {slice_name}: " + "; ".join(plan.conflicts))
+        return plan
+
+    async def ensure_slice(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> NamespacePlan:
+        """Set up the slice's namespaces, ServiceAccount, RBAC and a GPU quota of ``gpus`` (none for 0);
+        SliceConflict when a namespace belongs to another slice, ClusterUnavailable when the API fails."""
+        api = await self._client()
+        try:
+            plan = await ensure_slice(
                 api, slice_name, namespaces, self.role_templates, gpus, request_timeout=self.request_timeout
             )
+            return plan
         except API_ERRORS as e:
             raise self._unavailable(f"set up slice {slice_name}", e) from None
 
     async def set_slice_gpus(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> None:
+        """The slice's GPU quota in each namespace: ``gpus``, or no quota object for 0 (see the module doc)."""
         api = await self._client()
         try:
             await set_slice_gpus(api, slice_name, namespaces, gpus, request_timeout=self.request_timeout)
@@ -303,3 +324,21 @@ class KubernetesBackend:
             )
         except API_ERRORS as e:
             raise self._unavailable(f"issue a token for slice {slice_name}", e) from None
+
+    # Events
+
+    async def record_slice_event(self, namespaces: Sequence[str], notice: Notice, now: datetime) -> None:
+        """One Event about each of the slice's namespaces; ClusterUnavailable when the API fails."""
+        api = await self._client()
+        try:
+            for name in namespaces:
+                await create_event(api, namespace_event(name, notice, now), request_timeout=self.request_timeout)
+        except API_ERRORS as e:
+            raise self._unavailable(f"record the Event {notice.reason}", e) from None
+
+    async def record_node_event(self, node: str, notice: Notice, now: datetime) -> None:
+        api = await self._client()
+        try:
+            await create_event(api, node_event(node, notice, now), request_timeout=self.request_timeout)
+        except API_ERRORS as e:
+            raise self._unavailable(f"record the Event {notice.reason} on node {node}", e) from None

@@ -169,13 +169,17 @@ def gpu_quota(slice_name: str, namespace: str, gpus: int) -> dict:
 def managed_objects(
     slice_name: str, namespaces: Sequence[str], templates: Mapping[str, RoleTemplate], gpus: int
 ) -> list[dict]:
-    """Every managed object of the slice on the cluster, in MANAGED_KINDS order, then by namespace and name."""
+    """Every managed object of the slice on the cluster, in MANAGED_KINDS order, then by namespace and name.
+
+    No GPU quota while the slice holds no GPUs there: a quota of 0 would make the API server refuse
+    GPU pods, where without one they are admitted and stay Pending (the node selector and taint
+    keep them off every node) until the slice holds GPUs."""
     home = home_namespace(namespaces)
     objects = [service_account(slice_name, home)]
     ordered = [templates[name] for name in sorted(templates)]
     objects += [role(slice_name, ns, t) for ns in namespaces for t in ordered]
     objects += [role_binding(slice_name, ns, t, home) for ns in namespaces for t in ordered]
-    objects += [gpu_quota(slice_name, ns, gpus) for ns in namespaces]
+    objects += [gpu_quota(slice_name, ns, gpus) for ns in namespaces] if gpus else []
     return objects
 
 

@@ -102,7 +102,7 @@ async def _read_namespace(core: client.CoreV1Api, name: str, timeout: float) -> 
         raise
 
 
-async def _snapshot(objects: SliceObjects, slice_name: str, wanted: Sequence[str]) -> dict[str, dict]:
+async def snapshot(objects: SliceObjects, slice_name: str, wanted: Sequence[str]) -> dict[str, dict]:
     """The wanted namespaces that exist and every namespace labelled for the slice, by name."""
     core = objects.core
     listed = await json_of(
@@ -150,7 +150,7 @@ async def ensure_slice(
     objects = SliceObjects(api, request_timeout)
     desired = so.managed_objects(slice_name, namespaces, templates, gpus)
     # 1. snapshot
-    existing = await _snapshot(objects, slice_name, namespaces)
+    existing = await snapshot(objects, slice_name, namespaces)
     # 2. decide
     plan = so.plan_namespaces(slice_name, namespaces, existing)
     if plan.conflicts:
@@ -177,15 +177,16 @@ async def ensure_slice(
 async def set_slice_gpus(
     api: client.ApiClient, slice_name: str, namespaces: Sequence[str], gpus: int, *, request_timeout: float = 10.0
 ) -> None:
-    """Set the GPU quota in each of the slice's namespaces (set up by ensure_slice) to ``gpus``."""
+    """Set the GPU quota in each of the slice's namespaces (set up by ensure_slice) to ``gpus``; none for 0."""
     objects = SliceObjects(api, request_timeout)
     for name in namespaces:
-        await objects.apply(so.gpu_quota(slice_name, name, gpus))
+        quota = so.gpu_quota(slice_name, name, gpus)
+        await (objects.apply(quota) if gpus else objects.delete(quota))
 
 
 async def remove_slice(api: client.ApiClient, slice_name: str, *, request_timeout: float = 10.0) -> so.NamespacePlan:
     """Delete the namespaces egs-hub created for the slice; release the adopted ones. Returns what was done."""
     objects = SliceObjects(api, request_timeout)
-    plan = so.plan_namespaces(slice_name, (), await _snapshot(objects, slice_name, ()))
+    plan = so.plan_namespaces(slice_name, (), await snapshot(objects, slice_name, ()))
     await _release(objects, slice_name, plan)
     return plan

@@ -1,19 +1,31 @@
 """Slices (workspaces) and their members.
 
 A slice's members are the members of the hub group it names, so they change
-here and in the hub admin panel alike. Creating a slice touches the hub and the
-database; if the database refuses, the hub change is undone.
+here and in the hub admin panel alike. Creating a slice touches the hub, its
+clusters and the database; if a later step fails, the earlier ones are undone.
+
+A slice's ``namespaces`` (``{cluster: [namespace, ...]}``, the first its home)
+name registered clusters. On a Kubernetes cluster they are set up (namespaces,
+ServiceAccount, RBAC, GPU quota: service/slice_setup.py) before the database
+changes, and removed when the slice is deleted or drops the cluster: a namespace
+another slice has there is a 409 naming it, a cluster that does not answer a
+503 naming it, and nothing is changed. ``GET /slices/{name}/kubeconfig`` gives
+members a kubeconfig for the slice's ServiceAccount on one cluster.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import select
 from tornado import web
 
+from ...backends.kubernetes import ClusterUnavailable, SliceConflict, SliceNotSetUp
+from ...backends.kubernetes.kubeconfig import MAX_EXPIRATION, MIN_EXPIRATION
 from ...core import model as core
-from ...core.errors import Conflict, PolicyViolation
+from ...core.errors import Conflict, InvalidRequest, PolicyViolation
 from ...core.policy import check_policy
 from ...core.requests import (
     MISSING,
@@ -25,6 +37,7 @@ from ...core.requests import (
     parse_body,
     parse_user_name,
 )
+from ...core.units import format_time
 from ...roles import ADMIN_GROUP, ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
@@ -32,7 +45,13 @@ from ...store.models import GPRRow, SliceNamespace
 from ...store.models import Slice as SliceRow
 from ..planning import slice_usage
 from ..serialize import slice_json
+from ..slice_setup import SliceHost
 from .base import APIHandler, authenticated, needs_scope
+
+log = logging.getLogger(__name__)
+
+# A slice kubeconfig's token lives this long unless the caller asks for another expiration.
+DEFAULT_KUBECONFIG_EXPIRATION = 24 * 3600
 
 
 def _policy(
@@ -72,6 +91,32 @@ class SliceBase(APIHandler):
                 if ns.slice_id != slice_id:
                     where = f"namespace {ns.namespace!r} on cluster {cluster!r}"
                     raise Conflict(f"{where} belongs to slice {ns.slice.name!r}")
+
+    def check_clusters(self, namespaces: Mapping[str, Sequence[str]]) -> None:
+        for cluster in namespaces:
+            if cluster not in self.egs.registry.states:
+                known = ", ".join(sorted(self.egs.registry.states))
+                raise InvalidRequest(
+                    f"namespaces.{cluster}",
+                    f"no cluster named {cluster!r}; namespaces name registered clusters ({known})",
+                )
+
+    async def change_clusters(self, name: str, before: Mapping, after: Mapping) -> None:
+        """Set the slice up on its clusters as ``after`` says (from ``before``): 409/503 with nothing changed."""
+        try:
+            await self.egs.slice_setup.change(name, before, after)
+        except SliceConflict as e:
+            raise Conflict(str(e)) from None
+        except ClusterUnavailable as e:
+            raise web.HTTPError(503, f"{e}; nothing was changed. Try again once the cluster answers.") from None
+
+    async def undo_clusters(self, name: str, done: Mapping, back_to: Mapping) -> None:
+        """Put the slice's setup on its clusters back after a later step of a change failed; a failure here is
+        logged, and the error that made the change fail is the answer."""
+        try:
+            await self.egs.slice_setup.change(name, done, back_to)
+        except (SliceConflict, ClusterUnavailable) as e:
+            log.error("slice %s: could not undo its change on the clusters: %s", name, e)
 
     def usage(self, session) -> dict[str, dict]:
         return slice_usage(session, self.now(), self.egs.planning.half_life)
@@ -116,13 +161,18 @@ class SlicesHandler(SliceBase):
             if user_of_group is not None:
                 raise Conflict(f"hub group {group!r} holds the members of slice {user_of_group!r} already")
             self.check_namespaces_free(session, body.namespaces, None)
+        self.check_clusters(body.namespaces)
+        policy = _policy(body.quota, body.policy)
         hub = self.egs.hub
         created_group = await hub.ensure_group(group)
         members_before = set() if created_group else set(await hub.group_members(group))
         created_users: list[str] = []
+        on_clusters = False
         try:
             if body.members:
                 created_users = await hub.add_members(group, list(body.members))
+            await self.change_clusters(body.name, {}, body.namespaces)
+            on_clusters = True
             with transaction(self.egs.sessions) as session:
                 row = SliceRow(
                     name=body.name,
@@ -133,7 +183,7 @@ class SlicesHandler(SliceBase):
                     created_at=now,
                     updated_at=now,
                 )
-                queries.write_slice_policy(row, _policy(body.quota, body.policy))
+                queries.write_slice_policy(row, policy)
                 session.add(row)
                 session.flush()
                 queries.set_namespaces(session, row, body.namespaces)
@@ -150,6 +200,8 @@ class SlicesHandler(SliceBase):
                 )
         except Exception:
             # Undo the hub side, so a failed create leaves nothing behind (created users could sign up).
+            if on_clusters:
+                await self.undo_clusters(body.name, body.namespaces, {})
             if created_group:
                 await hub.delete_group(group)
             elif added := [m for m in body.members if m not in members_before]:
@@ -177,28 +229,43 @@ class SliceHandler(SliceBase):
     async def patch(self, name: str) -> None:
         body = parse_body(SliceUpdate, self.json_body(), partial=True)
         now = self.now()
-        with transaction(self.egs.sessions) as session:
+        with self.egs.sessions() as session:
             row = self.load_slice(session, name)
-            if body.display_name is not MISSING:
-                row.display_name = body.display_name
+            before = queries.slice_namespaces(row)
             quota = body.quota if body.quota is not MISSING else None
             policy_body = body.policy if body.policy is not MISSING else None
-            queries.write_slice_policy(row, _policy(quota, policy_body, queries.slice_policy(row)))
+            policy = _policy(quota, policy_body, queries.slice_policy(row))
             if body.namespaces is not MISSING:
                 self.check_namespaces_free(session, body.namespaces, row.id)
-                queries.set_namespaces(session, row, body.namespaces)
-            row.updated_at = now
-            changed = [k for k, v in dataclasses.asdict(body).items() if v is not MISSING]
-            queries.add_event(
-                session,
-                core.Event(
-                    kind="slice-updated",
-                    actor=self.user_name,
-                    reason="changed " + (", ".join(changed) or "nothing"),
-                    time=now,
-                    slice=name,
-                ),
-            )
+        after = before
+        if body.namespaces is not MISSING:
+            self.check_clusters(body.namespaces)
+            after = body.namespaces
+            await self.change_clusters(name, before, after)
+        try:
+            with transaction(self.egs.sessions) as session:
+                row = self.load_slice(session, name)
+                if body.display_name is not MISSING:
+                    row.display_name = body.display_name
+                queries.write_slice_policy(row, policy)
+                if body.namespaces is not MISSING:
+                    queries.set_namespaces(session, row, body.namespaces)
+                row.updated_at = now
+                changed = [k for k, v in dataclasses.asdict(body).items() if v is not MISSING]
+                queries.add_event(
+                    session,
+                    core.Event(
+                        kind="slice-updated",
+                        actor=self.user_name,
+                        reason="changed " + (", ".join(changed) or "nothing"),
+                        time=now,
+                        slice=name,
+                    ),
+                )
+        except Exception:
+            if after is not before:
+                await self.undo_clusters(name, after, before)
+            raise
         self.egs.reconciler.wake()
         with self.egs.sessions() as session:
             view = await self.slice_view(session, self.load_slice(session, name))
@@ -220,6 +287,11 @@ class SliceHandler(SliceBase):
                     f"slice {name!r} has GPRs that are not finished ({', '.join(map(str, live))}); "
                     "cancel or release them first"
                 )
+            before = queries.slice_namespaces(row)
+        # What it has on its clusters goes first: a cluster that does not answer keeps the slice (503).
+        await self.change_clusters(name, before, {})
+        with transaction(self.egs.sessions) as session:
+            row = self.load_slice(session, name)
             group, owns_group = row.group_name, row.owns_group
             for server in queries.slice_servers(session, name):
                 session.delete(server)
@@ -275,3 +347,59 @@ class MemberHandler(SliceBase):
         with self.egs.sessions() as session:
             view = await self.slice_view(session, self.load_slice(session, name))
         self.write_json(view)
+
+
+class KubeconfigHandler(SliceBase):
+    """GET /slices/{name}/kubeconfig?cluster=NAME[&expiration=SECONDS]: members and admins."""
+
+    @authenticated
+    async def get(self, name: str) -> None:
+        cluster = self.get_query_argument("cluster", "")
+        expiration = self._expiration(self.get_query_argument("expiration", None))
+        with self.egs.sessions() as session:
+            row = self.member_slice(session, check_slice_name(name))
+            namespaces = queries.slice_namespaces(row).get(cluster, ())
+        host = self._host(cluster)
+        if not namespaces:
+            raise Conflict(f"slice {name!r} has no namespaces on cluster {cluster!r}; an admin adds them first")
+        try:
+            made = await host.slice_kubeconfig(name, namespaces, expiration)
+        except SliceNotSetUp as e:
+            raise Conflict(f"{e} (egs-hub sets it up by itself: try again in a moment)") from None
+        except ClusterUnavailable as e:
+            raise web.HTTPError(503, f"{e}; try again once the cluster answers") from None
+        self.write_json(
+            {
+                "slice": name,
+                "cluster": cluster,
+                "namespace": namespaces[0],
+                "expires_at": format_time(made.expires_at),
+                "kubeconfig": made.text,
+            }
+        )
+
+    def _host(self, cluster: str) -> SliceHost:
+        if not cluster:
+            raise InvalidRequest("cluster", "cluster is required: the name of a Kubernetes cluster (GET /clusters)")
+        if cluster not in self.egs.registry.states:
+            raise InvalidRequest("cluster", f"no cluster named {cluster!r}; GET /clusters lists them")
+        host = self.egs.slice_setup.host(cluster)
+        if host is None:
+            raise InvalidRequest("cluster", f"cluster {cluster!r} is not a Kubernetes cluster; it has no kubeconfig")
+        return host
+
+    @staticmethod
+    def _expiration(value: str | None) -> int:
+        if value is None:
+            return DEFAULT_KUBECONFIG_EXPIRATION
+        try:
+            seconds = int(value)
+        except ValueError:
+            seconds = None
+        if seconds is None or not MIN_EXPIRATION <= seconds <= MAX_EXPIRATION:
+            raise InvalidRequest(
+                "expiration",
+                f"expiration must be a whole number of seconds from {MIN_EXPIRATION} (10 minutes) to "
+                f"{MAX_EXPIRATION} (7 days), not {value!r}",
+            )
+        return seconds

@@ -1,0 +1,79 @@
+"""The pod admission webhook: POST <prefix>webhooks/pods/<cluster>, called by a cluster's API server.
+
+Vocabulary as in backends/kubernetes/webhook.py, which answers. The caller is
+the API server, not a hub user: there is no hub auth (the listener's TLS, and
+the webhook answering only with patches that put GPU pods on their own slice's
+nodes, are what keep it safe). A namespace belongs to a slice when the store
+says so for that cluster: the same namespace name can be another slice's on
+another cluster, so each cluster's MutatingWebhookConfiguration names its own
+path (the chart's ``webhook.cluster``).
+
+| request                                   | answer                                         |
+|-------------------------------------------|------------------------------------------------|
+| an AdmissionReview v1                     | 200, the AdmissionReview with its response     |
+| not JSON, or not an AdmissionReview v1    | 400 ``{"status", "message"}``                  |
+| a cluster that is not registered          | 404 (the API server then admits the pod as is) |
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from typing import TYPE_CHECKING
+
+from tornado import web
+from tornado.httpserver import HTTPServer
+
+from ...backends.kubernetes.webhook import InvalidReview, review_pod
+from ...store import queries
+
+if TYPE_CHECKING:
+    from ..app import EGSService
+
+ROUTE = r"webhooks/pods/([^/]+)"
+
+
+class PodWebhookHandler(web.RequestHandler):
+    @property
+    def egs(self) -> EGSService:
+        return self.settings["egs"]
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_header("Cache-Control", "no-store")
+
+    def post(self, cluster: str) -> None:
+        if cluster not in self.egs.registry.states:
+            raise web.HTTPError(404, f"no cluster named {cluster!r}; the webhook path ends with a registered cluster")
+        try:
+            review = json.loads(self.request.body)
+        except (ValueError, UnicodeDecodeError):
+            raise web.HTTPError(400, "the body is not JSON; send an AdmissionReview v1") from None
+        try:
+            answer = review_pod(review, lambda namespace: self._slice_of(cluster, namespace))
+        except InvalidReview as e:
+            raise web.HTTPError(400, str(e)) from None
+        self.finish(json.dumps(answer))
+
+    def _slice_of(self, cluster: str, namespace: str) -> str | None:
+        with self.egs.sessions() as session:
+            return queries.slice_of_namespace(session, cluster, namespace)
+
+    def write_error(self, status_code: int, **kwargs) -> None:
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        message = error.log_message if isinstance(error, web.HTTPError) and error.log_message else self._reason
+        self.finish(json.dumps({"status": status_code, "message": message}))
+
+
+def make_app(egs: EGSService) -> web.Application:
+    """The webhook listener's app: the webhook route only."""
+    return web.Application([(egs.prefix + ROUTE, PodWebhookHandler)], egs=egs)
+
+
+def listen(app: web.Application, port: int, ip: str, certfile: str, keyfile: str) -> HTTPServer:
+    """Serve ``app`` over HTTPS with the certificate and key (PEM files) on ``ip``:``port``."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certfile, keyfile)
+    server = HTTPServer(app, ssl_options=context)
+    server.listen(port, ip)
+    return server

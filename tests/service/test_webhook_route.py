@@ -1,0 +1,123 @@
+"""The pod webhook's HTTPS listener in-process: a certificate made here, a real AdmissionReview, the store's slices.
+
+The service's own route is tested end to end in test_slices_on_clusters.py;
+this is the listener the API server calls (EGSService.webhook_port).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import pathlib
+import ssl
+
+import pytest
+import tornado.httpclient
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from traitlets import TraitError
+
+from egs_hub.core.model import SlicePolicy
+from egs_hub.embedded import free_port
+from egs_hub.service.app import EGSService
+from egs_hub.service.clusters import Clusters, ClusterState
+from egs_hub.store import db, queries
+from egs_hub.store.db import transaction
+from egs_hub.store.models import Slice
+
+from ..k8s.test_webhook import patched
+
+ADMISSION = pathlib.Path(__file__).parents[1] / "k8s" / "admission"
+
+
+def self_signed(directory: pathlib.Path) -> tuple[str, str]:
+    """(certificate, key) PEM files for 127.0.0.1, valid for a day."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "egs-hub-webhook")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "webhook.crt", directory / "webhook.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return str(cert_path), str(key_path)
+
+
+class StoreOnlyService(EGSService):
+    """The service with a store and a cluster registry but no hub: all the webhook needs."""
+
+    def __init__(self, sessions, registry, **kw):
+        super().__init__(**kw)
+        self.sessions = sessions
+        self.registry = registry
+
+
+@pytest.fixture
+def service(tmp_path):
+    engine = db.make_engine(f"sqlite:///{tmp_path}/egs.sqlite")
+    db.upgrade(engine)
+    sessions = db.make_sessions(engine)
+    now = datetime.datetime.now(datetime.UTC)
+    with transaction(sessions) as session:
+        row = Slice(name="team-a", group_name="team-a", project_id=queries.project_id(session, now))
+        row.created_at = row.updated_at = now
+        queries.write_slice_policy(row, SlicePolicy())
+        session.add(row)
+        session.flush()
+        queries.set_namespaces(session, row, {"east": ("team-a",)})
+    registry = Clusters(sessions, datetime.datetime.now)
+    for name in ("east", "west"):
+        registry.states[name] = ClusterState(name, backend=None, origin="config", where="test")
+    cert, key = self_signed(tmp_path)
+    yield StoreOnlyService(
+        sessions, registry, webhook_port=free_port(), webhook_ip="127.0.0.1", webhook_certfile=cert, webhook_keyfile=key
+    )
+    engine.dispose()
+
+
+def review() -> dict:
+    return json.loads((ADMISSION / "gpu-deployment-pod.json").read_text())
+
+
+async def test_the_https_listener_answers_reviews_per_cluster(service):
+    server = service._webhook_server()
+    context = ssl.create_default_context(cafile=service.webhook_certfile)
+    http = tornado.httpclient.AsyncHTTPClient()
+    base = f"https://127.0.0.1:{service.webhook_port}{service.prefix}webhooks/pods/"
+    try:
+        sent = review()
+        assert sent["request"]["namespace"] == "team-a"
+        answer = await http.fetch(base + "east", method="POST", body=json.dumps(sent), ssl_options=context)
+        spec = patched(sent, json.loads(answer.body))["spec"]
+        assert spec["nodeSelector"]["egs.io/slice"] == "team-a"
+        # team-a is the slice's namespace on east only
+        answer = await http.fetch(base + "west", method="POST", body=json.dumps(sent), ssl_options=context)
+        assert "patch" not in json.loads(answer.body)["response"]
+        refused = await http.fetch(base + "east", method="POST", body="{}", ssl_options=context, raise_error=False)
+        assert refused.code == 400 and "not an AdmissionReview" in json.loads(refused.body)["message"]
+        # plain HTTP is not served there
+        with pytest.raises((ConnectionError, tornado.httpclient.HTTPClientError, ssl.SSLError, OSError)):
+            await http.fetch(base.replace("https", "http") + "east", method="POST", body="{}", request_timeout=5)
+    finally:
+        server.stop()
+
+
+def test_a_webhook_port_needs_a_certificate_and_key(service):
+    service.webhook_keyfile = ""
+    with pytest.raises(TraitError, match="webhook_certfile and webhook_keyfile are needed"):
+        service._webhook_server()
