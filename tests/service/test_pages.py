@@ -76,6 +76,16 @@ def test_admin_pages_refuse_others_with_a_readable_403_and_user_pages_hide_admin
     assert "Create a workspace" not in html(get(hub, "", token))
 
 
+def test_the_clusters_page_is_for_admins_with_its_register_form(hub):
+    text = html(get(hub, "admin/clusters", hub.admin_token))
+    assert "<h1>Clusters</h1>" in text and 'src="/services/egs/static/clusters.js"' in text
+    for field in ('name="name"', 'name="kubeconfig"', 'name="context"', 'name="in_cluster"'):
+        assert field in text
+    refused = get(hub, "admin/clusters", hub.user_token("clusters-user"))
+    assert refused.status_code == 403
+    assert "Register a Kubernetes cluster" not in html(refused)
+
+
 def test_an_admin_on_a_user_page_gets_the_user_view(hub):
     text = html(get(hub, "requests", hub.admin_token))
     assert 'data-admin="true" data-view="user"' in text and "Evictions" not in text

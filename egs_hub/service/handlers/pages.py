@@ -41,6 +41,7 @@ ADMIN_PAGES = (
     Page("admin/requests", "requests.html", "GPU requests", admin=True, view="admin"),
     Page("admin/schedule", "schedule.html", "Inventory schedule", admin=True, view="admin"),
     Page("admin/slices", "slices.html", "Slices", admin=True, view="admin"),
+    Page("admin/clusters", "clusters.html", "Clusters", admin=True, view="admin"),
     Page("admin/workloads", "workloads.html", "AI workloads", admin=True, view="admin"),
     Page("admin/events", "events.html", "Events", admin=True, view="admin"),
 )

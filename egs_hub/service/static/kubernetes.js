@@ -1,12 +1,16 @@
-// The Kubernetes clusters the service knows (GET /clusters), where a page shows them.
+// The Kubernetes clusters the service knows (GET /clusters), where a page shows them, and
+// registering and removing them (admins).
 "use strict";
 
-import { apiOptional, el } from "./api.js";
+import { api, apiOptional, el } from "./api.js";
 
 // {clusters: [...]} from GET /clusters; an empty list when this service has no such endpoint.
 export async function loadClusters() {
   return (await apiOptional("clusters", { clusters: [] })).clusters.filter((c) => c.kind === "kubernetes");
 }
+
+export const registerCluster = (body) => api("POST", "clusters", body);
+export const removeCluster = (name) => api("DELETE", `clusters/${encodeURIComponent(name)}`);
 
 export const NO_KUBERNETES = "No Kubernetes cluster is configured: GPUs come from this host only.";
 

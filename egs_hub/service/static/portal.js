@@ -3,6 +3,8 @@
 
 import { act, api, asNodes, el, hours, isAdmin, live, patch, span } from "./api.js";
 import { FINISHED, asked, gprButtons, when } from "./gpr.js";
+import { kubeconfigControls } from "./kubeconfig.js";
+import { loadClusters } from "./kubernetes.js";
 import { renderRequestChoices, setUpRequestForm } from "./request-form.js";
 import { addMember, createSlice, removeMember } from "./slice.js";
 
@@ -19,7 +21,7 @@ function renderGPRs(gprs) {
     rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No GPU requests yet."))]);
 }
 
-function renderSlices(slices) {
+function renderSlices(slices, clusters) {
   const box = document.getElementById("slices");
   if (!slices.length) {
     patch(box, [el("p", { class: "muted" }, isAdmin
@@ -62,6 +64,7 @@ function renderSlices(slices) {
     return el("div", { class: "card", "data-slice": s.name },
       el("h3", {}, s.display_name || s.name, " ", el("span", { class: "muted" }, `(${s.name}, hub group ${s.group})`)),
       el("p", {}, ...gpus), el("p", { class: "muted" }, limits),
+      kubeconfigControls(s.name, s.namespaces, clusters),
       el("div", { id: `members-${s.name}` }, "Members: ",
         s.members.length ? el("ul", {}, members) : el("span", { class: "muted" }, "none")),
       addForm);
@@ -103,9 +106,9 @@ if (sliceForm) {
 }
 setUpRequestForm();
 live(
-  () => Promise.all([api("GET", "slices"), api("GET", "gprs"), api("GET", "inventory")]),
-  ([slices, gprs, inventory]) => {
-    renderSlices(slices.slices);
+  () => Promise.all([api("GET", "slices"), api("GET", "gprs"), api("GET", "inventory"), loadClusters()]),
+  ([slices, gprs, inventory, clusters]) => {
+    renderSlices(slices.slices, clusters);
     renderRequestChoices(slices.slices, inventory);
     renderGPRs(gprs.gprs);
     renderInventory(inventory);

@@ -2,6 +2,7 @@
 "use strict";
 
 import { act, api, durationText, el, hours, live, notify, patch, span } from "./api.js";
+import { kubeconfigControls } from "./kubeconfig.js";
 import { NO_KUBERNETES, loadClusters } from "./kubernetes.js";
 import { addMember, createSlice, deleteSlice, removeMember, updateSlice } from "./slice.js";
 
@@ -99,7 +100,7 @@ function limits(s) {
   ].filter(Boolean).join(" · ");
 }
 
-function sliceCard(s) {
+function sliceCard(s, clusters) {
   const members = s.members.map((m) => el("li", {}, m, el("button", { type: "button", "aria-label": `Remove ${m} from ${s.name}`,
     onclick: () => act(`${m} removed from ${s.name}`, () => removeMember(s.name, m)) }, "×")));
   const addForm = el("form", { class: "add-member", onsubmit: (e) => {
@@ -115,6 +116,7 @@ function sliceCard(s) {
     el("p", { class: "muted" }, limits(s)),
     el("p", {}, namespaces.length ? `Namespaces: ${namespaces.map(([c, ns]) => `${c}: ${ns.join(", ")}`).join("; ")}`
       : "No namespaces."),
+    kubeconfigControls(s.name, s.namespaces, clusters),
     el("p", {}, s.gpus.length ? `${s.gpus.length} GPU(s) bound now.` : "No GPUs bound now."),
     el("div", {}, "Members: ", s.members.length ? el("ul", {}, members) : el("span", { class: "muted" }, "none")),
     addForm,
@@ -150,11 +152,11 @@ live(
   ([slices, clusters]) => {
     latest.clear();
     for (const s of slices.slices) latest.set(s.name, s);
-    patch(document.getElementById("slice-list"), slices.slices.length ? slices.slices.map(sliceCard)
+    patch(document.getElementById("slice-list"), slices.slices.length ? slices.slices.map((s) => sliceCard(s, clusters))
       : [el("p", { class: "muted" }, "No workspaces yet: create one below.")]);
     document.getElementById("kubernetes").textContent = clusters.length
       ? `Kubernetes clusters: ${clusters.map((c) => `${c.name} (${c.health})`).join(", ")}. ` +
-        "Kubeconfig downloads are not in these pages yet."
+        "A workspace with namespaces on one has a kubeconfig to download for it."
       : NO_KUBERNETES;
   },
 );

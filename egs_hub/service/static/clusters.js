@@ -1,0 +1,75 @@
+// Clusters: the registered clusters with health, nodes, GPUs and shapes; register and remove.
+"use strict";
+
+import { act, api, el, live, patch } from "./api.js";
+import { registerCluster, removeCluster } from "./kubernetes.js";
+
+const form = document.getElementById("cluster-form");
+const f = form.elements;
+
+const NOT_REMOVABLE = { local: "this host: not removable", config: "from the config: not removable" };
+
+function shapesOf(cluster, shapes) {
+  const mine = shapes.filter((s) => s.cluster === cluster);
+  if (!mine.length) return el("span", { class: "muted" }, "none");
+  return el("ul", { class: "plain" }, mine.map((s) => el("li", {}, `${s.name}: ${s.free} of ${s.gpus} GPUs free`)));
+}
+
+function health(c) {
+  if (c.health === "ok") return el("td", { class: "health-ok" }, "ok");
+  return el("td", { class: "health-unavailable" }, "unavailable", el("div", { class: "message" }, c.message || ""));
+}
+
+function remove(name) {
+  if (!confirm(`Remove cluster ${name} from egs-hub? GPU requests can no longer use its nodes.`)) return;
+  act(`Cluster ${name} removed`, async () => {
+    try {
+      await removeCluster(name);
+    } catch (e) {
+      throw new Error(`Cluster ${name} was not removed: ${e.message}`);
+    }
+  });
+}
+
+function clusterRow(c, shapes) {
+  const action = c.origin === "api"
+    ? el("button", { type: "button", "aria-label": `Remove cluster ${c.name}`, onclick: () => remove(c.name) }, "Remove")
+    : el("span", { class: "muted" }, NOT_REMOVABLE[c.origin] || "not removable");
+  return el("tr", { "data-cluster": c.name, class: c.health === "ok" ? null : "unavailable" },
+    el("th", { scope: "row" }, c.name), el("td", {}, c.kind), el("td", {}, c.origin),
+    el("td", {}, el("code", {}, c.where)), health(c), el("td", {}, c.nodes), el("td", {}, c.gpus),
+    el("td", {}, shapesOf(c.name, shapes)), el("td", { class: "actions" }, action));
+}
+
+// The body of POST /clusters: in-cluster, or a kubeconfig path with an optional context.
+function registration() {
+  const name = f.name.value.trim();
+  if (f.in_cluster.checked) return { name, in_cluster: true };
+  const body = { name, kubeconfig: f.kubeconfig.value.trim() };
+  if (f.context.value.trim()) body.context = f.context.value.trim();
+  return body;
+}
+
+f.in_cluster.addEventListener("change", () => {
+  for (const name of ["kubeconfig", "context"]) f[name].disabled = f.in_cluster.checked;
+});
+
+form.addEventListener("submit", (e) => {
+  e.preventDefault();
+  const body = registration();
+  act(`Cluster ${body.name} registered`, async () => {
+    const c = await registerCluster(body);
+    form.reset();
+    for (const name of ["kubeconfig", "context"]) f[name].disabled = false;
+    return c.health === "ok"
+      ? `Cluster ${c.name} registered: ${c.nodes} node(s), ${c.gpus} GPU(s)`
+      : `Cluster ${c.name} registered, but it is unavailable: ${c.message}`;
+  });
+});
+
+live(
+  () => Promise.all([api("GET", "clusters"), api("GET", "inventory")]),
+  ([clusters, inventory]) => {
+    patch(document.querySelector("#clusters tbody"), clusters.clusters.map((c) => clusterRow(c, inventory.shapes)));
+  },
+);
