@@ -38,6 +38,7 @@ from .models import (
     ServerRestart,
     Slice,
     SliceKubeconfig,
+    UsedUtilization,
     WaitTimes,
     Workloads,
 )
@@ -340,6 +341,11 @@ class Operations(ABC):
     def gpus(self, sort: str = "node") -> GPUs:
         """Latest readings of the GPUs the caller sees; ``sort`` by node, temperature, power, utilization or memory."""
         return self._send(Call("GET", "gpus", _one(GPUs), _query(sort=sort)))
+
+    def gpu_utilization(self, since: Time | None = None, step: Duration | None = None) -> UsedUtilization:
+        """Mean utilisation of the caller's GPUs (the last 24 h at most) from ``since`` per ``step`` (5m multiples)."""
+        query = _query(since=since, step=step)
+        return self._send(Call("GET", "gpus/utilization", _one(UsedUtilization), query))
 
     def gpu_metrics(self, uuid: str, since: Time | None = None, step: Duration | None = None) -> GPUMetrics:
         """A GPU's readings of the last hour (from ``since``), averaged per ``step``."""

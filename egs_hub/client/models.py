@@ -369,6 +369,27 @@ class GPUs:
 
 
 @dataclass(frozen=True)
+class UsedUtilizationPoint:
+    """One step from ``time``: the mean of the GPUs' readings (None: none), the most GPUs with readings in 5 min."""
+
+    time: datetime
+    utilization: float | None
+    gpus: int
+    raw: dict = _raw()
+
+
+@dataclass(frozen=True)
+class UsedUtilization:
+    """The used utilisation of the caller's GPUs per ``step`` from ``since`` (the service keeps 24 h)."""
+
+    source: MetricSource
+    since: datetime
+    step: timedelta
+    points: tuple[UsedUtilizationPoint, ...]
+    raw: dict = _raw()
+
+
+@dataclass(frozen=True)
 class MetricPoint:
     """A GPU's readings averaged over one step from ``time``."""
 

@@ -404,6 +404,7 @@ class EGSService(Application):
             (api + r"queue/evictions", queue.EvictionsHandler),
             (api + r"events", inventory.EventsHandler),
             (api + r"gpus", gpus.GPUsHandler),
+            (api + r"gpus/utilization", gpus.UsedUtilizationHandler),
             (api + r"gpus/([^/]+)/metrics", gpus.GPUMetricsHandler),
             (api + r"workloads", gpus.WorkloadsHandler),
             (api + r"alerts", gpus.AlertsHandler),

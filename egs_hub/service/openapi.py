@@ -425,6 +425,13 @@ SCHEMAS.update(
             }
         ),
         "MetricPoint": _obj({"time": TIME, **_numbers(*READINGS)}),
+        "UsedUtilization": _obj(
+            {
+                "time": TIME,
+                "utilization": {**NULLABLE_NUMBER, "description": "the mean of the GPUs' readings in the step"},
+                "gpus": {"type": "integer", "description": "the most GPUs with readings in 5 minutes of the step"},
+            }
+        ),
         "Workload": _obj(
             {
                 "slice": {"type": "string"},
@@ -757,6 +764,35 @@ def _paths() -> dict:
                 "responses": _responses(
                     "GPUs",
                     _obj({"source": _ref("MetricSource"), "gpus": {"type": "array", "items": _ref("GPUMetrics")}}),
+                    "400",
+                    "401",
+                ),
+            }
+        },
+        "/gpus/utilization": {
+            "get": {
+                "summary": "The used utilisation over the last 24 h, per step, of the GPUs the caller sees",
+                "description": "Admins: every GPU the metric source reported; members: their slices' GPUs as "
+                "/gpus shows them. From 5-minute buckets kept in memory since the service started. A point's "
+                "utilization is the mean of the GPUs' readings in the step, null without any.",
+                "parameters": [
+                    _query("since", "from this time, within the last 24 h, rounded down to 5 minutes", TIME),
+                    _query(
+                        "step",
+                        "seconds or units, a multiple of 5m, at most 24h (default 5m)",
+                        {"type": "string", "pattern": DURATION_PATTERN},
+                    ),
+                ],
+                "responses": _responses(
+                    "used utilisation per step, up to now",
+                    _obj(
+                        {
+                            "source": _ref("MetricSource"),
+                            "since": TIME,
+                            "step": {"type": "integer"},
+                            "points": {"type": "array", "items": _ref("UsedUtilization")},
+                        }
+                    ),
                     "400",
                     "401",
                 ),

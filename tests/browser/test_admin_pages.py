@@ -252,6 +252,13 @@ def dashboard_after(hub: Hub, admin: Page, artifacts: Path) -> None:
     expect(admin.locator("[data-figure='queued']")).to_have_text("2")
     expect(admin.locator("[data-figure='pending']")).to_have_text("none")
     expect(admin.locator("[data-figure='used-now']")).to_have_text(re.compile(r"% mean over 2 GPU\(s\) with readings"))
+    used_day = admin.locator("[data-figure='used-24h']")
+    expect(used_day).to_have_text(
+        re.compile(r"^\d+% mean over [\dhm]+ with readings \(prometheus; kept in memory since the service started\)")
+    )
+    expect(used_day.get_by_role("img")).to_have_attribute(
+        "aria-label", re.compile(r"^Used utilisation: \d+ points from .* to .*, last \d+%$")
+    )
     users = admin.get_by_role("table", name="Users by GPU-hours (rolling 7 days)")
     expect(users.locator("tbody td:first-child")).to_have_text(["dave"])
     admin.screenshot(path=artifacts / "admin-dashboard.png", full_page=True)

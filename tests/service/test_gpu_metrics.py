@@ -1,7 +1,8 @@
 """GPU metrics end to end: a real Prometheus scrapes a recorded DCGM-exporter exposition that the
 test changes, a real egs-hub (hub, proxy, service) reads it as its metric source, and users see
-what they may through the API: GPUs and their readings, time series, workloads, alerts, the
-idle release of a GPR, and the Prometheus scrape of the service itself.
+what they may through the API: GPUs and their readings, time series, the used utilisation of the
+last day, workloads, alerts, the idle release of a GPR, and the Prometheus scrape of the service
+itself.
 
 The hub's declared inventory (inventory_dcgm.yaml) is the recorded exposition's node and UUIDs.
 """
@@ -10,16 +11,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
 
+from egs_hub.client import EGSClient
+from egs_hub.core.units import format_time
 from egs_hub.embedded import free_port
 
 from ..conftest import DATABASES, new_db_url
 from ..metrics.prometheus_server import ExpositionServer, read_recorded_exposition, start_prometheus
 from .hub import Hub, start_hub, stop_hub, until_status, wait_for
 
+FIVE = timedelta(minutes=5)
 BUSY, IDLE = "GPU-3f6e2a1c-8b7d-4e55-a0c2-9d1b7e4f6a10", "GPU-b81c4d92-07ae-4f3b-9e61-52c8d0a7e3f4"
 
 
@@ -129,3 +134,61 @@ def test_gpus_workloads_alerts_idle_release_and_scrape(metrics_hub):
     )
     assert 'egs_gprs_finished_total{slice="ml",status="complete"} 1.0' in scraped.text
     assert "egs_gpr_wait_seconds_count 1.0" in scraped.text
+
+
+def test_used_utilization_of_the_last_day_per_step(metrics_hub):
+    hub, _ = metrics_hub
+    admin = hub.admin()
+    ursula = hub.client(hub.user_token("ursula"))
+
+    # Admins: every GPU. The default is the last day (rounded down to 5 minutes) in 5-minute steps, up to now.
+    used = wait_for(lambda: (u := admin.get("gpus/utilization", expect=200))["points"][-1]["gpus"] == 2 and u, 20, "2")
+    assert used["source"]["name"] == "prometheus" and used["step"] == 300
+    since = datetime.fromisoformat(used["since"])
+    assert since.minute % 5 == 0 and since.second == 0 and datetime.now(UTC) - since <= timedelta(hours=24, minutes=5)
+    assert [p["time"] for p in used["points"]] == [format_time(since + k * FIVE) for k in range(len(used["points"]))]
+    assert used["points"][0] == {"time": used["since"], "utilization": None, "gpus": 0}  # before the service started
+
+    # A point is the mean of the GPUs' readings in the step (sampled together: as many each), as their series say.
+    def agrees() -> bool:
+        last = admin.get("gpus/utilization?step=5m", expect=200)["points"][-1]
+        means = [admin.get(f"gpus/{g}/metrics?since={last['time']}&step=300", expect=200) for g in (BUSY, IDLE)]
+        if last["gpus"] != 2 or not all(m["points"] for m in means):
+            return False  # a new 5 minutes began between the calls
+        return last["utilization"] == pytest.approx(sum(m["points"][0]["utilization"] for m in means) / 2)
+
+    wait_for(agrees, 10, "the day's point to agree with the GPUs' series")
+    with EGSClient(hub.api, hub.admin_token) as egs:  # the Python client's typed answer
+        ten = egs.gpu_utilization(since=used["points"][-1]["time"], step=timedelta(minutes=10))
+    assert ten.step == timedelta(minutes=10) and ten.since == datetime.fromisoformat(used["points"][-1]["time"])
+    assert len(ten.points) == 1 and ten.points[0].gpus == 2 and 0 <= ten.points[0].utilization <= 100
+
+    # Members: the GPUs their slices hold now, as /gpus shows them.
+    admin.post("slices", {"name": "used", "members": ["ursula"]}, expect=201)
+    assert {p["gpus"] for p in ursula.get("gpus/utilization", expect=200)["points"]} == {0}
+    gpr = until_status(
+        ursula, ursula.post("gprs", {"slice": "used", "gpus": 1, "duration": "1h"}, expect=201)["id"], "provisioned"
+    )
+    wait_for(lambda: ursula.get("gpus/utilization", expect=200)["points"][-1]["gpus"] == 1, 10, "ursula's GPU")
+    ursula.post(f"gprs/{gpr['id']}/release", expect=200)
+
+    # Bad input names its field.
+    old = format_time(datetime.now(UTC) - timedelta(hours=25))
+    for query, field, message in [
+        (f"since={old}", "since", "at most 24 h ago"),
+        ("since=yesterday", "since", "not an ISO-8601 time"),
+        ("step=60", "step", "multiple of 5m (300 s)"),
+        ("step=7m", "step", "multiple of 5m (300 s)"),
+        ("step=2d", "step", "at most 24 h"),
+    ]:
+        error = admin.get(f"gpus/utilization?{query}", expect=400)
+        assert error["field"] == field and message in error["message"], (query, error)
+
+
+def test_used_utilization_without_a_metrics_source(hub, user):
+    _, someone = user()
+    answer = hub.admin().get("gpus/utilization?step=1h", expect=200)
+    assert answer["source"]["name"] is None and answer["source"]["error"] == "no metric source is configured"
+    assert answer["step"] == 3600 and len(answer["points"]) == 25  # 289 buckets (a day and the current one), 12 a step
+    assert {(p["utilization"], p["gpus"]) for p in answer["points"]} == {(None, 0)}
+    assert someone.get("gpus/utilization", expect=200)["source"]["error"] == "no metric source is configured"

@@ -1,4 +1,5 @@
-"""GPU metrics: every GPU's latest readings, a GPU's time series, a slice's workloads, alerts.
+"""GPU metrics: every GPU's latest readings, their used utilisation over the last day, a GPU's
+time series, a slice's workloads, alerts.
 
 Vocabulary: the *metric source* (NVML or Prometheus) is read by the telemetry
 loop (telemetry.py); these handlers answer from its in-memory history and the
@@ -12,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ...core.errors import InvalidRequest
-from ...core.units import format_time, parse_duration, parse_time
+from ...core.units import format_duration, format_time, parse_duration, parse_time
 from ...core.workloads import ServerInSlice, hotspots, slice_workloads
 from ...store import queries
 from ...store.models import GPU, Binding
@@ -27,6 +28,7 @@ SORT_KEYS = {
     "memory": "memory_used_mib",
 }
 SERIES_MAX_STEP = timedelta(hours=1)
+USED_MAX_STEP = timedelta(hours=24)
 ALERTS_LIMIT = 1000
 
 
@@ -46,6 +48,17 @@ class MetricsBase(APIHandler):
             return None
         return [row.name for row in queries.all_slices(session) if self.is_member(row)]
 
+    def visible_gpus(self, session) -> list[tuple]:
+        """(cluster, node, GPU, holding slice, holding GPR) of each present GPU the caller sees."""
+        holders = queries.gpu_holders(session)
+        visible = self.visible_slices(session)
+        rows = []
+        for cluster, node, gpu in queries.present_gpus(session):
+            slice_name, gpr_id = holders.get(gpu.uuid, (None, None))
+            if visible is None or slice_name in visible:
+                rows.append((cluster, node, gpu, slice_name, gpr_id))
+        return rows
+
 
 class GPUsHandler(MetricsBase):
     @authenticated
@@ -55,13 +68,8 @@ class GPUsHandler(MetricsBase):
             raise InvalidRequest("sort", f"sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
         latest = self.egs.telemetry.history.latest()
         with self.egs.sessions() as session:
-            holders = queries.gpu_holders(session)
-            visible = self.visible_slices(session)
             gpus = []
-            for cluster, node, gpu in queries.present_gpus(session):
-                slice_name, gpr_id = holders.get(gpu.uuid, (None, None))
-                if visible is not None and slice_name not in visible:
-                    continue
+            for cluster, node, gpu, slice_name, gpr_id in self.visible_gpus(session):
                 gpus.append(
                     {
                         "uuid": gpu.uuid,
@@ -87,6 +95,52 @@ def _highest_first(gpu: dict, field: str) -> tuple[bool, float]:
     """Sort key: the highest reading first, GPUs without one last (node order among equals)."""
     value = (gpu["sample"] or {}).get(field)
     return (value is None, -(value or 0.0))
+
+
+class UsedUtilizationHandler(MetricsBase):
+    """GET /gpus/utilization?since=&step=: the mean utilisation per step of the GPUs the caller sees.
+
+    Admins: every GPU the metric source reported; members: their slices' GPUs as /gpus shows them.
+    From the last day kept in memory (metrics/history.py): ``since`` (default a day ago) is rounded
+    down to its 5-minute bucket and must be within the day; ``step`` (default 5 minutes) is a
+    multiple of 5 minutes, at most a day.
+    """
+
+    @authenticated
+    def get(self) -> None:
+        now = self.now()
+        day = self.egs.telemetry.history.day
+        since = self.get_argument("since", None)
+        since = now - day.day if since is None else parse_time(since, "since")
+        start = day.floor(since)
+        if start < day.oldest(now):
+            raise InvalidRequest(
+                "since", f"since must be at most {_hours(day.day)} ago: the service keeps no older utilisation"
+            )
+        step = self.get_argument("step", None)
+        step = day.bucket if step is None else parse_duration(step, "step")
+        if step % day.bucket:
+            bucket = f"{format_duration(day.bucket)} ({int(day.bucket.total_seconds())} s)"
+            raise InvalidRequest("step", f"step must be a multiple of {bucket}, the bucket utilisation is kept in")
+        if step > USED_MAX_STEP:
+            raise InvalidRequest("step", f"step must be at most {_hours(USED_MAX_STEP)}")
+        uuids = None
+        if not self.is_admin:
+            with self.egs.sessions() as session:
+                uuids = [gpu.uuid for _, _, gpu, _, _ in self.visible_gpus(session)]
+        points = day.used(uuids, start, step, now)
+        self.write_json(
+            {
+                "source": self.source_json(),
+                "since": format_time(start),
+                "step": int(step.total_seconds()),
+                "points": [{**p, "time": format_time(p["time"])} for p in points],
+            }
+        )
+
+
+def _hours(duration: timedelta) -> str:
+    return f"{duration / timedelta(hours=1):g} h"
 
 
 class GPUMetricsHandler(MetricsBase):

@@ -3,6 +3,7 @@
 
 import { api, el, hours, live, localTime, page, patch, query, span } from "./api.js";
 import { clustersTable, loadClusters } from "./kubernetes.js";
+import { lineChart } from "./chart.js";
 import { capacity, gpuSecondsBy, percent, top } from "./usage.js";
 
 const DAY = 86400e3;
@@ -11,12 +12,12 @@ const TOP = 5;
 async function load() {
   const now = Date.now();
   const week = query({ start: new Date(now - 7 * DAY).toISOString(), end: new Date(now).toISOString() });
-  const [inventory, queue, pending, alerts, gpus, slices, schedule, gprs, clusters] = await Promise.all([
+  const [inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters] = await Promise.all([
     api("GET", "inventory"), api("GET", "queue"), api("GET", "gprs?status=pending-approval"),
-    api("GET", "alerts?active=true"), api("GET", "gpus"), api("GET", "slices"),
+    api("GET", "alerts?active=true"), api("GET", "gpus"), api("GET", "gpus/utilization"), api("GET", "slices"),
     api("GET", `inventory/schedule${week}`), api("GET", "gprs"), loadClusters(),
   ]);
-  return { now, inventory, queue, pending, alerts, gpus, slices, schedule, gprs, clusters };
+  return { now, inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters };
 }
 
 const figure = (name, value, id) => [el("dt", {}, name), el("dd", { "data-figure": id }, value)];
@@ -32,19 +33,34 @@ function drawCapacity(inventory) {
   ]);
 }
 
-function drawUtilisation({ now, inventory, gpus, schedule }) {
+// The used utilisation of the day the service keeps in memory (since it started, 24 h at most).
+function usedDay(used) {
+  if (!used.source.name) return "not known: no GPU metrics source is configured";
+  const known = used.points.filter((p) => p.utilization !== null);
+  if (!known.length) return `no readings from ${used.source.name} since the service started`;
+  const mean = known.reduce((sum, p) => sum + p.utilization, 0) / known.length;
+  // Each step's mean held flat from its start to its end, so that one step is a line too.
+  const steps = used.points.flatMap((p) => [{ time: p.time, value: p.utilization },
+    { time: new Date(new Date(p.time).getTime() + used.step * 1000).toISOString(), value: p.utilization }]);
+  const chart = lineChart(steps, { label: "Used utilisation", unit: "%", max: 100 });
+  return [`${Math.round(mean)}% mean over ${span(known.length * used.step)} with readings (${used.source.name}; ` +
+    "kept in memory since the service started)", chart];
+}
+
+function drawUtilisation({ now, inventory, gpus, used, schedule }) {
   const total = inventory.gpus;
   const bound = capacity(inventory).reduce((n, r) => n + r.bound, 0);
   const day = gpuSecondsBy(schedule, now - DAY, now, () => "all").get("all") || 0;
   const readings = gpus.gpus.map((g) => g.sample?.utilization).filter((u) => u !== null && u !== undefined);
-  const used = gpus.source.name
+  const usedNow = gpus.source.name
     ? (readings.length ? `${Math.round(readings.reduce((a, b) => a + b, 0) / readings.length)}% mean over ${readings.length} GPU(s) with readings (${gpus.source.name})`
       : `no readings yet from ${gpus.source.name}`)
     : "not known: no GPU metrics source is configured";
   patch(document.getElementById("utilisation"), [
     ...figure("Bound now", `${percent(bound, total)} (${bound} of ${total} GPUs)`, "bound-now"),
+    ...figure("Used now", usedNow, "used-now"),
     ...figure("Bound, last 24 h", `${percent(day, total * 86400)} (${hours(day / 3600)} GPU-hours)`, "bound-24h"),
-    ...figure("Used now", used, "used-now"),
+    ...figure("Used, last 24 h", usedDay(used), "used-24h"),
   ]);
 }
 
