@@ -5,9 +5,11 @@
 #                      which the wheel installs as share/jupyter/labextensions/egs-hub; `install` does it first,
 #                      and again only when its sources changed. Needs Node.js >= 20 and the npm registry.
 #   make jest          the extension's jest tests (labextension/src/__tests__)
-# Options: ARGS="--port 8001 ..." for `make up`; PYTEST_ARGS="-k walkthrough" for `make test`.
+# Options: ARGS="--port 8001 ..." for `make up`; PYTEST_ARGS="-k walkthrough" for `make test`;
+# PYTEST_WORKERS=0 runs the tests in one process (default: 2 workers, a test file per worker at a time).
 
 PYTHON ?= python3
+PYTEST_WORKERS ?= 2
 VENV := .venv
 NODE_PREFIX := .cache/node
 BIN := $(CURDIR)/$(VENV)/bin
@@ -58,7 +60,7 @@ jest: labextension/node_modules/.yarn-state.yml
 	cd labextension && $(BIN)/jlpm test
 
 test: install-test jest
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check egs_hub tests
