@@ -4,6 +4,9 @@ Vocabulary: an *Event target* is a backend that records Events (today the
 Kubernetes backend; on the local host nothing is recorded). The store's events
 stay the audit trail; these Events tell people who look with kubectl:
 
+GPR Events are about the GPR's resource when it was applied with kubectl and
+still exists (gpr_sync.py), else about the slice's namespaces on its cluster.
+
 | what                              | Event (type, reason)                                   | about                 |
 |-----------------------------------|--------------------------------------------------------|-----------------------|
 | a GPR's nodes entered the slice   | Normal Provisioned                                     | the slice's namespaces|
@@ -28,7 +31,9 @@ from typing import Protocol, runtime_checkable
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend
+from ..backends.kubernetes import gpr_resources
 from ..backends.kubernetes.events import Notice
+from ..backends.kubernetes.gpr_api import GPRResourceAPI
 from ..core.model import GPR, EndReason
 from ..store import queries
 
@@ -47,6 +52,13 @@ class EventTarget(Protocol):
     async def record_slice_event(self, namespaces: Sequence[str], notice: Notice, now: datetime) -> None: ...
 
     async def record_node_event(self, node: str, notice: Notice, now: datetime) -> None: ...
+
+
+@runtime_checkable
+class GPRResourceHost(Protocol):
+    """A backend whose GPR custom resources can be watched and written (the Kubernetes backend)."""
+
+    async def gpr_resources(self) -> GPRResourceAPI: ...
 
 
 def _nodes(gpr: GPR) -> str:
@@ -93,6 +105,23 @@ class KubeEvents:
     def _target(self, cluster: str | None) -> EventTarget | None:
         backend = self.backends.get(cluster) if cluster is not None else None
         return backend if isinstance(backend, EventTarget) else None
+
+    def about_gpr(self, cluster: str | None, gpr: GPR, notice: Notice) -> None:
+        """Record the notice on the GPR's resource when it has one, else as ``about_slice``."""
+        with self.sessions() as session:
+            link = queries.live_gpr_resource(session, gpr.id)
+            ref = None if link is None else gpr_resources.ResourceRef(link.cluster, link.namespace, link.name, link.uid)
+        backend = self.backends.get(ref.cluster) if ref is not None else None
+        if not isinstance(backend, GPRResourceHost):
+            self.about_slice(cluster, gpr.spec.slice, notice)
+            return
+        self._spawn(ref.cluster, notice, self._record_on_resource(backend, ref, notice))
+
+    async def _record_on_resource(
+        self, backend: GPRResourceHost, ref: gpr_resources.ResourceRef, notice: Notice
+    ) -> None:
+        api = await backend.gpr_resources()
+        await api.record_event(ref, notice, self.clock())
 
     def about_slice(self, cluster: str | None, slice_name: str, notice: Notice) -> None:
         """Record the notice in the slice's namespaces on the cluster (none there: nothing)."""

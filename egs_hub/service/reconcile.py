@@ -265,7 +265,7 @@ class Reconciler:
 
     def _notify(self, cluster: str, gpr: GPR, notice: notices.Notice) -> None:
         if self.kube_events is not None:
-            self.kube_events.about_slice(cluster, gpr.spec.slice, notice)
+            self.kube_events.about_gpr(cluster, gpr, notice)
 
     async def _unbind(self, gpr_id: int) -> None:
         with self.sessions() as session:

@@ -185,6 +185,22 @@ class GPRRow(Base):
     allocations: Mapped[list[Allocation]] = relationship(cascade="all, delete-orphan", order_by="Allocation.position")
 
 
+class GPRResource(Base):
+    """The GPR custom resource a GPR was made from (kubectl apply), by its uid: a resource already
+    linked is never made a GPR again. ``generation``: the resource's generation it was read at;
+    ``deleted_at``: when the resource went (or was deleted) and its GPR was ended for it."""
+
+    __tablename__ = "gpr_resources"
+    gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id", ondelete="CASCADE"), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(63), index=True)
+    namespace: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(253))
+    uid: Mapped[str] = mapped_column(String(64), unique=True)
+    generation: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    gpr: Mapped[GPRRow] = relationship()
+
+
 class Allocation(Base):
     """The GPUs a GPR was given, in placement order; kept after it ends."""
 

@@ -24,6 +24,7 @@ from .models import (
     Binding,
     Cluster,
     EventRow,
+    GPRResource,
     GPRRow,
     Node,
     Project,
@@ -692,3 +693,32 @@ def alert_rows(
     if active is not None:
         query = query.where(AlertRow.cleared_at.is_(None) if active else AlertRow.cleared_at.is_not(None))
     return list(session.scalars(query))
+
+
+# GPRs made from GPR custom resources
+
+
+def link_gpr_resource(
+    session: Session, gpr_id: int, cluster: str, namespace: str, name: str, uid: str, generation: int | None
+) -> GPRResource:
+    row = GPRResource(gpr_id=gpr_id, cluster=cluster, namespace=namespace, name=name, uid=uid, generation=generation)
+    session.add(row)
+    return row
+
+
+def gpr_resource_links(session: Session, cluster: str) -> list[GPRResource]:
+    """Every GPR resource link on the cluster, gone ones too (so a resource is never made a GPR twice)."""
+    query = select(GPRResource).where(GPRResource.cluster == cluster).options(selectinload(GPRResource.gpr))
+    return list(session.scalars(query.order_by(GPRResource.gpr_id)))
+
+
+def live_gpr_resource(session: Session, gpr_id: int) -> GPRResource | None:
+    """The resource a GPR was made from, while it exists."""
+    row = session.get(GPRResource, gpr_id)
+    return row if row is not None and row.deleted_at is None else None
+
+
+def last_gpr_change(session: Session) -> tuple[int, datetime | None]:
+    """How many GPRs there are and when one last changed: a cheap sign that GPR views may differ."""
+    count, latest = session.execute(select(func.count(GPRRow.id), func.max(GPRRow.updated_at))).one()
+    return count, latest

@@ -15,7 +15,11 @@ resourceVersion, and merge every PATCH the same way.
 Emulates:
 - the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
   pods, events, PodDisruptionBudgets, ServiceAccounts, Roles, RoleBindings,
-  ResourceQuotas); others answer 404 as on a real server;
+  ResourceQuotas, and the custom resource ``gpuprovisionrequests.egs.io/v1`` with
+  its status subresource, listed and watched in one namespace or all); others
+  answer 404 as on a real server;
+- ``metadata.generation`` on custom resources: 1 at create, one more whenever
+  anything but metadata and status changes (so never through ``status``);
 - bearer-token authentication: the emulator's own ``token`` may do anything,
   a token issued by the TokenRequest API (``serviceaccounts/{name}/token``) is
   valid until it expires or its ServiceAccount is deleted, and may do what the
@@ -83,7 +87,10 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("", "v1", "resourcequotas"): ("ResourceQuota", True, ("status",)),
     ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True, ()),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True, ()),
+    ("egs.io", "v1", "gpuprovisionrequests"): ("GpuProvisionRequest", True, ("status",)),
 }
+# Custom resources (CRDs installed): they get metadata.generation, as the API server gives them.
+CUSTOM_GROUPS = ("egs.io",)
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 NAMESPACES = resource("", "v1", "namespaces")
 # kmock reads /api/v1/namespaces[/name] as a namespace prefix (and fails on the bare list); see __call__.
@@ -124,6 +131,11 @@ def _header(request, name: str) -> str:
 
 def _status(code: int, reason: str, message: str) -> KubernetesError:
     return KubernetesError(status=code, reason=reason, message=message, details={})
+
+
+def _spec_of(obj: dict) -> dict:
+    """What a change of bumps the generation: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 def _now() -> str:
@@ -459,6 +471,8 @@ class ClusterEmulator(KubernetesEmulator):
             )
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now())
         meta.pop("deletionTimestamp", None)
+        if request.resource.group in CUSTOM_GROUPS:
+            meta["generation"] = 1
         if request.resource == PODS:
             obj["status"] = {"phase": "Pending"}
         return await self._write(request.resource, None, obj)
@@ -481,9 +495,11 @@ class ClusterEmulator(KubernetesEmulator):
             if "status" in old:
                 result["status"] = copy.deepcopy(old["status"])
         meta = result.setdefault("metadata", {})
-        for field in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+        for field in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
             if field in old["metadata"]:
                 meta[field] = old["metadata"][field]
+        if "generation" in meta and _spec_of(result) != _spec_of(old):
+            meta["generation"] += 1
         return result
 
     async def _serve_patch(self, request) -> dict:

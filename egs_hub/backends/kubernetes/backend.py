@@ -16,7 +16,8 @@ on the cluster it has no quota object at all: a quota of 0 would make the API
 server refuse GPU pods ("exceeded quota"), where they should stay Pending until
 a GPR brings nodes (the node selector and taint keep them off other nodes).
 
-``record_slice_event`` and ``record_node_event`` write core/v1 Events (events.py).
+``record_slice_event`` and ``record_node_event`` write core/v1 Events (events.py);
+``gpr_resources`` reaches the cluster's GPR custom resources (gpr_api.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from . import objects
 from .api import API_ERRORS, describe_error, json_of
 from .drain import drain_node
 from .events import Notice, create_event, namespace_event, node_event
+from .gpr_api import GPRResourceAPI
 from .kubeconfig import SliceKubeconfig, make_kubeconfig
 from .nodes import SLICE_LABEL, FoundNode, NodeInventory, entry_problems, read_node, read_nodes
 from .reflector import NodeReflector
@@ -324,6 +326,14 @@ class KubernetesBackend:
             )
         except API_ERRORS as e:
             raise self._unavailable(f"issue a token for slice {slice_name}", e) from None
+
+    # The GPR custom resources
+
+    async def gpr_resources(self) -> GPRResourceAPI:
+        """The cluster's GPR custom resources; ClusterUnavailable when its config cannot be loaded."""
+        return GPRResourceAPI(
+            await self._client(), request_timeout=self.request_timeout, watch_timeout=self.watch_timeout
+        )
 
     # Events
 

@@ -4,17 +4,19 @@ Vocabulary: a *notice* is what to say (``type`` Normal or Warning, a CamelCase
 ``reason``, a ``message``); an *Event* is the core/v1 object that says it about
 one *involved object*, from the source component ``egs-hub``.
 
-| about            | involvedObject                         | the Event's namespace |
-|------------------|----------------------------------------|-----------------------|
-| a slice's GPR    | the Namespace (its namespace: itself)  | that namespace        |
-| a GPU node       | the Node                               | ``default``           |
+| about                          | involvedObject                         | the Event's namespace |
+|--------------------------------|----------------------------------------|-----------------------|
+| a GPR applied with kubectl     | its GpuProvisionRequest                | the resource's        |
+| another GPR of a slice         | the Namespace (its namespace: itself)  | that namespace        |
+| a GPU node                     | the Node                               | ``default``           |
 
-A GPR's Events are about the slice's namespaces because the GPR custom
-resource is not synchronised yet (issue 4, item 7); naming the namespace as its
-own namespace keeps the Event in it, where ``kubectl get events -n NS`` shows it
-to the slice's members (the API server requires an Event's namespace to equal
-its involved object's, or be ``default`` when that has none). Node Events live
-in ``default``, as the kubelet's do (``kubectl describe node`` shows them).
+A GPR made from a GpuProvisionRequest resource has its Events on that resource
+(``kubectl describe gpr NAME``). Other GPRs have theirs on the slice's
+namespaces: naming the namespace as its own namespace keeps the Event in it,
+where ``kubectl get events -n NS`` shows it to the slice's members (the API
+server requires an Event's namespace to equal its involved object's, or be
+``default`` when that has none). Node Events live in ``default``, as the
+kubelet's do (``kubectl describe node`` shows them).
 """
 
 from __future__ import annotations
@@ -67,8 +69,14 @@ def _event(involved: dict, namespace: str, notice: Notice, now: datetime) -> dic
 
 
 def namespace_event(namespace: str, notice: Notice, now: datetime) -> dict:
-    involved = {"apiVersion": "v1", "kind": "Namespace", "name": namespace, "namespace": namespace}
-    return _event(involved, namespace, notice, now)
+    return object_event(
+        {"apiVersion": "v1", "kind": "Namespace", "name": namespace, "namespace": namespace}, notice, now
+    )
+
+
+def object_event(involved: dict, notice: Notice, now: datetime) -> dict:
+    """An Event about a namespaced object (``involved`` has its namespace), in that namespace."""
+    return _event(involved, involved["namespace"], notice, now)
 
 
 def node_event(node: str, notice: Notice, now: datetime) -> dict:

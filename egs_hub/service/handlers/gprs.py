@@ -1,5 +1,6 @@
 """GPRs: submit, read, edit, cancel, release early, approve and deny; wait-time
-estimates. Estimates come from the same planner as admission, with the same
+estimates. ``submit_gpr`` is also how a GPR resource applied with kubectl becomes
+a GPR (gpr_sync.py), so both are checked alike. Estimates come from the same planner as admission, with the same
 promises (planning.py); the queue and evictions are in queue.py.
 """
 
@@ -21,11 +22,59 @@ from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow
 from ...store.models import Slice as SliceRow
-from ..planning import week_gpu_hours
+from ..planning import Planning, week_gpu_hours
 from ..serialize import gpr_json, option_json
 from .base import APIHandler, authenticated, needs_scope
 
 STATUS_VALUES = [s.value for s in core.Status]
+
+
+def vet(
+    session, planning: Planning, spec: core.GPRSpec, slice_row: SliceRow, now: datetime, *, admin: bool
+) -> tuple[Snapshot, list[str]]:
+    """Check a spec against its slice (members' limits, unless ``admin``) and the inventory (can it ever run).
+
+    Returns the snapshot it was checked against and why it would need an admin's approval
+    (or be rejected): over max_duration, max_gpus, auto_approve_max_gpus, or the GPU-hours
+    left of the slice's rolling week.
+    """
+    policy = queries.slice_policy(slice_row)
+    if not admin:
+        check_request(spec, policy)
+    snapshot = planning.snapshot(session, now)
+    check_servable(snapshot, spec)
+    week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
+    return snapshot, approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy, week)
+
+
+def check_servable(snapshot: Snapshot, spec: core.GPRSpec) -> None:
+    reason = planner.unservable_reason(spec, snapshot.nodes, snapshot.unhealthy_gpus)
+    if reason is None:
+        return
+    field = "nodes" if spec.nodes is not None else "gpus"
+    if not planner.eligible_nodes(snapshot.nodes, spec):
+        field = "shape" if spec.shape else "cluster" if spec.cluster else field
+    raise PolicyViolation(field, reason)
+
+
+def submit_gpr(
+    session,
+    planning: Planning,
+    spec: core.GPRSpec,
+    slice_row: SliceRow,
+    requested_by: str,
+    now: datetime,
+    *,
+    admin: bool,
+) -> core.GPR:
+    """POST /gprs after its caller's checks (body, membership), for the API and GPR resources alike:
+    vet the spec, then write the GPR queued, pending approval or rejected as the slice's policy says.
+    InvalidRequest or PolicyViolation naming the field, and nothing written, when it cannot be."""
+    _, reasons = vet(session, planning, spec, slice_row, now, admin=admin)
+    reject = queries.slice_policy(slice_row).reject_over_limits
+    row = queries.new_gpr_row(session, spec, requested_by, now)
+    submitted = lifecycle.submit(row.id, spec, requested_by, reasons, now, reject=reject)
+    return queries.apply(session, row, submitted)
 
 
 class GPRBase(APIHandler):
@@ -45,28 +94,7 @@ class GPRBase(APIHandler):
         return self.egs.planning.plan_now(session, self.now())[1]
 
     def vet(self, session, spec: core.GPRSpec, slice_row: SliceRow, now: datetime) -> tuple[Snapshot, list[str]]:
-        """Check a spec against its slice (members' limits) and the inventory (can it ever run).
-
-        Returns the snapshot it was checked against and why it would need an admin's approval
-        (or be rejected): over max_duration, max_gpus, auto_approve_max_gpus, or the GPU-hours
-        left of the slice's rolling week.
-        """
-        policy = queries.slice_policy(slice_row)
-        if not self.is_admin:
-            check_request(spec, policy)
-        snapshot = self.egs.planning.snapshot(session, now)
-        self.check_servable(snapshot, spec)
-        week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
-        return snapshot, approval_reasons(spec, planner.gpu_count(spec, snapshot.nodes), policy, week)
-
-    def check_servable(self, snapshot: Snapshot, spec: core.GPRSpec) -> None:
-        reason = planner.unservable_reason(spec, snapshot.nodes, snapshot.unhealthy_gpus)
-        if reason is None:
-            return
-        field = "nodes" if spec.nodes is not None else "gpus"
-        if not planner.eligible_nodes(snapshot.nodes, spec):
-            field = "shape" if spec.shape else "cluster" if spec.cluster else field
-        raise PolicyViolation(field, reason)
+        return vet(session, self.egs.planning, spec, slice_row, now, admin=self.is_admin)
 
     def view(self, gpr: core.GPR, plan: Plan, member: bool = True) -> dict:
         return gpr_json(gpr, plan.estimates.get(gpr.id), redact=not member)
@@ -104,11 +132,7 @@ class GPRsHandler(GPRBase):
         with transaction(self.egs.sessions) as session:
             slice_row = self.slice_of(session, spec.slice)
             self.require_member(slice_row)
-            _, reasons = self.vet(session, spec, slice_row, now)
-            reject = queries.slice_policy(slice_row).reject_over_limits
-            row = queries.new_gpr_row(session, spec, self.user_name, now)
-            submitted = lifecycle.submit(row.id, spec, self.user_name, reasons, now, reject=reject)
-            gpr = queries.apply(session, row, submitted)
+            gpr = submit_gpr(session, self.egs.planning, spec, slice_row, self.user_name, now, admin=self.is_admin)
         self.egs.reconciler.wake()
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{gpr.id}")
         self.answer(gpr.id, 201)
