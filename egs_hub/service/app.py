@@ -24,6 +24,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, TraitEr
 from traitlets.config import Application
 
 from .. import __version__
+from ..backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate, RoleTemplateError, parse_role_templates
 from ..backends.local import LocalBackend
 from ..core.alerts import AlertThresholds
 from ..core.errors import InvalidRequest
@@ -34,6 +35,7 @@ from ..metrics.prometheus import PrometheusSource
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from .clusters import Clusters
 from .exporter import Exporter
+from .gpr_sync import GPRSync
 from .handlers import clusters, gprs, gpus, inventory, pages, prometheus, queue, servers, slices, webhooks
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
@@ -115,6 +117,33 @@ class EGSService(Application):
                 raise TraitError(f"EGSService.clusters[{i}].name: cluster {spec.name!r} is named twice")
             specs.append(spec)
         return specs
+
+    role_templates = Dict(
+        help="""Role templates added to (or, by the same name, replacing) the built-in ``deployment`` (edit
+        rights, bound to the slice's ServiceAccount) and ``reader`` (view rights, bound to the
+        Kubernetes group ``egs:{slice}``): ``{NAME: {"rules": [RBAC rules], "subjects": [{"kind":
+        "User"|"Group"|"ServiceAccount", "name": ..., "namespace": ...}]}}``. Each becomes a Role and
+        RoleBinding ``egs-NAME`` in every namespace of every slice on a Kubernetes cluster. Subject
+        names may use ``{slice}``, ``{service_account}`` and ``{service_account_namespace}``.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("role_templates")
+    def _check_role_templates(self, proposal) -> dict:
+        if proposal.value:
+            try:
+                parse_role_templates(proposal.value)
+            except RoleTemplateError as e:
+                raise TraitError(f"EGSService.role_templates: {e}") from None
+        return proposal.value
+
+    @property
+    def all_role_templates(self) -> dict[str, RoleTemplate]:
+        """The built-in role templates with the configured ones over them."""
+        extra = parse_role_templates(self.role_templates) if self.role_templates else {}
+        return {**DEFAULT_ROLE_TEMPLATES, **extra}
 
     cluster_retry_interval = Float(
         30.0,
@@ -395,6 +424,7 @@ class EGSService(Application):
             (api + r"inventory/schedule", inventory.ScheduleHandler),
             (api + r"clusters", clusters.ClustersHandler),
             (api + r"clusters/([^/]+)", clusters.ClusterHandler),
+            (api + r"role-templates", clusters.RoleTemplatesHandler),
             (api + r"wait-times", gprs.WaitTimesHandler),
             (api + r"gprs", gprs.GPRsHandler),
             (api + r"gprs/([^/]+)", gprs.GPRHandler),
@@ -446,6 +476,7 @@ class EGSService(Application):
             self.clock,
             retry_interval=self.cluster_retry_interval,
             request_timeout=self.cluster_request_timeout,
+            role_templates=self.all_role_templates,
         )
         self.slice_setup = SliceSetup(self.sessions, self.registry.backends, retry_interval=self.cluster_retry_interval)
         self.registry.on_available = self.slice_setup.forget
@@ -476,9 +507,23 @@ class EGSService(Application):
             slice_setup=self.slice_setup,
             kube_events=self.kube_events,
         )
+        self.gpr_sync = GPRSync(
+            self.sessions,
+            self.registry.backends,
+            self.clock,
+            self.planning,
+            interval=self.reconcile_interval,
+            refresh_interval=self.cluster_retry_interval,
+            on_submit=self.reconciler.wake,
+        )
         self.telemetry.on_release = self.reconciler.wake
-        self.registry.on_inventory = self.reconciler.wake
+        self.registry.on_inventory = self._inventory_changed
         self.log.info("GPU metrics: %s", self.telemetry.source_error or self.telemetry.source.name)
+
+    def _inventory_changed(self) -> None:
+        """A cluster's inventory or health changed, or one was added or removed: plan again, follow the watches."""
+        self.reconciler.wake()
+        self.gpr_sync.wake()
 
     def _metric_source(self) -> MetricSource | None:
         choice = self.metrics_source
@@ -502,6 +547,7 @@ class EGSService(Application):
         self.reconciler.start()
         self.telemetry.start()
         self.registry.start()
+        self.gpr_sync.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
         stopped = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -511,6 +557,7 @@ class EGSService(Application):
         server.stop()
         if hooks is not None:
             hooks.stop()
+        await self.gpr_sync.stop()
         await self.slice_setup.stop()
         await self.telemetry.stop()
         await self.reconciler.stop()

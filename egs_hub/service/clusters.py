@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend, Inventory
 from ..backends.kubernetes import ClusterUnavailable, KubernetesBackend
+from ..backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
 from ..core.errors import Conflict, InvalidRequest
 from ..core.requests import ClusterCreate
 from ..store import queries
@@ -103,10 +104,12 @@ class Clusters:
         *,
         retry_interval: float = 30.0,
         request_timeout: float = 10.0,
+        role_templates: Mapping[str, RoleTemplate] = DEFAULT_ROLE_TEMPLATES,
         on_inventory: Callable[[], None] | None = None,
         on_available: Callable[[str], None] | None = None,
     ):
         self.sessions = sessions
+        self.role_templates = role_templates
         self.on_available = on_available
         self.clock = clock
         self.retry_interval = retry_interval
@@ -128,6 +131,7 @@ class Clusters:
             in_cluster=spec.in_cluster,
             request_timeout=self.request_timeout,
             on_change=self.wake,
+            role_templates=self.role_templates,
         )
 
     # Adding and removing

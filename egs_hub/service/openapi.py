@@ -242,6 +242,14 @@ SCHEMAS = {
             "gpus": {"type": "integer"},
         }
     ),
+    "RoleTemplate": _obj(
+        {
+            "name": {"type": "string"},
+            "builtin": {"type": "boolean", "description": "one of egs-hub's own (deployment, reader), unchanged"},
+            "rules": {"type": "array", "items": {"type": "object"}, "description": "RBAC PolicyRules of the Role"},
+            "subjects": {"type": "array", "items": {"type": "object"}, "description": "of the RoleBinding"},
+        }
+    ),
     "Window": _obj(
         {
             "gpr": {"type": "integer"},
@@ -654,6 +662,12 @@ def _paths() -> dict:
                 "summary": "Remove a cluster registered through the API, unless GPRs hold or wait for it (admin)",
                 "responses": _responses("removed", None, "401", "403", "404", "409", status="204"),
             },
+        },
+        "/role-templates": {
+            "get": {
+                "summary": "The role templates each slice namespace on Kubernetes gets as Role and RoleBinding (admin)",
+                "responses": _responses("templates", _list("role_templates", "RoleTemplate"), "401", "403"),
+            }
         },
         "/wait-times": {
             "post": {

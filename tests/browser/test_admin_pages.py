@@ -90,6 +90,10 @@ def dashboard_before(hub: Hub, admin: Page, artifacts: Path) -> None:
 
 def slices_page(hub: Hub, admin: Page, artifacts: Path) -> None:
     open_page(admin, hub, "admin/slices", "Slices")
+    roles = admin.get_by_role("table", name="Role templates")
+    expect(roles.locator("tbody tr")).to_have_count(2)
+    expect(roles.locator("[data-template='deployment']")).to_contain_text("ServiceAccount {service_account}")
+    expect(roles.locator("[data-template='reader']")).to_contain_text("Group egs:{slice}")
     editor = admin.get_by_role("region", name="Create a workspace")
     editor.get_by_label("Name", exact=True).fill("research")
     editor.get_by_label("Approve above").fill("1")

@@ -42,6 +42,7 @@ EXAMPLES_PER_OPERATION = 25
 # Operations without any input that can be invalid: no parameters, or only free-form path strings.
 NO_INVALID_INPUT = {
     "GET /health",
+    "GET /role-templates",
     "GET /openapi.json",
     "GET /slices",
     "GET /slices/{name}",

@@ -107,6 +107,15 @@ def test_a_slice_with_namespaces_is_set_up_on_its_cluster(world):
     admin.post("slices", {"name": "bare"}, expect=201)  # no namespaces anywhere
 
 
+def test_admins_see_the_role_templates_every_slice_namespace_gets(world):
+    templates = world["admin"].get("role-templates", expect=200)["role_templates"]
+    assert [(t["name"], t["builtin"]) for t in templates] == [("deployment", True), ("reader", True)]
+    assert templates[0]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "{service_account}", "namespace": "{service_account_namespace}"}
+    ]
+    assert world["member"].get("role-templates", expect=403)["message"].startswith("this needs the JupyterHub scope")
+
+
 def test_a_namespace_of_another_slice_is_a_conflict_and_nothing_is_written(world):
     admin = world["admin"]
     body = {"name": "ml2", "members": ["ml2-member"], "namespaces": {"kc": ["ml2-home", "owned"]}}

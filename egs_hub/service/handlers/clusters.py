@@ -1,4 +1,5 @@
-"""Clusters: GET /clusters (everyone logged in), POST /clusters and DELETE /clusters/{name} (admins).
+"""Clusters: GET /clusters (everyone logged in), POST /clusters and DELETE /clusters/{name} (admins);
+GET /role-templates (admins): what a slice's namespaces get on every Kubernetes cluster.
 
 A cluster is the local host or a Kubernetes cluster (service/clusters.py); each
 answer says how it is reached, whether it answers (``health``) and what it holds.
@@ -6,6 +7,7 @@ answer says how it is reached, whether it answers (``health``) and what it holds
 
 from __future__ import annotations
 
+from ...backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES
 from ...core.requests import ClusterCreate, parse_body
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -39,3 +41,22 @@ class ClusterHandler(APIHandler):
         await self.egs.registry.unregister(name)
         self.set_status(204)
         self.finish()
+
+
+class RoleTemplatesHandler(APIHandler):
+    @needs_scope(ADMIN_SCOPE)
+    def get(self) -> None:
+        templates = self.egs.all_role_templates
+        self.write_json(
+            {
+                "role_templates": [
+                    {
+                        "name": t.name,
+                        "builtin": DEFAULT_ROLE_TEMPLATES.get(t.name) == t,
+                        "rules": [dict(r) for r in t.rules],
+                        "subjects": [dict(s) for s in t.subjects],
+                    }
+                    for t in sorted(templates.values(), key=lambda t: t.name)
+                ]
+            }
+        )

@@ -147,9 +147,25 @@ form.addEventListener("submit", (e) => {
 });
 stop.addEventListener("click", stopEditing);
 
+// "get, list" on "pods, services" of "" (core) and "apps"
+function ruleText(rule) {
+  const groups = rule.apiGroups.map((g) => (g === "" ? "core" : g)).join(", ");
+  return `${rule.verbs.join(", ")} on ${rule.resources.join(", ")} (${groups})`;
+}
+
+function roleTemplatesTable(templates) {
+  return el("table", { "aria-label": "Role templates" },
+    el("thead", {}, el("tr", {}, ...["Template", "Bound to", "May"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, ...templates.map((t) => el("tr", { "data-template": t.name },
+      el("td", {}, t.name, t.builtin ? el("span", { class: "muted" }, " (built in)") : null),
+      el("td", {}, t.subjects.map((s) => `${s.kind} ${s.name}`).join("; ") || "nobody"),
+      el("td", {}, el("ul", {}, ...t.rules.map((r) => el("li", {}, ruleText(r)))))))));
+}
+
 live(
-  () => Promise.all([api("GET", "slices"), loadClusters()]),
-  ([slices, clusters]) => {
+  () => Promise.all([api("GET", "slices"), loadClusters(), api("GET", "role-templates")]),
+  ([slices, clusters, roles]) => {
+    patch(document.getElementById("role-templates"), [roleTemplatesTable(roles.role_templates)]);
     latest.clear();
     for (const s of slices.slices) latest.set(s.name, s);
     patch(document.getElementById("slice-list"), slices.slices.length ? slices.slices.map((s) => sliceCard(s, clusters))
