@@ -199,6 +199,30 @@ def test_a_second_cluster_works_beside_an_unreachable_one(world, emulators):
     until_status(admin, gpr["id"], "complete", timeout=20)
 
 
+def test_a_gpr_for_any_cluster_goes_where_it_starts_earliest(world, emulators):
+    """Every 8-GPU H100 node but west's is held: a GPR naming no cluster is told west starts now,
+    and is provisioned there (the local host and east would start later)."""
+    admin, (_, west_kube, _) = world["admin"], world["west"]
+    holders = [
+        admin.post("gprs", {"slice": "team", "gpus": 8, "duration": 60, "cluster": cluster}, expect=201)
+        for cluster in ("east", "east", "local", "local")
+    ]
+    for holder in holders:
+        until_status(admin, holder["id"], "provisioned")
+    ask = {"slice": "team", "gpus": 8, "duration": 3, "shape": "H100"}
+    options = admin.post("wait-times", ask, expect=200)["options"]
+    starts = {o["cluster"]: o["wait_seconds"] for o in options}
+    assert set(starts) == {"local", "east", "west"} and starts["west"] == 0
+    assert min(starts["local"], starts["east"]) > 50
+    gpr = until_status(admin, admin.post("gprs", ask, expect=201)["id"], "provisioned")
+    assert gpr["bound_nodes"] == ["gpu-w1"] and all(g.startswith("west/gpu-w1/") for g in gpr["bound_gpus"])
+    assert labels_and_taints(emulators, west_kube, "gpu-w1")[0]["egs.io/gpr"] == str(gpr["id"])
+    for holder in holders:
+        admin.post(f"gprs/{holder['id']}/release", expect=200)
+    for done in (*holders, gpr):
+        until_status(admin, done["id"], "complete", timeout=30)
+
+
 def test_bad_registrations_and_removals_are_refused_naming_the_field(world):
     admin, hub = world["admin"], world["hub"]
     _, _, path = world["east"]
