@@ -39,24 +39,15 @@ class GPRResourceAPI:
 
     async def patch(self, ref: ResourceRef, patch: dict) -> dict:
         """Merge-patch the resource (its metadata: finalizers)."""
-        return await json_of(
-            await self.custom.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                ref.namespace,
-                PLURAL,
-                ref.name,
-                patch,
-                _content_type=MERGE_PATCH,
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
-            )
-        )
+        return await self._merge_patch(self.custom.patch_namespaced_custom_object, ref, patch)
 
     async def patch_status(self, ref: ResourceRef, patch: dict) -> dict:
         """Merge-patch the resource's status subresource."""
+        return await self._merge_patch(self.custom.patch_namespaced_custom_object_status, ref, patch)
+
+    async def _merge_patch(self, call: Callable, ref: ResourceRef, patch: dict) -> dict:
         return await json_of(
-            await self.custom.patch_namespaced_custom_object_status(
+            await call(
                 GROUP,
                 VERSION,
                 ref.namespace,

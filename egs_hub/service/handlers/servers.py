@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -62,17 +63,11 @@ class ServerHandler(APIHandler):
             usable = queries.slice_usable_gpus(session, slice_name)
             gpus = [uuid for uuid, _ in usable]
             queries.record_server(session, user, server, slice_name, gpus, self.now())
-            queries.add_event(
-                session,
-                core.Event(
-                    kind="server-started",
-                    actor=self.user_name,
-                    reason=f"{len(gpus)} GPU(s) visible",
-                    time=self.now(),
-                    slice=slice_name,
-                    data={"user": user, "server": server, "gpus": gpus},
-                ),
+            reason = f"{len(gpus)} GPU(s) visible"
+            started = server_event(
+                "server-started", self.user_name, reason, self.now(), slice_name, user, server, gpus=gpus
             )
+            queries.add_event(session, started)
         self.write_json(
             {
                 "user": user,
@@ -131,16 +126,9 @@ class ServerRestartHandler(APIHandler):
             )
         with transaction(self.egs.sessions) as session:
             slice_name = session.scalar(select(Server.slice).where(Server.user == user, Server.server_name == server))
+            reason, now = f"{self.user_name} asked to restart it", self.now()
             queries.add_event(
-                session,
-                core.Event(
-                    kind="server-restart-requested",
-                    actor=self.user_name,
-                    reason=f"{self.user_name} asked to restart it",
-                    time=self.now(),
-                    slice=slice_name,
-                    data={"user": user, "server": server},
-                ),
+                session, server_event("server-restart-requested", self.user_name, reason, now, slice_name, user, server)
             )
         task = asyncio.ensure_future(restart_and_record(self.egs, user, server, self.user_name, slice_name))
         _restarts.add(task)
@@ -159,14 +147,13 @@ async def restart_and_record(egs: EGSService, user: str, server: str, actor: str
         kind = "server-restarted" if running else "restart-failed"
         reason = f"restarted at {actor}'s request" if running else "it stopped before it could be restarted"
     with transaction(egs.sessions) as session:
-        queries.add_event(
-            session,
-            core.Event(
-                kind=kind,
-                actor=actor,
-                reason=reason,
-                time=egs.clock(),
-                slice=slice_name,
-                data={"user": user, "server": server},
-            ),
-        )
+        queries.add_event(session, server_event(kind, actor, reason, egs.clock(), slice_name, user, server))
+
+
+def server_event(
+    kind: str, actor: str, reason: str, now: datetime, slice_name: str | None, user: str, server: str, **data
+) -> core.Event:
+    """An audit event about ``user``'s server ``server`` ("" the default one)."""
+    return core.Event(
+        kind=kind, actor=actor, reason=reason, time=now, slice=slice_name, data={"user": user, "server": server, **data}
+    )
