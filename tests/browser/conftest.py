@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
-from egs_hub.embedded import free_port
-
-from ..service.hub import ROOT, Hub, chp_on_path, start_hub, stop_hub
+from ..service.hub import ROOT, Hub, chp_on_path, sqlite_hub
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -37,10 +35,8 @@ BROWSER_LOCALE = "en-GB"
 def hub(tmp_path_factory) -> Iterator[Hub]:
     if shutil.which("configurable-http-proxy", path=chp_on_path()) is None:
         pytest.fail("configurable-http-proxy is not on PATH (npm install configurable-http-proxy)")
-    data_dir = tmp_path_factory.mktemp("browser-hub")
-    running = start_hub(str(data_dir), f"sqlite:///{data_dir}/egs.sqlite", free_port())
-    yield running
-    stop_hub(running)
+    with sqlite_hub(tmp_path_factory.mktemp("browser-hub")) as running:
+        yield running
 
 
 # Module scope, not session: Playwright's sync API runs an asyncio loop in the main thread for as

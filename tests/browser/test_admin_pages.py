@@ -25,31 +25,16 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from egs_hub.embedded import free_port
-
-from ..metrics.prometheus_server import ExpositionServer, read_recorded_exposition, start_prometheus
-from ..service.hub import Hub, start_hub, stop_hub, until_status
-from .test_walkthrough_browser import ADMIN_PASSWORD, log_in
+from ..service.hub import Hub, dcgm_hub, until_status
+from .test_walkthrough_browser import ADMIN_PASSWORD, log_in, sign_up
 
 CAROL_PASSWORD = "carol-reads-her-queue"
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
-    data_dir = tmp_path_factory.mktemp("admin-pages-hub")
-    exporter = ExpositionServer(read_recorded_exposition()).start()
-    prometheus = start_prometheus(str(data_dir), [exporter.address])
-    running = start_hub(
-        str(data_dir),
-        f"sqlite:///{data_dir}/egs.sqlite",
-        free_port(),
-        inventory="inventory_dcgm.yaml",
-        env={"EGS_PROMETHEUS_URL": prometheus.url},
-    )
-    yield running
-    stop_hub(running)
-    prometheus.stop()
-    exporter.stop()
+    with dcgm_hub(tmp_path_factory.mktemp("admin-pages-hub")) as running:
+        yield running.hub
 
 
 class Watched:
@@ -269,12 +254,7 @@ def dashboard_after(hub: Hub, admin: Page, artifacts: Path) -> None:
 
 
 def carol_sees_her_workspace_only(hub: Hub, carol: Page, gprs: dict[str, int], artifacts: Path) -> None:
-    carol.goto(f"{hub.url}/hub/signup")
-    carol.get_by_label("Username:").fill("carol")
-    carol.get_by_label("Password:", exact=True).fill(CAROL_PASSWORD)
-    carol.locator("#password_confirmation_input").fill(CAROL_PASSWORD)
-    carol.get_by_role("button", name="Create User").click()
-    expect(carol.get_by_role("alert")).to_contain_text("The signup was successful!")
+    sign_up(carol, hub, "carol", CAROL_PASSWORD)
     carol.goto(f"{hub.url}/services/egs/admin/")
     log_in(carol, "carol", CAROL_PASSWORD)
     expect(carol.get_by_role("heading", name="403: Forbidden")).to_be_visible()

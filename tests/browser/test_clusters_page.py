@@ -25,14 +25,12 @@ import yaml
 from kubernetes_asyncio import client, config
 from playwright.sync_api import Page, expect
 
-from egs_hub.embedded import free_port
-
 from ..k8s.builders import gpu_node, pod
 from ..k8s.kubeconfig import write_kubeconfig
-from ..service.hub import Hub, start_hub, stop_hub, until_status
+from ..service.hub import Hub, sqlite_hub, until_status
 from ..service.test_clusters import CONTEXT, EmulatorThread, closed_port
 from .test_admin_pages import Watched, open_page
-from .test_walkthrough_browser import ADMIN_PASSWORD, log_in
+from .test_walkthrough_browser import ADMIN_PASSWORD, log_in, sign_up
 
 ALICE_PASSWORD = "alice-downloads-a-kubeconfig"
 NAMESPACE = "team-east"
@@ -49,9 +47,8 @@ def world(tmp_path_factory, emulators) -> Iterator[dict]:
     directory = tmp_path_factory.mktemp("clusters-page")
     emulator, kube, path = emulators.cluster(directory, "east", gpu_node("gpu-e1"), gpu_node("gpu-e2"))
     gone = write_kubeconfig(directory / "gone.kubeconfig", f"http://127.0.0.1:{closed_port()}", "t", CONTEXT)
-    hub = start_hub(str(directory), f"sqlite:///{directory}/egs.sqlite", free_port())
-    yield {"hub": hub, "emulator": emulator, "kube": kube, "east": path, "gone": str(gone), "dir": directory}
-    stop_hub(hub)
+    with sqlite_hub(directory) as hub:
+        yield {"hub": hub, "emulator": emulator, "kube": kube, "east": path, "gone": str(gone), "dir": directory}
 
 
 def cluster_row(page: Page, name: str):
@@ -176,12 +173,7 @@ def test_the_admin_and_a_member_download_the_kubeconfig_of_a_workspace(world, em
     emulators.run(world["kube"].add_pod(NAMESPACE, pod("trainer")))
     assert emulators.run(pods_seen_with(str(admin_file), NAMESPACE)) == ["trainer"]
 
-    alice.goto(f"{hub.url}/hub/signup")
-    alice.get_by_label("Username:").fill("alice")
-    alice.get_by_label("Password:", exact=True).fill(ALICE_PASSWORD)
-    alice.locator("#password_confirmation_input").fill(ALICE_PASSWORD)
-    alice.get_by_role("button", name="Create User").click()
-    expect(alice.get_by_role("alert")).to_contain_text("The signup was successful!")
+    sign_up(alice, hub, "alice", ALICE_PASSWORD)
     alice.goto(f"{hub.url}/services/egs/")
     log_in(alice, "alice", ALICE_PASSWORD)
     expect(alice.locator("#updated")).to_contain_text("Updated")

@@ -19,11 +19,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from egs_hub.embedded import free_port
-
-from ..metrics.prometheus_server import ExpositionServer, read_recorded_exposition, start_prometheus
-from ..service.hub import Hub, start_hub, stop_hub, wait_for
-from .test_walkthrough_browser import log_in, server_environment, server_model
+from ..service.hub import Hub, dcgm_hub, wait_for
+from .test_walkthrough_browser import log_in, server_environment, server_model, sign_up
 
 CAROL_PASSWORD = "carol-opens-the-lab"
 GPUS = ["GPU-3f6e2a1c-8b7d-4e55-a0c2-9d1b7e4f6a10", "GPU-b81c4d92-07ae-4f3b-9e61-52c8d0a7e3f4"]
@@ -31,29 +28,12 @@ GPUS = ["GPU-3f6e2a1c-8b7d-4e55-a0c2-9d1b7e4f6a10", "GPU-b81c4d92-07ae-4f3b-9e61
 
 @pytest.fixture(scope="module")
 def lab_hub(tmp_path_factory) -> Iterator[Hub]:
-    data_dir = tmp_path_factory.mktemp("lab-hub")
-    exporter = ExpositionServer(read_recorded_exposition()).start()
-    prometheus = start_prometheus(str(data_dir), [exporter.address])
-    hub = start_hub(
-        str(data_dir),
-        f"sqlite:///{data_dir}/egs.sqlite",
-        free_port(),
-        inventory="inventory_dcgm.yaml",
-        env={"EGS_PROMETHEUS_URL": prometheus.url},
-    )
-    yield hub
-    stop_hub(hub)
-    prometheus.stop()
-    exporter.stop()
+    with dcgm_hub(tmp_path_factory.mktemp("lab-hub")) as running:
+        yield running.hub
 
 
 def carol_opens_jupyterlab(hub: Hub, page: Page) -> None:
-    page.goto(f"{hub.url}/hub/signup")
-    page.get_by_label("Username:").fill("carol")
-    page.get_by_label("Password:", exact=True).fill(CAROL_PASSWORD)
-    page.locator("#password_confirmation_input").fill(CAROL_PASSWORD)
-    page.get_by_role("button", name="Create User").click()
-    expect(page.get_by_role("alert")).to_contain_text("The signup was successful! You can now log in.")
+    sign_up(page, hub, "carol", CAROL_PASSWORD)
     page.goto(f"{hub.url}/hub/login")
     log_in(page, "carol", CAROL_PASSWORD)
     expect(page).not_to_have_url(re.compile(r"/hub/login"))

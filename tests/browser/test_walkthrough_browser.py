@@ -45,6 +45,17 @@ def log_in(page: Page, user: str, password: str) -> None:
     page.get_by_role("button", name="Sign In").click()
 
 
+def sign_up(page: Page, hub: Hub, user: str, password: str) -> None:
+    """Sign ``user`` up at /hub/signup (an admin's action made them a hub user: authorized at once)."""
+    page.goto(f"{hub.url}/hub/signup")
+    page.get_by_label("Username:").fill(user)
+    page.get_by_label("Password:", exact=True).fill(password)
+    # nativeauthenticator's "Confirm password:" label points at no input (for="password_confirm").
+    page.locator("#password_confirmation_input").fill(password)
+    page.get_by_role("button", name="Create User").click()
+    expect(page.get_by_role("alert")).to_contain_text("The signup was successful! You can now log in.")
+
+
 def portal_url(hub: Hub) -> str:
     return f"{hub.url}/services/egs/"
 
@@ -130,13 +141,7 @@ def admin_creates_team_a(hub: Hub, admin: Page, artifacts: Path) -> None:
 
 def alice_gets_gpus(hub: Hub, alice: Page, artifacts: Path) -> Provisioned:
     """2. Alice signs up, logs in on her way to the portal, sees wait times and asks for 2 GPUs."""
-    alice.goto(f"{hub.url}/hub/signup")
-    alice.get_by_label("Username:").fill("alice")
-    alice.get_by_label("Password:", exact=True).fill(ALICE_PASSWORD)
-    # nativeauthenticator's "Confirm password:" label points at no input (for="password_confirm").
-    alice.locator("#password_confirmation_input").fill(ALICE_PASSWORD)
-    alice.get_by_role("button", name="Create User").click()
-    expect(alice.get_by_role("alert")).to_contain_text("The signup was successful! You can now log in.")
+    sign_up(alice, hub, "alice", ALICE_PASSWORD)
 
     # Opening the portal first sends her to /hub/login and, logged in, back to the portal.
     alice.goto(portal_url(hub))

@@ -8,7 +8,7 @@ import pytest
 
 from egs_hub.client import GPR, EGSClient, EGSError, QueuedGPR, Slice
 
-from .conftest import until_status
+from .helpers import until_status
 
 
 def is_aware(value: datetime) -> bool:

@@ -14,12 +14,13 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from egs_hub.client import EGSClient, EGSError
+from egs_hub.client import EGSClient
 from egs_hub.embedded import free_port
 from egs_hub.lab import magic_commands as cmd
 from egs_hub.lab.tables import Table
 
-from ..service.hub import Hub, start_hub, stop_hub, wait_for
+from ..client.helpers import end_gprs
+from ..service.hub import Hub, sqlite_hub, wait_for
 
 NOW = datetime(2026, 11, 22, 12, 30, tzinfo=timezone(timedelta(hours=1)))
 
@@ -172,10 +173,8 @@ def test_pick_gpr():
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
-    data_dir = tmp_path_factory.mktemp("magics-hub")
-    running = start_hub(str(data_dir), f"sqlite:///{data_dir}/egs.sqlite", free_port())
-    yield running
-    stop_hub(running)
+    with sqlite_hub(tmp_path_factory.mktemp("magics-hub")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -206,20 +205,6 @@ def alice(hub, admin, monkeypatch) -> Iterator[tuple[str, list[str]]]:
     for slice_name in slices:
         wait_for(lambda s=slice_name: end_gprs(admin, s), 60, f"slice {slice_name}'s GPRs to finish")
         admin.delete_slice(slice_name)
-
-
-def end_gprs(admin: EGSClient, slice_name: str) -> bool:
-    gprs = admin.gprs(slice=slice_name)
-    for gpr in gprs:
-        try:
-            if gpr.status in ("pending-approval", "queued"):
-                admin.cancel_gpr(gpr.id)
-            elif gpr.status in ("provisioning", "provisioned"):
-                admin.release_gpr(gpr.id)
-        except EGSError as e:
-            if e.status != 409:
-                raise
-    return all(g.status in ("complete", "cancelled", "rejected", "failed") for g in gprs)
 
 
 def new_slice(admin: EGSClient, alice, **options) -> str:

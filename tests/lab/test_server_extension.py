@@ -22,7 +22,7 @@ from egs_hub.embedded import free_port
 from egs_hub.lab.proxy import BadServicePath, service_target
 from egs_hub.lab.server import EGSExtension
 
-from ..service.hub import Client, Hub, start_hub, stop_hub
+from ..service.hub import Client, Hub, sqlite_hub
 
 MEMBER, SLICE, OTHER_SLICE = "alice", "team-a", "team-b"
 UNREACHABLE = f"http://127.0.0.1:{free_port()}/services/egs/api/v1/"
@@ -30,13 +30,11 @@ UNREACHABLE = f"http://127.0.0.1:{free_port()}/services/egs/api/v1/"
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
-    data_dir = tmp_path_factory.mktemp("lab-hub")
-    running = start_hub(str(data_dir), f"sqlite:///{data_dir}/egs.sqlite", free_port())
-    admin = running.admin()
-    admin.post("slices", {"name": SLICE, "members": [MEMBER]}, expect=201)
-    admin.post("slices", {"name": OTHER_SLICE}, expect=201)
-    yield running
-    stop_hub(running)
+    with sqlite_hub(tmp_path_factory.mktemp("lab-hub")) as running:
+        admin = running.admin()
+        admin.post("slices", {"name": SLICE, "members": [MEMBER]}, expect=201)
+        admin.post("slices", {"name": OTHER_SLICE}, expect=201)
+        yield running
 
 
 @pytest.fixture(scope="module")

@@ -11,32 +11,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from egs_hub.client import EGSClient, EGSError
-from egs_hub.embedded import free_port
+from egs_hub.client import EGSClient
 from egs_hub.lab.widgets import GpuMonitor, RequestForm
 
-from ..metrics.prometheus_server import ExpositionServer, Prometheus, read_recorded_exposition, start_prometheus
-from ..service.hub import Hub, start_hub, stop_hub, wait_for
+from ..client.helpers import end_gprs
+from ..metrics.prometheus_server import Prometheus
+from ..service.hub import Hub, dcgm_hub, wait_for
 
 HOT, COOL = "GPU-3f6e2a1c-8b7d-4e55-a0c2-9d1b7e4f6a10", "GPU-b81c4d92-07ae-4f3b-9e61-52c8d0a7e3f4"  # 57 °C, 29 °C
 
 
 @pytest.fixture(scope="module")
 def metrics_hub(tmp_path_factory) -> Iterator[tuple[Hub, Prometheus]]:
-    data_dir = tmp_path_factory.mktemp("widgets-hub")
-    exporter = ExpositionServer(read_recorded_exposition()).start()
-    prometheus = start_prometheus(str(data_dir), [exporter.address])
-    hub = start_hub(
-        str(data_dir),
-        f"sqlite:///{data_dir}/egs.sqlite",
-        free_port(),
-        inventory="inventory_dcgm.yaml",
-        env={"EGS_PROMETHEUS_URL": prometheus.url},
-    )
-    yield hub, prometheus
-    stop_hub(hub)
-    prometheus.stop()
-    exporter.stop()
+    with dcgm_hub(tmp_path_factory.mktemp("widgets-hub")) as running:
+        yield running.hub, running.prometheus
 
 
 @pytest.fixture(scope="module")
@@ -60,20 +48,6 @@ def alice(metrics_hub, admin, monkeypatch) -> Iterator[tuple[str, EGSClient]]:
         yield slice_name, client
     wait_for(lambda: end_gprs(admin, slice_name), 60, f"slice {slice_name}'s GPRs to finish")
     admin.delete_slice(slice_name)
-
-
-def end_gprs(admin: EGSClient, slice_name: str) -> bool:
-    gprs = admin.gprs(slice=slice_name)
-    for gpr in gprs:
-        try:
-            if gpr.status in ("pending-approval", "queued"):
-                admin.cancel_gpr(gpr.id)
-            elif gpr.status in ("provisioning", "provisioned"):
-                admin.release_gpr(gpr.id)
-        except EGSError as e:
-            if e.status != 409:
-                raise
-    return all(g.status in ("complete", "cancelled", "rejected", "failed") for g in gprs)
 
 
 def test_request_form_shows_wait_times_and_submits_the_picked_row(alice):

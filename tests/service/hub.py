@@ -12,10 +12,21 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import requests
+
+from egs_hub.embedded import free_port
+
+from ..metrics.prometheus_server import (
+    ExpositionServer,
+    Prometheus,
+    read_recorded_exposition,
+    start_prometheus,
+)
 
 HERE = os.path.dirname(__file__)
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -191,6 +202,46 @@ def stop_hub(hub: Hub) -> None:
         raise AssertionError(f"egs-hub did not stop within 30 s of SIGINT:\n{hub.log()[-2000:]}") from None
     assert returncode == 0, f"egs-hub exited {returncode} on SIGINT:\n{hub.log()[-2000:]}"
     wait_for(lambda: not hub.service_running(), 10, "the EGS service to stop with the hub")
+
+
+@contextmanager
+def sqlite_hub(data_dir, **options) -> Iterator[Hub]:
+    """egs-hub up on SQLite in ``data_dir`` (``options`` as start_hub takes them), stopped after."""
+    hub = start_hub(str(data_dir), f"sqlite:///{data_dir}/egs.sqlite", free_port(), **options)
+    try:
+        yield hub
+    finally:
+        stop_hub(hub)
+
+
+@dataclass
+class DCGMHub:
+    hub: Hub
+    exporter: ExpositionServer
+    prometheus: Prometheus
+
+
+@contextmanager
+def dcgm_hub(data_dir, db_url: str | None = None) -> Iterator[DCGMHub]:
+    """egs-hub whose GPUs are the node of the recorded DCGM-exporter exposition (inventory_dcgm.yaml),
+    read through a real Prometheus scraping it; SQLite in ``data_dir`` unless ``db_url``."""
+    exporter = ExpositionServer(read_recorded_exposition()).start()
+    prometheus = start_prometheus(str(data_dir), [exporter.address])
+    try:
+        hub = start_hub(
+            str(data_dir),
+            db_url or f"sqlite:///{data_dir}/egs.sqlite",
+            free_port(),
+            inventory="inventory_dcgm.yaml",
+            env={"EGS_PROMETHEUS_URL": prometheus.url},
+        )
+        try:
+            yield DCGMHub(hub, exporter, prometheus)
+        finally:
+            stop_hub(hub)
+    finally:
+        prometheus.stop()
+        exporter.stop()
 
 
 def until_status(client: Client, gpr_id: int, status: str, timeout: float = 15) -> dict:

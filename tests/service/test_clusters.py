@@ -27,7 +27,6 @@ from egs_hub.backends import UnbindError
 from egs_hub.core import lifecycle
 from egs_hub.core import model as core
 from egs_hub.core.requests import ClusterCreate
-from egs_hub.embedded import free_port
 from egs_hub.service.app import EGSService
 from egs_hub.service.clusters import Clusters
 from egs_hub.service.reconcile import Reconciler
@@ -39,7 +38,7 @@ from ..k8s.builders import gpu_node
 from ..k8s.cluster import KubeCluster
 from ..k8s.emulator import ClusterEmulator
 from ..k8s.kubeconfig import write_kubeconfig
-from .hub import Client, Hub, start_hub, stop_hub, until_status
+from .hub import Client, Hub, sqlite_hub, until_status
 from .test_reconcile import Clock as StepClock
 from .test_reconcile import RecordingBackend, kinds, settle, status
 
@@ -101,11 +100,10 @@ def world(tmp_path_factory, emulators):
     directory = tmp_path_factory.mktemp("clusters")
     east = emulators.cluster(directory, "east", gpu_node("gpu-e1"), gpu_node("gpu-e2"))
     west = emulators.cluster(directory, "west", gpu_node("gpu-w1"))
-    hub = start_hub(str(directory), f"sqlite:///{directory}/egs.sqlite", free_port())
-    admin = hub.admin()
-    admin.post("slices", {"name": "team", "members": [], "policy": {"max_active_gprs": 5}}, expect=201)
-    yield {"hub": hub, "admin": admin, "east": east, "west": west, "dir": directory}
-    stop_hub(hub)
+    with sqlite_hub(directory) as hub:
+        admin = hub.admin()
+        admin.post("slices", {"name": "team", "members": [], "policy": {"max_active_gprs": 5}}, expect=201)
+        yield {"hub": hub, "admin": admin, "east": east, "west": west, "dir": directory}
 
 
 def labels_and_taints(emulators: EmulatorThread, kube: KubeCluster, node: str) -> tuple[dict, list, bool]:

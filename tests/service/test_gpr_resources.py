@@ -19,19 +19,17 @@ from egs_hub.backends.kubernetes import gpr_resources as gr
 from egs_hub.core.model import SlicePolicy
 from egs_hub.core.requests import ClusterCreate
 from egs_hub.core.units import format_time
-from egs_hub.embedded import free_port
 from egs_hub.service.clusters import Clusters
 from egs_hub.service.gpr_sync import GPRSync
 from egs_hub.service.planning import Planning
-from egs_hub.store import db, queries
-from egs_hub.store.db import transaction
-from egs_hub.store.models import Slice
+from egs_hub.store import queries
 
 from ..k8s.builders import gpu_node
 from ..k8s.cluster import KubeCluster
 from ..k8s.emulator import ClusterEmulator
 from ..k8s.kubeconfig import write_kubeconfig
-from .hub import start_hub, stop_hub, until_status, wait_for
+from .hub import sqlite_hub, until_status, wait_for
+from .stores import store_with_slice
 from .test_clusters import CONTEXT, EmulatorThread, eventually
 
 NAMESPACE = "team-home"
@@ -44,17 +42,8 @@ def gpr_resource(name: str, spec: dict) -> dict:
 
 @pytest.fixture
 async def world(tmp_path):
-    engine = db.make_engine(f"sqlite:///{tmp_path}/egs.sqlite")
-    db.upgrade(engine)
-    sessions = db.make_sessions(engine)
-    now = datetime.now(UTC)
-    with transaction(sessions) as session:
-        row = Slice(name="team", group_name="team", project_id=queries.project_id(session, now))
-        row.created_at = row.updated_at = now
-        queries.write_slice_policy(row, SlicePolicy(max_priority=200, max_idle_timeout=timedelta(hours=1)))
-        session.add(row)
-        session.flush()
-        queries.set_namespaces(session, row, {"emu": (NAMESPACE,)})
+    policy = SlicePolicy(max_priority=200, max_idle_timeout=timedelta(hours=1))
+    sessions = store_with_slice(tmp_path, "team", {"emu": (NAMESPACE,)}, policy)
     async with ClusterEmulator() as emulator, Server(emulator):
         path = write_kubeconfig(tmp_path / "kc", str(emulator.url).rstrip("/"), emulator.token, CONTEXT)
         async with KubeCluster(str(path), CONTEXT, emulator=emulator) as kube:
@@ -67,7 +56,7 @@ async def world(tmp_path):
             )
             yield {"sessions": sessions, "registry": registry, "kube": kube, "emulator": emulator}
             await registry.close()
-    engine.dispose()
+    sessions.kw["bind"].dispose()
 
 
 async def started(world) -> GPRSync:
@@ -259,14 +248,11 @@ def hub_world(tmp_path_factory):
     directory = tmp_path_factory.mktemp("gpr-resources")
     with EmulatorThread() as emulators:
         _, kube, path = emulators.cluster(directory, "kc", gpu_node("gpu-1"))
-        hub = start_hub(str(directory), f"sqlite:///{directory}/egs.sqlite", free_port())
-        try:
+        with sqlite_hub(directory) as hub:
             admin = hub.admin()
             admin.post("clusters", {"name": "kc", "kubeconfig": path, "context": CONTEXT}, expect=201)
             admin.post("slices", {"name": "ml", "namespaces": {"kc": ["ml-home"]}}, expect=201)
             yield {"admin": admin, "run": emulators.run, "resources": Resources(kube), "kube": kube}
-        finally:
-            stop_hub(hub)
 
 
 def test_applied_with_kubectl_provisioned_then_deleted_releases(hub_world):

@@ -18,11 +18,10 @@ import requests
 
 from egs_hub.client import EGSClient
 from egs_hub.core.units import format_time
-from egs_hub.embedded import free_port
 
 from ..conftest import DATABASES, new_db_url
-from ..metrics.prometheus_server import ExpositionServer, read_recorded_exposition, start_prometheus
-from .hub import Hub, start_hub, stop_hub, until_status, wait_for
+from ..metrics.prometheus_server import ExpositionServer
+from .hub import Hub, dcgm_hub, until_status, wait_for
 
 FIVE = timedelta(minutes=5)
 BUSY, IDLE = "GPU-3f6e2a1c-8b7d-4e55-a0c2-9d1b7e4f6a10", "GPU-b81c4d92-07ae-4f3b-9e61-52c8d0a7e3f4"
@@ -39,19 +38,8 @@ def with_reading(text: str, metric: str, uuid: str, value: float) -> str:
 @pytest.fixture(scope="module", params=DATABASES)
 def metrics_hub(request, tmp_path_factory, postgres) -> Iterator[tuple[Hub, ExpositionServer]]:
     data_dir = tmp_path_factory.mktemp(f"metrics-hub-{request.param}")
-    exporter = ExpositionServer(read_recorded_exposition()).start()
-    prometheus = start_prometheus(str(data_dir), [exporter.address])
-    hub = start_hub(
-        str(data_dir),
-        new_db_url(request.param, data_dir, postgres),
-        free_port(),
-        inventory="inventory_dcgm.yaml",
-        env={"EGS_PROMETHEUS_URL": prometheus.url},
-    )
-    yield hub, exporter
-    stop_hub(hub)
-    prometheus.stop()
-    exporter.stop()
+    with dcgm_hub(data_dir, new_db_url(request.param, data_dir, postgres)) as running:
+        yield running.hub, running.exporter
 
 
 def readings(client, sort: str = "node") -> dict[str, dict]:

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from egs_hub.embedded import free_port
 from egs_hub.service.handlers.pages import ADMIN_PAGES, USER_PAGES
 
-from .hub import Hub, start_hub, stop_hub
+from .hub import Hub, sqlite_hub
 
 STATIC = Path(__file__).parents[2] / "egs_hub" / "service" / "static"
 SCRIPT = re.compile(r'<script type="module" src="([^"]+)"></script>')
@@ -26,10 +25,8 @@ IMPORT = re.compile(r'^import .* from "\./([^"]+)";$', re.MULTILINE)
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
-    data_dir = tmp_path_factory.mktemp("pages-hub")
-    running = start_hub(str(data_dir), f"sqlite:///{data_dir}/egs.sqlite", free_port())
-    yield running
-    stop_hub(running)
+    with sqlite_hub(tmp_path_factory.mktemp("pages-hub")) as running:
+        yield running
 
 
 def get(hub: Hub, path: str, token: str | None) -> requests.Response:

@@ -18,17 +18,13 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from egs_hub.embedded import free_port
-
-from .hub import Hub, start_hub, stop_hub, wait_for
+from .hub import Hub, sqlite_hub, wait_for
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
-    data_dir = tmp_path_factory.mktemp("restart-hub")
-    running = start_hub(str(data_dir), f"sqlite:///{data_dir}/egs.sqlite", free_port())
-    yield running
-    stop_hub(running)
+    with sqlite_hub(tmp_path_factory.mktemp("restart-hub")) as running:
+        yield running
 
 
 def server_model(hub: Hub, user: str) -> dict | None:

@@ -23,21 +23,17 @@ from kmock import Server
 from kubernetes_asyncio import client, config
 
 from egs_hub.client import EGSClient
-from egs_hub.core.model import SlicePolicy
 from egs_hub.core.requests import ClusterCreate
-from egs_hub.embedded import free_port
 from egs_hub.service.clusters import Clusters
 from egs_hub.service.slice_setup import SliceSetup
-from egs_hub.store import db, queries
-from egs_hub.store.db import transaction
-from egs_hub.store.models import Slice
 
 from ..k8s.builders import gpu_node, pod
 from ..k8s.cluster import KubeCluster
 from ..k8s.emulator import ClusterEmulator
 from ..k8s.kubeconfig import write_kubeconfig
 from ..k8s.test_webhook import patched
-from .hub import start_hub, stop_hub, until_status, wait_for
+from .hub import sqlite_hub, until_status, wait_for
+from .stores import store_with_slice
 from .test_clusters import CONTEXT, EmulatorThread, closed_port, eventually
 
 ADMISSION = pathlib.Path(__file__).parents[1] / "k8s" / "admission"
@@ -51,8 +47,7 @@ def world(tmp_path_factory):
         emulator, kube, path = emulators.cluster(directory, "kc", gpu_node("gpu-1"))
         emulators.run(kube.core.create_namespace({"metadata": {"name": "shared-tools"}}))
         emulators.run(kube.core.create_namespace({"metadata": {"name": "owned", "labels": {SLICE_LABEL: "other"}}}))
-        hub = start_hub(str(directory), f"sqlite:///{directory}/egs.sqlite", free_port())
-        try:
+        with sqlite_hub(directory) as hub:
             admin = hub.admin()
             admin.post("clusters", {"name": "kc", "kubeconfig": path, "context": CONTEXT}, expect=201)
             member = hub.client(hub.user_token("ml-member"))
@@ -65,8 +60,6 @@ def world(tmp_path_factory):
                 "emulator": emulator,
                 "dir": directory,
             }
-        finally:
-            stop_hub(hub)
 
 
 def namespace_labels(world, name: str) -> dict | None:
@@ -247,17 +240,7 @@ def test_deleting_the_slice_removes_what_egs_hub_created_and_releases_what_it_ad
 
 
 async def test_slices_are_set_up_at_start_and_again_after_an_outage(tmp_path):
-    engine = db.make_engine(f"sqlite:///{tmp_path}/egs.sqlite")
-    db.upgrade(engine)
-    sessions = db.make_sessions(engine)
-    now = datetime.now(UTC)
-    with transaction(sessions) as session:
-        row = Slice(name="team", group_name="team", project_id=queries.project_id(session, now))
-        row.created_at = row.updated_at = now
-        queries.write_slice_policy(row, SlicePolicy())
-        session.add(row)
-        session.flush()
-        queries.set_namespaces(session, row, {"emu": ("team-home",), "local": ("team-pods",)})
+    sessions = store_with_slice(tmp_path, "team", {"emu": ("team-home",), "local": ("team-pods",)})
     async with ClusterEmulator() as emulator, Server(emulator):
         path = write_kubeconfig(tmp_path / "kc", str(emulator.url).rstrip("/"), emulator.token, CONTEXT)
         async with KubeCluster(str(path), CONTEXT, emulator=emulator) as kube:
@@ -286,4 +269,4 @@ async def test_slices_are_set_up_at_start_and_again_after_an_outage(tmp_path):
             finally:
                 await setup.stop()
                 await registry.close()
-    engine.dispose()
+    sessions.kw["bind"].dispose()

@@ -20,15 +20,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from traitlets import TraitError
 
-from egs_hub.core.model import SlicePolicy
 from egs_hub.embedded import free_port
 from egs_hub.service.app import EGSService
 from egs_hub.service.clusters import Clusters, ClusterState
-from egs_hub.store import db, queries
-from egs_hub.store.db import transaction
-from egs_hub.store.models import Slice
 
 from ..k8s.test_webhook import patched
+from .stores import store_with_slice
 
 ADMISSION = pathlib.Path(__file__).parents[1] / "k8s" / "admission"
 
@@ -69,17 +66,7 @@ class StoreOnlyService(EGSService):
 
 @pytest.fixture
 def service(tmp_path):
-    engine = db.make_engine(f"sqlite:///{tmp_path}/egs.sqlite")
-    db.upgrade(engine)
-    sessions = db.make_sessions(engine)
-    now = datetime.datetime.now(datetime.UTC)
-    with transaction(sessions) as session:
-        row = Slice(name="team-a", group_name="team-a", project_id=queries.project_id(session, now))
-        row.created_at = row.updated_at = now
-        queries.write_slice_policy(row, SlicePolicy())
-        session.add(row)
-        session.flush()
-        queries.set_namespaces(session, row, {"east": ("team-a",)})
+    sessions = store_with_slice(tmp_path, "team-a", {"east": ("team-a",)})
     registry = Clusters(sessions, datetime.datetime.now)
     for name in ("east", "west"):
         registry.states[name] = ClusterState(name, backend=None, origin="config", where="test")
@@ -87,7 +74,7 @@ def service(tmp_path):
     yield StoreOnlyService(
         sessions, registry, webhook_port=free_port(), webhook_ip="127.0.0.1", webhook_certfile=cert, webhook_keyfile=key
     )
-    engine.dispose()
+    sessions.kw["bind"].dispose()
 
 
 def review() -> dict:

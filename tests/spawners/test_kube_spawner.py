@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -29,9 +28,6 @@ from kmock import Server
 from kubernetes_asyncio.config import kube_config
 from kubespawner import KubeSpawner
 from kubespawner.clients import load_config
-from tornado import web
-from tornado.httpserver import HTTPServer
-from tornado.netutil import bind_sockets
 from traitlets import TraitError
 
 from egs_hub.spawners import SliceKubeSpawner
@@ -40,120 +36,17 @@ from egs_hub.spawners.kube import Placement, next_gpr_notice, requested_gpus
 from ..k8s.cluster import KubeCluster
 from ..k8s.emulator import PODS, ClusterEmulator
 from ..k8s.kubeconfig import write_kubeconfig
+from .fake_egs import TOKEN, FakeEGS, Slice, serve_fake_egs
 
-TOKEN = "egs-service-token"
-API = "/services/egs/api/v1/"
 CLUSTER = "east"
 POD_IP = "10.1.2.3"
 TOLERATION = {"key": "egs.io/slice", "operator": "Equal", "value": "a", "effect": "NoSchedule"}
 
 
-@dataclass
-class Slice:
-    name: str
-    members: set[str]
-    namespaces: dict[str, list[str]] = field(default_factory=dict)
-    gpus: list[str] = field(default_factory=list)
-    gprs: list[int] = field(default_factory=list)
-    queued: list[dict] = field(default_factory=list)  # GPRs as GET gprs writes them
-    display_name: str | None = None
-
-    @property
-    def group(self) -> str:
-        return f"group-{self.name}"
-
-    def view(self) -> dict:
-        return {
-            "name": self.name,
-            "display_name": self.display_name,
-            "group": self.group,
-            "namespaces": self.namespaces,
-            "gpus": self.gpus,
-        }
-
-
-@dataclass
-class FakeEGS:
-    """HTTP test double of the EGS service; records every request as (method, raw path with query, body)."""
-
-    slices: list[Slice] = field(default_factory=list)
-    requests: list[tuple[str, str, dict | None]] = field(default_factory=list)
-    url: str = ""
-
-    def find(self, name: str) -> Slice | None:
-        return next((s for s in self.slices if s.name == name), None)
-
-
-class _Handler(web.RequestHandler):
-    def initialize(self, egs: FakeEGS) -> None:
-        self.egs = egs
-
-    def prepare(self) -> None:
-        body = json.loads(self.request.body) if self.request.body else None
-        self.egs.requests.append((self.request.method, self.request.uri.removeprefix(API), body))
-        if self.request.headers.get("Authorization") != f"token {TOKEN}":
-            self.fail(403, "a hub token is needed")
-
-    def fail(self, status: int, message: str) -> None:
-        self.set_status(status)
-        self.finish({"status": status, "message": message})
-
-
-class _SlicesHandler(_Handler):
-    def get(self) -> None:
-        self.finish({"slices": [s.view() for s in self.egs.slices]})
-
-
-class _SliceHandler(_Handler):
-    def get(self, name: str) -> None:
-        found = self.egs.find(name)
-        if found is None:
-            return self.fail(404, f"No slice named {name!r}")
-        self.finish(found.view())
-
-
-class _ServerHandler(_Handler):
-    def put(self, user: str, server: str = "") -> None:
-        wanted = json.loads(self.request.body)["slice"]
-        found = self.egs.find(wanted)
-        if found is None:
-            return self.fail(404, f"No slice named {wanted!r}")
-        if user not in found.members:
-            return self.fail(403, f"{user} is not a member of slice {wanted!r}")
-        self.finish({"user": user, "server": server, "slice": wanted, "gpus": found.gpus, "gprs": found.gprs})
-
-    def delete(self, user: str, server: str = "") -> None:
-        self.set_status(204)
-        self.finish()
-
-
-class _GPRsHandler(_Handler):
-    def get(self) -> None:
-        found = self.egs.find(self.get_argument("slice"))
-        if found is None or self.get_argument("status") != "queued":
-            return self.fail(400, "the double answers only ?slice=<known slice>&status=queued")
-        self.finish({"gprs": found.queued})
-
-
 @pytest.fixture
 async def egs() -> AsyncIterator[FakeEGS]:
-    fake = FakeEGS()
-    app = web.Application(
-        [
-            (API + "slices", _SlicesHandler, {"egs": fake}),
-            (API + "slices/([^/]+)", _SliceHandler, {"egs": fake}),
-            (API + "servers/([^/]+)", _ServerHandler, {"egs": fake}),
-            (API + "servers/([^/]+)/([^/]+)", _ServerHandler, {"egs": fake}),
-            (API + "gprs", _GPRsHandler, {"egs": fake}),
-        ]
-    )
-    sockets = bind_sockets(0, "127.0.0.1")
-    server = HTTPServer(app)
-    server.add_sockets(sockets)
-    fake.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}{API}"
-    yield fake
-    server.stop()
-    await server.close_all_connections()
+    async with serve_fake_egs() as fake:
+        yield fake
 
 
 @pytest.fixture

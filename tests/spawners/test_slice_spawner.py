@@ -1,9 +1,8 @@
 """SliceLocalSpawner: picking the slice, asking the EGS service for its GPUs, starting with them.
 
-The service is ``FakeEGS``, an HTTP test double of the EGS REST API v1 (the
-endpoints the spawner calls), served by a real tornado server on a random
-loopback port, so the spawner's own HTTP client, URLs, headers and error
-handling are what is tested.
+The service is ``FakeEGS`` (fake_egs.py), an HTTP test double of the EGS REST
+API v1 served on loopback, so the spawner's own HTTP client, URLs, headers and
+error handling are what is tested.
 """
 
 from __future__ import annotations
@@ -19,111 +18,24 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
-from tornado import web
-from tornado.httpserver import HTTPServer
-from tornado.netutil import bind_sockets
 
 from egs_hub.embedded import free_port
 from egs_hub.spawners import SliceLocalSpawner
 
-TOKEN = "egs-service-token"
-API = "/services/egs/api/v1/"
+from .fake_egs import API, TOKEN, FakeEGS, Slice, serve_fake_egs
+
 ALLOW_ROOT = "--ServerApp.allow_root=True"
-
-
-@dataclass
-class Slice:
-    name: str
-    group: str
-    members: set[str]
-    gpus: list[str] = field(default_factory=list)
-    gprs: list[int] = field(default_factory=list)
-    display_name: str | None = None
-
-
-@dataclass
-class FakeEGS:
-    """HTTP test double of the EGS service: ``GET slices``, ``PUT``/``DELETE servers/{user}[/{server}]``.
-
-    It answers like the real handlers (``{"status", "message"}`` errors; 403 for a non-member,
-    404 for an unknown slice) from ``slices``, checks the spawner's token, and records every
-    request as (method, raw path, body). ``fail_with`` = (status, body) answers every request so.
-    """
-
-    slices: list[Slice] = field(default_factory=list)
-    requests: list[tuple[str, str, dict | None]] = field(default_factory=list)
-    fail_with: tuple[int, str] | None = None
-    url: str = ""
-
-
-class _Handler(web.RequestHandler):
-    def initialize(self, egs: FakeEGS) -> None:
-        self.egs = egs
-
-    def prepare(self) -> None:
-        body = json.loads(self.request.body) if self.request.body else None
-        self.egs.requests.append((self.request.method, self.request.path.removeprefix(API), body))
-        if self.egs.fail_with is not None:
-            status, text = self.egs.fail_with
-            self.set_status(status)
-            self.finish(text)
-        elif self.request.headers.get("Authorization") != f"token {TOKEN}":
-            self.fail(403, "a hub token is needed")
-
-    def fail(self, status: int, message: str) -> None:
-        self.set_status(status)
-        self.finish({"status": status, "message": message})
-
-
-class _SlicesHandler(_Handler):
-    def get(self) -> None:
-        self.finish(
-            {
-                "slices": [
-                    {"name": s.name, "display_name": s.display_name, "group": s.group, "gpus": s.gpus}
-                    for s in self.egs.slices
-                ]
-            }
-        )
-
-
-class _ServerHandler(_Handler):
-    def put(self, user: str, server: str = "") -> None:
-        wanted = json.loads(self.request.body)["slice"]
-        found = next((s for s in self.egs.slices if s.name == wanted), None)
-        if found is None:
-            return self.fail(404, f"No slice named {wanted!r}")
-        if user not in found.members:
-            return self.fail(403, f"{user} is not a member of slice {wanted!r}")
-        self.finish({"user": user, "server": server, "slice": wanted, "gpus": found.gpus, "gprs": found.gprs})
-
-    def delete(self, user: str, server: str = "") -> None:
-        self.set_status(204)
-        self.finish()
 
 
 @pytest.fixture
 async def egs() -> AsyncIterator[FakeEGS]:
-    fake = FakeEGS()
-    app = web.Application(
-        [
-            (API + "slices", _SlicesHandler, {"egs": fake}),
-            (API + "servers/([^/]+)", _ServerHandler, {"egs": fake}),
-            (API + "servers/([^/]+)/([^/]+)", _ServerHandler, {"egs": fake}),
-        ]
-    )
-    sockets = bind_sockets(0, "127.0.0.1")
-    server = HTTPServer(app)
-    server.add_sockets(sockets)
-    fake.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}{API}"
-    yield fake
-    server.stop()
-    await server.close_all_connections()
+    async with serve_fake_egs() as fake:
+        yield fake
 
 
 def team(name: str, *members: str, gpus: tuple[str, ...] = (), gprs: tuple[int, ...] = (), display=None) -> Slice:
     """Slice ``name`` whose hub group is ``group-<name>``."""
-    return Slice(name, f"group-{name}", set(members), list(gpus), list(gprs), display)
+    return Slice(name, set(members), gpus=list(gpus), gprs=list(gprs), display_name=display)
 
 
 def make_spawner(
@@ -301,7 +213,7 @@ async def test_options_form_lists_slices_only_when_there_is_a_choice(egs: FakeEG
     egs.slices = [
         team("a", display="Team A"),
         team("b"),
-        Slice("x&y", "group-x", set(), display_name="R&D <GPU>"),
+        Slice("x&y", set(), display_name="R&D <GPU>", group_name="group-x"),
     ]
 
     form = await make_spawner(egs.url, groups=groups).get_options_form()
