@@ -16,7 +16,12 @@ from ..core.model import GPR, GPU, Event, Node, SlicePolicy
 
 
 class BindError(Exception):
-    """Binding failed its pre-checks; the message says which and why."""
+    """Binding failed its pre-checks before anything was bound; the message says which and why.
+    ``nodes``: the nodes (of the backend's cluster) that failed, when the fault is theirs."""
+
+    def __init__(self, message: str, nodes: Sequence[str] = ()):
+        super().__init__(message)
+        self.nodes = tuple(nodes)
 
 
 class UnbindError(Exception):

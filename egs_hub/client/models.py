@@ -50,6 +50,7 @@ class SlicePolicy:
     share: float | None
     idle_timeout: timedelta | None
     max_idle_timeout: timedelta | None
+    bind_failure: str = "fail"
     raw: dict = _raw()
 
 
@@ -107,6 +108,13 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class NodeRef:
+    cluster: str
+    node: str
+    raw: dict = _raw()
+
+
+@dataclass(frozen=True)
 class GPR:
     id: int
     name: str | None
@@ -136,6 +144,7 @@ class GPR:
     created_at: datetime
     updated_at: datetime
     ended_at: datetime | None
+    avoid_nodes: tuple[NodeRef, ...] = ()
     raw: dict = _raw()
 
     @property

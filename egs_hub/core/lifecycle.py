@@ -7,7 +7,9 @@ returns the new GPR and the audit event to record (actor, reason, time).
     side exits: rejected, cancelled (before provisioning), failed; and a
     provisioned GPR leaves through releasing with an end reason: window-ended,
     released-early, idle-released or evicted. An evicted GPR goes from
-    releasing back to queued when its slice re-queues evicted work.
+    releasing back to queued when its slice re-queues evicted work; a
+    provisioning GPR whose nodes failed their pre-checks goes back to queued
+    when its slice moves such GPRs to other nodes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ PLANNER = "planner"
 TRANSITIONS: dict[Status, frozenset[Status]] = {
     Status.PENDING_APPROVAL: frozenset({Status.QUEUED, Status.REJECTED, Status.CANCELLED}),
     Status.QUEUED: frozenset({Status.PROVISIONING, Status.CANCELLED}),
-    Status.PROVISIONING: frozenset({Status.PROVISIONED, Status.FAILED, Status.RELEASING}),
+    Status.PROVISIONING: frozenset({Status.PROVISIONED, Status.FAILED, Status.RELEASING, Status.QUEUED}),
     Status.PROVISIONED: frozenset({Status.RELEASING}),
     Status.RELEASING: frozenset({Status.COMPLETE, Status.QUEUED}),
     Status.COMPLETE: frozenset(),
@@ -95,7 +97,8 @@ def submit(
 
 
 def approve(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
-    # releasing -> queued is requeue's edge (evicted GPRs only), not approval's.
+    # releasing -> queued is requeue's edge (evicted GPRs only) and provisioning -> queued is
+    # move_off's, not approval's.
     if gpr.status is not Status.PENDING_APPROVAL:
         raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; only pending GPRs are approved")
     return _move(gpr, Status.QUEUED, kind="approved", actor=actor, reason=reason or "approved", now=now)
@@ -156,6 +159,30 @@ def mark_provisioned(gpr: GPR, actor: str, now: datetime) -> tuple[GPR, Event]:
 
 def fail(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
     return _move(gpr, Status.FAILED, kind="failed", actor=actor, reason=reason, now=now, ended_at=now)
+
+
+def move_off(
+    gpr: GPR, cluster: str, nodes: tuple[str, ...], actor: str, reason: str, now: datetime
+) -> tuple[GPR, Event]:
+    """Nodes of a provisioning GPR failed their pre-checks (nothing was bound): it waits again,
+    with a fresh window, and is never placed on those nodes of ``cluster`` again."""
+    if gpr.status is not Status.PROVISIONING or not nodes:
+        raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; only a provisioning GPR moves off failed nodes")
+    avoid = tuple(dict.fromkeys((*gpr.avoid_nodes, *((cluster, name) for name in nodes))))
+    moved, event = _move(
+        gpr,
+        Status.QUEUED,
+        kind="moved",
+        actor=actor,
+        reason=f"{reason}; queued again for other nodes",
+        now=now,
+        window_start=None,
+        window_end=None,
+        bound_gpus=(),
+        bound_nodes=(),
+        avoid_nodes=avoid,
+    )
+    return moved, dataclasses.replace(event, data={"cluster": cluster, "nodes": list(nodes)})
 
 
 _END_KINDS = {

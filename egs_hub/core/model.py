@@ -44,6 +44,7 @@ HOLDING_STATUSES = frozenset({Status.PROVISIONING, Status.PROVISIONED, Status.RE
 
 
 EVICTION_MODES = ("auto", "confirm", "off")
+BIND_FAILURES = ("fail", "move")
 
 
 class EndReason(enum.StrEnum):
@@ -137,6 +138,9 @@ class SlicePolicy:
     idle_timeout: a provisioned GPR whose GPUs stay idle this long is released, unless the
     GPR sets its own; None: never (unless max_idle_timeout is set).
     max_idle_timeout: the longest idle_timeout members may ask for; a GPR without one gets it.
+    bind_failure: a GPR whose nodes fail their pre-checks when it is bound is "fail"ed, or
+    "move"d: queued again, never to be placed on those nodes (it fails when no other node
+    could serve it).
     """
 
     max_gpus: int | None = None
@@ -152,6 +156,7 @@ class SlicePolicy:
     share: float | None = None
     idle_timeout: timedelta | None = None
     max_idle_timeout: timedelta | None = None
+    bind_failure: str = "fail"
 
 
 @dataclass(frozen=True)
@@ -173,7 +178,8 @@ class GPRSpec:
 
 @dataclass(frozen=True)
 class GPR:
-    """A GPU Provision Request with its lifecycle state."""
+    """A GPU Provision Request with its lifecycle state. ``avoid_nodes``: the (cluster, node)
+    pairs that failed its pre-checks; it is not placed on them again."""
 
     id: int
     spec: GPRSpec
@@ -188,6 +194,7 @@ class GPR:
     end_reason: EndReason | None = None
     bound_gpus: tuple[str, ...] = ()
     bound_nodes: tuple[str, ...] = ()
+    avoid_nodes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

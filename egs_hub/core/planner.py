@@ -25,7 +25,8 @@ blocked top of the queue start now. Pure: no I/O, no clock, deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -150,6 +151,23 @@ def _eligible_pools(timeline: Timeline, spec: GPRSpec) -> list[Pool]:
     ]
 
 
+@contextmanager
+def _avoiding(timeline: Timeline, avoid: frozenset[tuple[str, str]]) -> Iterator[None]:
+    """While inside, the ``avoid`` nodes have no GPU free at any time on ``timeline``; after,
+    their profiles are exactly what they were."""
+    where = [timeline.where[key] for key in avoid if key in timeline.where]
+    later: set = set()
+    for pool, i in where:
+        pool.reserve(((i, pool.capacity[i]),), 0.0, INF, 1, later)
+    Pool.summarize(later)
+    try:
+        yield
+    finally:
+        for pool, i in where:
+            pool.reserve(((i, pool.capacity[i]),), 0.0, INF, -1, later)
+        Pool.summarize(later)
+
+
 def _placement(window: Window, gpus: tuple[str, ...]) -> Placement:
     pool = window.pool
     return Placement(
@@ -248,10 +266,11 @@ class _Pass:
         lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
         duration = spec.duration.total_seconds()
         timeline, best = on or self.timeline, None
-        for pool in self.pools(spec, on) if only is None else (only,):
-            window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper, node)
-            if window is not None:
-                best, upper = window, window.start
+        with _avoiding(timeline, request.avoid):
+            for pool in self.pools(spec, on) if only is None else (only,):
+                window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper, node)
+                if window is not None:
+                    best, upper = window, window.start
         return best
 
     def place(self, request: Request, position: int, window: Window | None, *, put: bool = True) -> None:
@@ -398,6 +417,8 @@ class _Pass:
 
     def _promised_window(self, request: Request, estimate: Estimate) -> Window | None:
         spec, placement = request.spec, estimate.placement
+        if any((placement.cluster, name) in request.avoid for name in placement.nodes):
+            return None
         where = [self.timeline.where.get((placement.cluster, name)) for name in placement.nodes]
         if not where or any(w is None for w in where) or len({id(w[0]) for w in where}) != 1:
             return None
@@ -497,8 +518,9 @@ class _Pass:
     def _starts_now(self, timeline: Timeline, request: Request) -> bool:
         spec = request.spec
         duration = spec.duration.total_seconds()
-        for pool in _eligible_pools(timeline, spec):
-            window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, 0.0)
-            if window is not None and window.start == 0.0:
-                return True
+        with _avoiding(timeline, request.avoid):
+            for pool in _eligible_pools(timeline, spec):
+                window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, 0.0)
+                if window is not None and window.start == 0.0:
+                    return True
         return False

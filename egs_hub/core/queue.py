@@ -74,7 +74,7 @@ class PriorityQueue:
         """Give the request a new priority (moving it in the queue) and return the new request."""
         old_key, request = self._entry(gpr_id)
         band(priority)  # raises before anything changes when the priority is out of range
-        changed = Request(request.gpr_id, dataclasses.replace(request.spec, priority=priority), request.submitted_at)
+        changed = dataclasses.replace(request, spec=dataclasses.replace(request.spec, priority=priority))
         key = self.key(changed)
         self._keys.remove(old_key)
         self._keys.add(key)

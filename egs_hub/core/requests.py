@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import InvalidRequest
-from .model import EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
+from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
 from .units import DURATION_PATTERN, MAX_DURATION_SECONDS, parse_duration, parse_time
 
 SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -366,6 +366,15 @@ class PolicyBody:
         optional(parse_duration_field),
         {"oneOf": [DURATION_SCHEMA, {"type": "null"}], "description": "longest idle timeout members may ask for"},
         None,
+    )
+    bind_failure: str = _field(
+        parse_choice(BIND_FAILURES),
+        {
+            "type": "string",
+            "enum": list(BIND_FAILURES),
+            "description": "a GPR whose nodes fail their pre-checks: fail, or move (queued again for other nodes)",
+        },
+        "fail",
     )
 
 

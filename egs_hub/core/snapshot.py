@@ -32,9 +32,12 @@ class Booking:
 
 @dataclass(frozen=True)
 class Request:
+    """``avoid``: (cluster, node) pairs the request is not placed on (they failed its pre-checks)."""
+
     gpr_id: int
     spec: GPRSpec
     submitted_at: datetime
+    avoid: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -74,8 +74,13 @@ def provisioned(gpr: GPR) -> Notice:
     )
 
 
-def provision_failed(gpr: GPR, reason: str) -> Notice:
-    return Notice("Warning", "ProvisionFailed", f"GPR {gpr.id} failed: {reason}")
+def provision_failed(gpr: GPR) -> Notice:
+    return Notice("Warning", "ProvisionFailed", f"GPR {gpr.id} failed: {gpr.status_reason}")
+
+
+def provision_moved(gpr: GPR, reason: str) -> Notice:
+    why = f"GPR {gpr.id} did not enter node(s) {_nodes(gpr)} and is queued again for other nodes: {reason}"
+    return Notice("Warning", "ProvisionMoved", why)
 
 
 def exit_begins(gpr: GPR) -> Notice:

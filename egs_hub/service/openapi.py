@@ -8,7 +8,7 @@ checked against the live service in the tests.
 from __future__ import annotations
 
 from ..backends.kubernetes.kubeconfig import MAX_EXPIRATION, MIN_EXPIRATION
-from ..core.model import EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
+from ..core.model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
 from ..core.requests import (
     DURATION_PATTERN,
     ClusterCreate,
@@ -88,6 +88,11 @@ SCHEMAS = {
             "window_end": NULLABLE_TIME,
             "bound_gpus": STRINGS,
             "bound_nodes": STRINGS,
+            "avoid_nodes": {
+                "type": "array",
+                "items": _obj({"cluster": {"type": "string"}, "node": {"type": "string"}}),
+                "description": "nodes that failed this GPR's pre-checks: it is not placed on them again",
+            },
             "end_reason": {"type": ["string", "null"]},
             "created_at": TIME,
             "updated_at": TIME,
@@ -119,6 +124,7 @@ SCHEMAS = {
                     "share": {**NULLABLE_NUMBER, "description": "fair-share weight; null: max_gpus, else 1"},
                     "idle_timeout": {**NULLABLE_INT, "description": "seconds; default idle timeout of its GPRs"},
                     "max_idle_timeout": {**NULLABLE_INT, "description": "seconds; longest idle timeout members ask"},
+                    "bind_failure": {"type": "string", "enum": list(BIND_FAILURES)},
                 }
             ),
             "usage": _obj(

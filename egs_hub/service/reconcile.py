@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend, BindError, ServerRef, UnbindError
 from ..backends.kubernetes import ClusterUnavailable, SliceConflict
-from ..core import lifecycle
+from ..core import bind_failures, lifecycle
 from ..core.errors import Conflict
 from ..core.model import GPR, EndReason, Event, Status
 from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
@@ -235,9 +235,23 @@ class Reconciler:
         try:
             events = await backend.bind(gpr, policy, servers, self.clock())
         except BindError as e:
-            failed = partial(lifecycle.fail, actor=backend.kind, reason=str(e))
-            self._finish(gpr_id, Status.PROVISIONING, failed)
-            self._notify(cluster, gpr, notices.provision_failed(gpr, str(e)))
+            with self.sessions() as session:
+                nodes, unhealthy = queries.planning_inventory(session)
+            settle = partial(
+                bind_failures.settle,
+                policy=policy,
+                cluster=cluster,
+                failed=e.nodes,
+                reason=str(e),
+                nodes=nodes,
+                unhealthy=unhealthy,
+                actor=backend.kind,
+            )
+            settled = self._finish(gpr_id, Status.PROVISIONING, settle)
+            if settled is not None:
+                moved = settled.status is Status.QUEUED
+                notice = notices.provision_moved(gpr, str(e)) if moved else notices.provision_failed(settled)
+                self._notify(cluster, gpr, notice)
             return
         except Exception:
             log.exception("GPR %s: binding on cluster %s failed; trying again", gpr_id, cluster)
@@ -328,17 +342,18 @@ class Reconciler:
     def _retry_later(self, gpr_id: int) -> None:
         self._retry_at[gpr_id] = self.clock() + timedelta(seconds=self.retry_interval)
 
-    def _finish(self, gpr_id: int, expected: Status, transition, events=()) -> None:
-        """Record a backend outcome, unless the GPR moved on meanwhile."""
+    def _finish(self, gpr_id: int, expected: Status, transition, events=()) -> GPR | None:
+        """Record a backend outcome, unless the GPR moved on meanwhile (None)."""
         self._retry_at.pop(gpr_id, None)
         now = self.clock()
         with transaction(self.sessions) as session:
             row = queries.get_gpr_row(session, gpr_id, lock=True)
             if row is None or row.status != expected:
-                return
+                return None
             gpr = queries.apply(session, row, transition(queries.to_gpr(row), now=now))
             for event in events:
                 queries.add_event(session, event)
             if not gpr.status.holds_gpus:
                 queries.unbind(session, gpr_id)
         self.wake()
+        return gpr

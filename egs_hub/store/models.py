@@ -138,6 +138,7 @@ class Slice(Base):
     share: Mapped[float | None] = mapped_column(Float, nullable=True)
     idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    bind_failure: Mapped[str] = mapped_column(String(16), default="fail", server_default="fail")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     namespaces: Mapped[list[SliceNamespace]] = relationship(
@@ -180,6 +181,8 @@ class GPRRow(Base):
     window_end: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     end_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # [cluster, node] pairs that failed this GPR's pre-checks (core.model.GPR.avoid_nodes)
+    avoid_nodes: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     allocations: Mapped[list[Allocation]] = relationship(cascade="all, delete-orphan", order_by="Allocation.position")

@@ -76,6 +76,7 @@ def to_gpr(row: GPRRow) -> core.GPR:
         end_reason=core.EndReason(row.end_reason) if row.end_reason else None,
         bound_gpus=tuple(a.gpu_uuid for a in row.allocations),
         bound_nodes=tuple(dict.fromkeys(a.node for a in row.allocations)),
+        avoid_nodes=tuple((cluster, node) for cluster, node in row.avoid_nodes or ()),
     )
 
 
@@ -117,6 +118,7 @@ def write_gpr(session: Session, row: GPRRow, gpr: core.GPR) -> None:
     row.window_end = gpr.window_end
     row.ended_at = gpr.ended_at
     row.end_reason = gpr.end_reason.value if gpr.end_reason else None
+    row.avoid_nodes = [list(pair) for pair in gpr.avoid_nodes]
     row.updated_at = gpr.updated_at
     if tuple(a.gpu_uuid for a in row.allocations) != gpr.bound_gpus:
         node_of = dict(
@@ -247,6 +249,7 @@ def slice_policy(row: Slice) -> core.SlicePolicy:
         share=row.share,
         idle_timeout=_delta(row.idle_timeout_s),
         max_idle_timeout=_delta(row.max_idle_timeout_s),
+        bind_failure=row.bind_failure,
     )
 
 
@@ -264,6 +267,7 @@ def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
     row.share = policy.share
     row.idle_timeout_s = _seconds(policy.idle_timeout)
     row.max_idle_timeout_s = _seconds(policy.max_idle_timeout)
+    row.bind_failure = policy.bind_failure
 
 
 def set_namespaces(session: Session, row: Slice, namespaces: dict[str, tuple[str, ...]]) -> None:
@@ -513,6 +517,13 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
     ]
 
 
+def planning_inventory(session: Session) -> tuple[tuple[core.Node, ...], frozenset[str]]:
+    """The nodes present now, and the GPUs the planner may not give (unhealthy or gone)."""
+    nodes = tuple(to_node(n) for cluster in inventory_rows(session) for n in cluster.nodes if n.present)
+    unhealthy = frozenset(session.scalars(select(GPU.uuid).where((GPU.healthy.is_(False)) | (GPU.present.is_(False)))))
+    return nodes, unhealthy
+
+
 def load_snapshot(
     session: Session,
     now: datetime,
@@ -522,8 +533,7 @@ def load_snapshot(
 ) -> Snapshot:
     """What the planner needs at ``now``: inventory, GPRs, policies, each slice's decayed
     usage (fair share, with ``half_life``), and ``previous``, the last plan's estimates."""
-    nodes = tuple(to_node(n) for cluster in inventory_rows(session) for n in cluster.nodes if n.present)
-    unhealthy = frozenset(session.scalars(select(GPU.uuid).where((GPU.healthy.is_(False)) | (GPU.present.is_(False)))))
+    nodes, unhealthy = planning_inventory(session)
     rows = gpr_rows(
         session,
         statuses=[s.value for s in core.HOLDING_STATUSES] + [core.Status.QUEUED, core.Status.PENDING_APPROVAL],
@@ -545,7 +555,7 @@ def load_snapshot(
                 )
             )
         elif gpr.status is core.Status.QUEUED:
-            queue.append(Request(gpr.id, gpr.spec, gpr.created_at))
+            queue.append(Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes)))
         else:
             pending.append(Request(gpr.id, gpr.spec, gpr.created_at))
     policies = {s.name: slice_policy(s) for s in all_slices(session)}

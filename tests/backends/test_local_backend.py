@@ -212,8 +212,9 @@ async def test_bind_checks_nvml_still_sees_the_gpus():
     assert await local.bind(bound, SlicePolicy(), [], NOW) == []
 
     nvml.devices = [h100(0), h100(1), h100(2)]  # GPU 3 fell off the bus
-    with pytest.raises(BindError, match=f"NVML no longer sees GPU\\(s\\) {h100(3).uuid}$"):
+    with pytest.raises(BindError, match=f"NVML no longer sees GPU\\(s\\) {h100(3).uuid}$") as failed:
         await local.bind(bound, SlicePolicy(), [ALICE], NOW)
+    assert failed.value.nodes == bound.bound_nodes
     assert nvml.inits == nvml.shutdowns == 3
 
 

@@ -74,6 +74,13 @@ FUNCTIONS = {
         "failed",
         BACKEND,
     ),
+    "move off failed nodes": Transition(
+        lambda g: lifecycle.move_off(g, "east", ("n1",), BACKEND, "node n1 is not Ready", NOW),
+        S.QUEUED,
+        frozenset({S.PROVISIONING}),
+        "moved",
+        BACKEND,
+    ),
     "window ends": Transition(
         lambda g: lifecycle.begin_release(g, EndReason.WINDOW_ENDED, lifecycle.PLANNER, "", NOW),
         S.RELEASING,
@@ -211,6 +218,22 @@ def test_requeue_gives_a_fresh_window():
     assert (moved.window_start, moved.window_end, moved.end_reason) == (None, None, None)
     assert (moved.bound_gpus, moved.bound_nodes) == ((), ())
     assert event.kind == "requeued"
+
+
+def test_move_off_gives_a_fresh_window_away_from_the_failed_nodes():
+    provisioning = dataclasses.replace(
+        lifecycle.admit(gpr(S.QUEUED), ("n2-g0", "n3-g0"), ("n2", "n3"), at(0))[0], avoid_nodes=(("east", "n1"),)
+    )
+    moved, event = lifecycle.move_off(provisioning, "east", ("n2", "n1"), BACKEND, "node n2 is cordoned", NOW)
+    assert (moved.window_start, moved.window_end, moved.bound_gpus, moved.bound_nodes) == (None, None, (), ())
+    assert moved.avoid_nodes == (("east", "n1"), ("east", "n2"))  # once each, in the order they failed
+    assert moved.status_reason == "node n2 is cordoned; queued again for other nodes"
+    assert event.data == {"cluster": "east", "nodes": ["n2", "n1"]}
+
+
+def test_move_off_names_the_failed_nodes():
+    with pytest.raises(IllegalTransition, match="only a provisioning GPR moves off failed nodes"):
+        lifecycle.move_off(gpr(S.PROVISIONING), "east", (), BACKEND, "cannot check", NOW)
 
 
 @pytest.mark.parametrize("end_reason", [r for r in EndReason if r is not EndReason.EVICTED])

@@ -233,3 +233,76 @@ def test_eviction(case: EvictionCase):
         assert evictions == ()
     else:
         assert [(e.gpr_id, e.victims, e.automatic) for e in evictions] == [(1, case.want, case.mode == "auto")]
+
+
+# Nodes a request avoids (they failed its pre-checks): never planned there, others unaffected.
+
+
+def placed(snapshot: Snapshot, **options) -> dict[int, tuple[datetime | None, tuple[str, ...]]]:
+    estimates = plan(snapshot, NOW, **options).estimates
+    return {i: (e.start, e.placement.nodes if e.placement else ()) for i, e in estimates.items()}
+
+
+def avoiding(request: Request, *keys: tuple[str, str]) -> Request:
+    return dataclasses.replace(request, avoid=frozenset(keys))
+
+
+AVOID_CASES = {
+    "goes to the other node, later, while the one behind takes the avoided node now": (
+        snap(
+            H1,
+            H2,
+            bookings=(booking(91, H2.gpus, until=1, slice="o"),),
+            queue=(avoiding(req(1, gpus=8), ("c1", "h1")), req(2, gpus=8)),
+            policies=SLICES,
+        ),
+        {1: (at(1), ("h2",)), 2: (NOW, ("h1",))},
+    ),
+    "a node of the same name on another cluster is not avoided": (
+        snap(H1, node("h1", cluster="c2"), queue=(avoiding(req(1, gpus=8), ("c1", "h1")),), policies=SLICES),
+        {1: (NOW, ("h1",))},
+    ),
+    "a multi-node request leaves the avoided node out": (
+        snap(H1, H2, X1, node("h3"), queue=(avoiding(req(1, gpus=16), ("c1", "h2")),), policies=SLICES),
+        {1: (NOW, ("h1", "h3"))},
+    ),
+    "avoiding every node it could use, it cannot be placed": (
+        snap(H1, H2, queue=(avoiding(req(1, gpus=8), ("c1", "h1"), ("c1", "h2")),), policies=SLICES),
+        {1: (None, ())},
+    ),
+}
+
+
+@pytest.mark.parametrize("snapshot, want", AVOID_CASES.values(), ids=AVOID_CASES.keys())
+def test_avoided_nodes(snapshot: Snapshot, want: dict):
+    assert placed(snapshot) == want
+
+
+@pytest.mark.parametrize("backfill", ["easy", "none"])
+def test_the_baselines_avoid_nodes_too(backfill: str):
+    snapshot, want = AVOID_CASES["a multi-node request leaves the avoided node out"]
+    assert placed(snapshot, backfill=backfill) == want
+
+
+def test_a_promise_on_an_avoided_node_is_dropped():
+    """Admitted to h1 now, the request's nodes failed their pre-checks: back in the queue with
+    its promise of h1 from the last plan, it is planned on h2 (free in an hour) instead."""
+    queue = (req(1, gpus=8),)
+    first_snapshot = snap(H1, H2, bookings=(booking(91, H2.gpus, until=1, slice="o"),), queue=queue, policies=SLICES)
+    first = plan(first_snapshot, NOW)
+    assert first.estimates[1].placement.nodes == ("h1",) and first.estimates[1].start == NOW
+    moved = dataclasses.replace(first_snapshot, queue=(avoiding(queue[0], ("c1", "h1")),), previous=first.estimates)
+    assert placed(moved) == {1: (at(1), ("h2",))}
+
+
+def test_eviction_for_a_request_weighs_only_nodes_it_may_use():
+    """The blocked top avoids h1: ending the low-priority GPR on h1 would not let it start,
+    so the one on h2 is named, though h1's ends later."""
+    bookings = (
+        booking(91, H1.gpus, until=3, slice="o", priority=10),
+        booking(92, H2.gpus, until=2, slice="o", priority=20),
+    )
+    top = avoiding(req(1, gpus=8, priority=250), ("c1", "h1"))
+    policies = {**SLICES, "team": SlicePolicy(max_active_gprs=10, eviction="auto")}
+    evictions = plan(snap(H1, H2, bookings=bookings, queue=(top,), policies=policies), NOW).evictions
+    assert [(e.gpr_id, e.victims) for e in evictions] == [(1, (92,))]

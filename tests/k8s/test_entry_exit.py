@@ -70,21 +70,24 @@ PRECHECK_CASES = {
 async def test_failed_pre_check_names_the_node_and_changes_nothing(cluster, make_backend, node_options, want):
     await cluster.add_node(gpu_node("gpu-a"))
     await cluster.add_node(gpu_node("gpu-b", **node_options))
-    with pytest.raises(BindError, match=want):
+    with pytest.raises(BindError, match=want) as failed:
         await make_backend().bind(gpr("gpu-a", "gpu-b"), SlicePolicy(), [], NOW)
+    assert failed.value.nodes == ("gpu-b",)  # the GPR may move off it, by its slice's policy
     assert slice_state(await cluster.node("gpu-a")) == ("free", None, ["free"], False)
 
 
 async def test_failed_pre_check_undoes_an_interrupted_entry(cluster, make_backend):
     await cluster.add_node(gpu_node("gpu-a", slice="team-a", labels={"egs.io/gpr": "7"}))  # entered by a first try
-    with pytest.raises(BindError, match="node gpu-b no longer exists"):
+    with pytest.raises(BindError, match="node gpu-b no longer exists") as failed:
         await make_backend().bind(gpr("gpu-a", "gpu-b"), SlicePolicy(), [], NOW)
+    assert failed.value.nodes == ("gpu-b",)
     assert slice_state(await cluster.node("gpu-a")) == ("free", None, ["free"], False)
 
 
 async def test_bind_without_nodes_on_this_cluster(make_backend):
-    with pytest.raises(BindError, match="GPR 7 has no nodes on cluster emu"):
+    with pytest.raises(BindError, match="GPR 7 has no nodes on cluster emu") as failed:
         await make_backend().bind(gpr(), SlicePolicy(), [], NOW)
+    assert failed.value.nodes == ()
 
 
 async def entered(cluster, make_backend, *nodes: str) -> None:

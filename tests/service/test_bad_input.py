@@ -122,6 +122,14 @@ CASES = {
         who=ADMIN,
         want_field="quota.max_gpu_hours",
     ),
+    "bind_failure not a policy": Bad(
+        "PATCH",
+        "slices/{slice}",
+        {"policy": {"bind_failure": "retry"}},
+        who=ADMIN,
+        want_field="policy.bind_failure",
+        want_message="policy.bind_failure must be one of 'fail', 'move', not 'retry'",
+    ),
     "requeue_evicted not a boolean": Bad(
         "PATCH",
         "slices/{slice}",

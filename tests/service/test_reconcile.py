@@ -145,6 +145,53 @@ async def test_a_failed_bind_fails_the_gpr_and_frees_its_gpus_for_the_next(world
     assert status(sessions, second).status is core.Status.PROVISIONED
 
 
+async def test_a_slice_that_moves_gprs_off_failing_nodes_gets_another_node(world):
+    sessions, clock, backend, reconciler = world
+    other = core.Node(name="n2", cluster="local", shape=SHAPE, gpus=tuple(f"GPU-2-{i}" for i in range(4)))
+    gpus = [
+        core.GPU(uuid=u, index=i, node=n.name, cluster="local", model="H100", memory_mib=81920)
+        for n in (NODE, other)
+        for i, u in enumerate(n.gpus)
+    ]
+    with transaction(sessions) as session:
+        queries.sync_inventory(session, "local", "local", [NODE, other], gpus, START)
+    set_policy(sessions, "a", bind_failure="move")
+    backend.fail_binds.append(BindError("node n1 is not Ready", ["n1"]))
+    gpr_id = submit(sessions, "a", 4, 30, clock.now)
+    await settle(reconciler)
+    gpr = status(sessions, gpr_id)
+    assert gpr.status is core.Status.PROVISIONED
+    assert gpr.bound_nodes == ("n2",) and gpr.avoid_nodes == (("local", "n1"),)
+    assert gpr.window_start == START and gpr.window_end == START + timedelta(minutes=30)
+    assert kinds(sessions, gpr_id) == ["submitted", "admitted", "moved", "admitted", "provisioned"]
+    with sessions() as session:
+        moved = session.query(EventRow).filter_by(gpr_id=gpr_id, kind="moved").one()
+    assert moved.reason == "node n1 is not Ready; queued again for other nodes"
+    assert moved.data == {"cluster": "local", "nodes": ["n1"]}
+    assert (moved.from_status, moved.to_status) == ("provisioning", "queued")
+
+
+MOVE_FAILS = {
+    "no other node could serve it": (
+        BindError("node n1 is not Ready", ["n1"]),
+        "node n1 is not Ready; no other node can serve it: no schedulable node offers any shape",
+    ),
+    "the backend names no node": (BindError("cannot check the GPUs: NVML gone"), "cannot check the GPUs: NVML gone"),
+}
+
+
+@pytest.mark.parametrize("error, reason", MOVE_FAILS.values(), ids=MOVE_FAILS.keys())
+async def test_a_gpr_that_cannot_move_fails_with_the_reason(world, error, reason):
+    sessions, clock, backend, reconciler = world
+    set_policy(sessions, "a", bind_failure="move")
+    backend.fail_binds.append(error)
+    gpr_id = submit(sessions, "a", 4, 30, clock.now)
+    await settle(reconciler)
+    failed = status(sessions, gpr_id)
+    assert (failed.status, failed.status_reason) == (core.Status.FAILED, reason)
+    assert kinds(sessions, gpr_id) == ["submitted", "admitted", "failed"]
+
+
 async def test_an_unexpected_bind_error_is_retried_not_failed(world):
     sessions, clock, backend, reconciler = world
     backend.fail_binds.append(RuntimeError("hub unreachable"))

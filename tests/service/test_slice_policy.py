@@ -9,7 +9,13 @@ import pytest
 
 from .hub import until_status
 
-POLICY_DEFAULTS = {"reject_over_limits": False, "eviction": "confirm", "requeue_evicted": True, "share": None}
+POLICY_DEFAULTS = {
+    "reject_over_limits": False,
+    "eviction": "confirm",
+    "requeue_evicted": True,
+    "share": None,
+    "bind_failure": "fail",
+}
 
 
 def test_new_policy_fields_round_trip_and_default(admin, make_slice):
@@ -18,7 +24,13 @@ def test_new_policy_fields_round_trip_and_default(admin, make_slice):
     assert {k: plain["policy"][k] for k in POLICY_DEFAULTS} == POLICY_DEFAULTS
     assert plain["usage"] == {"gpu_hours_week": 0.0, "decayed_gpu_hours": 0.0, "fair_share_factor": 1.0}
 
-    policy = {"reject_over_limits": True, "eviction": "auto", "requeue_evicted": False, "share": 2.5}
+    policy = {
+        "reject_over_limits": True,
+        "eviction": "auto",
+        "requeue_evicted": False,
+        "share": 2.5,
+        "bind_failure": "move",
+    }
     made = make_slice(quota={"max_gpus": 6, "max_gpu_hours": 40.5}, policy=policy)
     assert made["quota"] == {"max_gpus": 6, "max_gpu_hours": 40.5}
     assert {k: made["policy"][k] for k in policy} == policy

@@ -197,15 +197,19 @@ class KubernetesBackend:
         # 1. snapshot
         current = {name: await self._read(core, name) for name in wanted}
         # 2. decide
-        problems = []
+        problems, failed = [], []
         for name, obj in current.items():
-            if obj is None:
-                problems.append(f"node {name} no longer exists")
-                continue
-            problems.extend(entry_problems(read_node(obj, self.cluster), name, gpr.id, gpr.spec.slice, wanted[name]))
+            found = (
+                [f"node {name} no longer exists"]
+                if obj is None
+                else entry_problems(read_node(obj, self.cluster), name, gpr.id, gpr.spec.slice, wanted[name])
+            )
+            problems.extend(found)
+            if found:
+                failed.append(name)
         if problems:
             await self._undo_entry(core, gpr, current)
-            raise BindError(f"cluster {self.cluster}: " + "; ".join(problems))
+            raise BindError(f"cluster {self.cluster}: " + "; ".join(problems), failed)
         # 3. act
         events = []
         for name, obj in current.items():

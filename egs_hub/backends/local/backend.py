@@ -89,7 +89,7 @@ class LocalBackend:
                 raise BindError(f"cannot check the GPUs: {e}") from None
             missing = [u for u in gpr.bound_gpus if u not in present]
             if missing:
-                raise BindError(f"NVML no longer sees GPU(s) {', '.join(missing)}")
+                raise BindError(f"NVML no longer sees GPU(s) {', '.join(missing)}", gpr.bound_nodes)
         if policy.restart_servers:
             events = [await self._restart_to_see(gpr, s, now) for s in servers]
             return [e for e in events if e is not None]

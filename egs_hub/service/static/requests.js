@@ -95,6 +95,7 @@ const DETAIL_FIELDS = [
   ["Estimated start", (g) => localTime(g.estimated_start)], ["Planned nodes", (g) => g.planned_nodes.join(" ")],
   ["Window", (g) => (g.window_start ? `${localTime(g.window_start)} → ${localTime(g.window_end)}` : "")],
   ["Bound nodes", (g) => g.bound_nodes.join(" ")], ["End reason", (g) => g.end_reason],
+  ["Avoided nodes", (g) => g.avoid_nodes.map((n) => `${n.cluster}/${n.node}`).join(" ")],
   ["Submitted", (g) => localTime(g.created_at)], ["Updated", (g) => localTime(g.updated_at)],
 ];
 

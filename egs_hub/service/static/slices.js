@@ -38,7 +38,7 @@ function sliceBody(f, create) {
     max_duration: text("max_duration"), auto_approve_max_gpus: number("auto_approve_max_gpus"),
     share: number("share"), idle_timeout: text("idle_timeout"), max_idle_timeout: text("max_idle_timeout"),
     eviction: f.eviction.value, requeue_evicted: f.requeue_evicted.checked, restart_servers: f.restart_servers.checked,
-    reject_over_limits: f.reject_over_limits.checked,
+    reject_over_limits: f.reject_over_limits.checked, bind_failure: f.bind_failure.value,
   };
   if (!blank("max_priority")) policy.max_priority = number("max_priority");
   if (!blank("max_active_gprs")) policy.max_active_gprs = number("max_active_gprs");
@@ -65,6 +65,7 @@ function edit(name) {
   }
   for (const name of ["max_priority", "auto_approve_max_gpus", "max_active_gprs", "share"]) f[name].value = s.policy[name] ?? "";
   f.eviction.value = s.policy.eviction;
+  f.bind_failure.value = s.policy.bind_failure;
   for (const name of ["requeue_evicted", "restart_servers", "reject_over_limits"]) f[name].checked = s.policy[name];
   f.namespaces.value = namespacesText(s.namespaces);
   heading.textContent = `Edit workspace ${s.name}`;
@@ -93,6 +94,7 @@ function limits(s) {
     p.auto_approve_max_gpus ? `approval above ${p.auto_approve_max_gpus} GPUs` : "no approval needed",
     `max ${p.max_active_gprs} active GPR(s)`, `eviction ${p.eviction}`,
     p.requeue_evicted ? "evicted GPRs re-queued" : "evicted GPRs end",
+    p.bind_failure === "move" ? "moved off nodes failing pre-checks" : "failed when nodes fail pre-checks",
     p.idle_timeout ? `idle timeout ${span(p.idle_timeout)}` : null,
     p.restart_servers ? "servers restarted on GPU changes" : null,
     p.reject_over_limits ? "over-limit GPRs rejected" : null,
