@@ -4,7 +4,8 @@ egs-hub up [--ip IP] [--port N] [--data-dir DIR] [--db-url URL] [--inventory FIL
 egs-hub db upgrade [--data-dir DIR] [--db-url URL]
 egs-hub db current [--data-dir DIR] [--db-url URL]
 egs-hub simulate (--trace philly | --csv FILE) [--nodes N --gpus-per-node G | --cluster FILE] [--load L] ...
-egs-hub cluster add NAME (--kubeconfig PATH [--context CTX] | --in-cluster) [--api-url URL] [--api-token TOKEN]
+egs-hub cluster add NAME (--kubeconfig PATH [--context CTX] | --in-cluster) [--node-selector SELECTOR]
+    [--exit-grace DURATION] [--api-url URL] [--api-token TOKEN]
 egs-hub cluster list [--api-url URL] [--api-token TOKEN]
 egs-hub cluster remove NAME [--api-url URL] [--api-token TOKEN]
 
@@ -101,7 +102,12 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     with EGSClient(args.api_url, args.api_token) as client:
         if args.action == "add":
             added = client.register_cluster(
-                args.name, kubeconfig=args.kubeconfig, context=args.context, in_cluster=args.in_cluster
+                args.name,
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                in_cluster=args.in_cluster,
+                node_selector=args.node_selector,
+                exit_grace=args.exit_grace,
             )
             state = added.health + (f": {added.message}" if added.message else "")
             counts = f"{added.nodes} node(s), {added.gpus} GPU(s)"
@@ -198,6 +204,14 @@ def parser() -> argparse.ArgumentParser:
     how.add_argument("--kubeconfig", metavar="PATH", help="absolute path of a kubeconfig file on the service's host")
     how.add_argument("--in-cluster", action="store_true", help="the service's own cluster (its pod's ServiceAccount)")
     add.add_argument("--context", metavar="CTX", help="the kubeconfig's context (default: its current-context)")
+    add.add_argument(
+        "--node-selector", metavar="SELECTOR", help="label selector of the GPU nodes to manage (default: egs.io/slice)"
+    )
+    add.add_argument(
+        "--exit-grace",
+        metavar="DURATION",
+        help="how long a slice's pods get to leave a node, like 5m or 300 (default: 5m)",
+    )
     actions.add_parser("list", parents=[api_options], help="clusters with their health, nodes and GPUs")
     remove = actions.add_parser("remove", parents=[api_options], help="remove a cluster registered through the API")
     remove.add_argument("name")

@@ -207,11 +207,19 @@ class Operations(ABC):
         return self._send(Call("GET", "clusters", _list_of(Cluster, "clusters")))
 
     def register_cluster(
-        self, name: str, *, kubeconfig: str | None = None, context: str | None = None, in_cluster: bool = False
+        self,
+        name: str,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        in_cluster: bool = False,
+        node_selector: str | None = None,
+        exit_grace: Duration | None = None,
     ) -> Cluster:
-        """Admins: drive a Kubernetes cluster, by a kubeconfig file on the service's host or in-cluster config."""
+        """Admins: drive a Kubernetes cluster, by a kubeconfig file on the service's host or in-cluster config;
+        ``node_selector`` and ``exit_grace`` default to the service's (``egs.io/slice``, 5 minutes)."""
         where = {"in_cluster": True} if in_cluster else _body(kubeconfig=kubeconfig, context=context)
-        body = {"name": name, **where}
+        body = {"name": name, **where, **_body(node_selector=node_selector, exit_grace=exit_grace)}
         return self._send(Call("POST", "clusters", _one(Cluster), body=body))
 
     def remove_cluster(self, name: str) -> None:

@@ -104,6 +104,8 @@ class Cluster:
     source: str | None
     nodes: int
     gpus: int
+    node_selector: str | None = None
+    exit_grace: timedelta | None = None
     raw: dict = _raw()
 
 

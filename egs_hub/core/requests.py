@@ -461,6 +461,33 @@ class ServerStart:
 
 _PATH_MAX = 4096
 
+# Kubernetes label selector syntax (equality- and set-based requirements, comma-separated).
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = rf"(?:[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}"
+_LABEL_VALUE = rf"(?:{_LABEL_NAME})?"
+_REQUIREMENT = (
+    rf"\s*(?:!\s*{_LABEL_KEY}|{_LABEL_KEY}\s*(?:(?:==|=|!=)\s*{_LABEL_VALUE}"
+    rf"|\s(?:in|notin)\s*\(\s*{_LABEL_VALUE}(?:\s*,\s*{_LABEL_VALUE})*\s*\))?)\s*"
+)
+LABEL_SELECTOR_RE = re.compile(rf"{_REQUIREMENT}(?:,{_REQUIREMENT})*")
+EXIT_GRACE_MAX = timedelta(days=1)
+
+
+def parse_label_selector(value: Any, field: str) -> str:
+    text = parse_text(1000)(value, field)
+    if not LABEL_SELECTOR_RE.fullmatch(text):
+        raise InvalidRequest(
+            field, f"{field} {text[:80]!r} is not a Kubernetes label selector (like 'egs.io/slice,pool in (a,b)')"
+        )
+    return text.strip()
+
+
+def parse_exit_grace(value: Any, field: str) -> timedelta:
+    grace = parse_duration(value, field)
+    if grace > EXIT_GRACE_MAX:
+        raise InvalidRequest(field, f"{field} must be at most a day")
+    return grace
+
 
 @dataclass(frozen=True)
 class ClusterCreate:
@@ -480,6 +507,19 @@ class ClusterCreate:
         None,
     )
     in_cluster: bool = _field(parse_bool, {"type": "boolean"}, False)
+    node_selector: str = _field(
+        parse_label_selector,
+        {"type": "string", "maxLength": 1000, "description": "label selector of the GPU nodes egs-hub manages there"},
+        "egs.io/slice",
+    )
+    exit_grace: timedelta = _field(
+        parse_exit_grace,
+        {
+            "oneOf": [{**DURATION_SCHEMA["oneOf"][0], "maximum": 86400}, DURATION_SCHEMA["oneOf"][1]],
+            "description": "how long a slice's pods may take to leave a node before what remains is deleted",
+        },
+        timedelta(minutes=5),
+    )
 
     def check(self, *, partial: bool) -> None:
         if self.in_cluster:

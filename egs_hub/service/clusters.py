@@ -44,13 +44,15 @@ ORIGINS = ("local", "config", "api")
 class ClusterState:
     """A cluster in the registry: its backend, how it is reached (``where``), and what its last
     refresh found (``inventory``: None while unavailable; ``error``: None while ok). ``close``
-    ends the connections of a backend the registry made."""
+    ends the connections of a backend the registry made; ``spec`` is how a Kubernetes cluster
+    was registered (None for the local host)."""
 
     name: str
     backend: Backend
     origin: str
     where: str
     close: Callable[[], Awaitable[None]] | None = None
+    spec: ClusterCreate | None = None
     inventory: Inventory | None = None
     error: str | None = None
     refreshed: bool = False
@@ -129,6 +131,8 @@ class Clusters:
             kubeconfig=spec.kubeconfig,
             context=spec.context,
             in_cluster=spec.in_cluster,
+            node_selector=spec.node_selector,
+            exit_grace=spec.exit_grace,
             request_timeout=self.request_timeout,
             on_change=self.wake,
             role_templates=self.role_templates,
@@ -138,7 +142,7 @@ class Clusters:
 
     def _kubernetes_state(self, spec: ClusterCreate, origin: str) -> ClusterState:
         backend = self.make_backend(spec)
-        return ClusterState(spec.name, backend, origin, backend.where, backend.close)
+        return ClusterState(spec.name, backend, origin, backend.where, backend.close, spec)
 
     def _enter(self, state: ClusterState) -> ClusterState:
         if state.name in self.states:
@@ -165,15 +169,7 @@ class Clusters:
         check_kubeconfig(spec)
         state = self._enter(self._kubernetes_state(spec, "api"))
         with transaction(self.sessions) as session:
-            queries.register_cluster(
-                session,
-                spec.name,
-                state.backend.kind,
-                kubeconfig=spec.kubeconfig,
-                context=spec.context,
-                in_cluster=spec.in_cluster,
-                now=self.clock(),
-            )
+            queries.register_cluster(session, spec, state.backend.kind, self.clock())
         await self.refresh(state)
         return state
 
@@ -208,10 +204,7 @@ class Clusters:
         (a name in both is the config's)."""
         configured = {spec.name for spec in config}
         with self.sessions() as session:
-            stored = [
-                ClusterCreate(name=r.name, kubeconfig=r.kubeconfig, context=r.context, in_cluster=r.in_cluster)
-                for r in queries.registered_clusters(session)
-            ]
+            stored = [queries.cluster_spec(r) for r in queries.registered_clusters(session)]
         for spec in stored:
             if spec.name in configured:
                 log.warning("cluster %s: registered through the API and in the config; using the config", spec.name)

@@ -246,6 +246,8 @@ SCHEMAS = {
             "source": {"type": "string", "description": "what its last inventory said"},
             "nodes": {"type": "integer", "description": "nodes with GPUs present now"},
             "gpus": {"type": "integer"},
+            "node_selector": {**NULLABLE_STR, "description": "Kubernetes: label selector of the nodes it manages"},
+            "exit_grace": {**NULLABLE_INT, "description": "Kubernetes: seconds a slice's pods get to leave a node"},
         }
     ),
     "RoleTemplate": _obj(

@@ -233,6 +233,8 @@ def cluster_json(state: ClusterState, row: Cluster | None) -> dict:
         "source": state.source,
         "nodes": len(nodes),
         "gpus": sum(1 for n in nodes for g in n.gpus if g.present),
+        "node_selector": state.spec.node_selector if state.spec else None,
+        "exit_grace": _seconds(state.spec.exit_grace) if state.spec else None,
     }
 
 

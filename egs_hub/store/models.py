@@ -79,6 +79,9 @@ class Cluster(Base):
     kubeconfig: Mapped[str | None] = mapped_column(Text, nullable=True)
     context: Mapped[str | None] = mapped_column(String(253), nullable=True)
     in_cluster: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # settings of a registered cluster (core.requests.ClusterCreate); NULL: the default
+    node_selector: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    exit_grace_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     nodes: Mapped[list[Node]] = relationship(back_populates="cluster", order_by="Node.name")
 
 

@@ -16,6 +16,7 @@ from ..core import fairshare
 from ..core import model as core
 from ..core.alerts import Alert
 from ..core.fairshare import Use
+from ..core.requests import ClusterCreate
 from ..core.snapshot import Booking, Estimate, Placement, Request, Snapshot
 from .models import (
     GPU,
@@ -419,27 +420,32 @@ def registered_clusters(session: Session) -> list[Cluster]:
     return list(session.scalars(select(Cluster).where(Cluster.registered.is_(True)).order_by(Cluster.name)))
 
 
-def register_cluster(
-    session: Session,
-    name: str,
-    kind: str,
-    *,
-    kubeconfig: str | None,
-    context: str | None,
-    in_cluster: bool,
-    now: datetime,
-) -> Cluster:
-    """Record how to reach a cluster registered through the API (a cluster known before, say
-    removed, keeps its row: its nodes and allocations refer to it)."""
-    row = session.scalar(select(Cluster).where(Cluster.name == name))
+def register_cluster(session: Session, spec: ClusterCreate, kind: str, now: datetime) -> Cluster:
+    """Record how to reach a cluster registered through the API, and its settings (a cluster
+    known before, say removed, keeps its row: its nodes and allocations refer to it)."""
+    row = session.scalar(select(Cluster).where(Cluster.name == spec.name))
     if row is None:
-        row = Cluster(name=name, kind=kind, project_id=project_id(session, now), created_at=now)
+        row = Cluster(name=spec.name, kind=kind, project_id=project_id(session, now), created_at=now)
         session.add(row)
     row.kind = kind
     row.registered = True
-    row.kubeconfig, row.context, row.in_cluster = kubeconfig, context, in_cluster
+    row.kubeconfig, row.context, row.in_cluster = spec.kubeconfig, spec.context, spec.in_cluster
+    row.node_selector, row.exit_grace_s = spec.node_selector, _seconds(spec.exit_grace)
     session.flush()
     return row
+
+
+def cluster_spec(row: Cluster) -> ClusterCreate:
+    """How a registered cluster is reached, as it was registered; settings stored before they
+    existed (NULL) are the defaults."""
+    settings = {"node_selector": row.node_selector, "exit_grace": _delta(row.exit_grace_s)}
+    return ClusterCreate(
+        name=row.name,
+        kubeconfig=row.kubeconfig,
+        context=row.context,
+        in_cluster=row.in_cluster,
+        **{name: value for name, value in settings.items() if value is not None},
+    )
 
 
 def unregister_cluster(session: Session, name: str) -> None:
@@ -447,6 +453,7 @@ def unregister_cluster(session: Session, name: str) -> None:
     if row is not None:
         row.registered = False
         row.kubeconfig, row.context, row.in_cluster = None, None, False
+        row.node_selector, row.exit_grace_s = None, None
 
 
 def bound_cluster(session: Session, gpr_id: int) -> str | None:

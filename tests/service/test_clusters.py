@@ -130,6 +130,8 @@ def test_a_registered_cluster_shows_its_nodes(world):
     user = world["hub"].client(world["hub"].user_token("viewer"))
     listed = clusters_by_name(user)
     assert set(listed) == {"local", "east"} and listed["local"]["origin"] == "local"
+    settings = {name: (c["node_selector"], c["exit_grace"]) for name, c in listed.items()}
+    assert settings == {"local": (None, None), "east": ("egs.io/slice", 300)}
     inventory = user.get("inventory", expect=200)
     east = next(c for c in inventory["clusters"] if c["name"] == "east")
     assert east["health"] == "ok" and east["message"] is None
@@ -234,7 +236,9 @@ def test_bad_registrations_and_removals_are_refused_naming_the_field(world):
         ({"name": "x", "kubeconfig": str(not_a_kubeconfig)}, 400, "kubeconfig"),
         ({"name": "x", "kubeconfig": path, "context": "nope"}, 400, "context"),
         ({"name": "x", "in_cluster": True, "kubeconfig": path}, 400, "in_cluster"),
-        ({"name": "x", "kubeconfig": path, "exit_grace": 5}, 400, "exit_grace"),
+        ({"name": "x", "kubeconfig": path, "exit_grace": "2d"}, 400, "exit_grace"),
+        ({"name": "x", "kubeconfig": path, "node_selector": "pool in training"}, 400, "node_selector"),
+        ({"name": "x", "kubeconfig": path, "grace": 5}, 400, "grace"),
         ({"name": "east", "kubeconfig": path}, 409, None),
         ({"name": "local", "kubeconfig": path}, 409, None),
     ]
@@ -270,8 +274,10 @@ def test_the_cli_registers_lists_and_removes_clusters(world, capsys):
     api = ["--api-url", hub.api, "--api-token", hub.admin_token]
     assert cli.main(["cluster", "add", "west", "--kubeconfig", west_path, "--context", "nope", *api]) == 1
     assert "context 'nope' is not in" in capsys.readouterr().err
-    assert cli.main(["cluster", "add", "west", "--kubeconfig", west_path, "--context", CONTEXT, *api]) == 0
+    add = ["cluster", "add", "west", "--kubeconfig", west_path, "--context", CONTEXT, "--exit-grace", "2m", *api]
+    assert cli.main(add) == 0
     assert "cluster west registered" in capsys.readouterr().out
+    assert clusters_by_name(hub.client(hub.admin_token))["west"]["exit_grace"] == 120
     assert cli.main(["cluster", "list", *api]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert listed[0].split()[:6] == ["NAME", "KIND", "ORIGIN", "HEALTH", "NODES", "GPUS"]
@@ -342,13 +348,24 @@ async def test_clusters_registered_through_the_api_come_back_after_a_restart(tmp
     async with ClusterEmulator() as emulator, Server(emulator):
         path = str(write_kubeconfig(tmp_path / "kc", str(emulator.url).rstrip("/"), emulator.token, CONTEXT))
         async with KubeCluster(path, CONTEXT, emulator=emulator) as kube:
-            await kube.add_node(gpu_node("gpu-1"))
+            await kube.add_node(gpu_node("gpu-1", labels={"pool": "training"}))
+            await kube.add_node(gpu_node("gpu-2", labels={"pool": "inference"}))
+            spec = ClusterCreate(
+                name="emu",
+                kubeconfig=path,
+                context=CONTEXT,
+                node_selector="egs.io/slice,pool=training",
+                exit_grace=timedelta(seconds=45),
+            )
             first = Clusters(sessions, Clock())
-            await first.register(ClusterCreate(name="emu", kubeconfig=path, context=CONTEXT))
+            await first.register(spec)
             await first.close()
             again = Clusters(sessions, Clock())
             await again.restore([])
             assert [(s.name, s.origin, s.health) for s in again.states.values()] == [("emu", "api", "ok")]
+            restored = again.states["emu"]
+            assert restored.spec == spec and restored.backend.exit_grace == timedelta(seconds=45)
+            assert [n.name for n in restored.inventory.nodes] == ["gpu-1"]  # the selector leaves gpu-2 out
             await again.close()
             # The same name in the config: the config's wins.
             configured = Clusters(sessions, Clock())

@@ -37,16 +37,19 @@ function clusterRow(c, shapes) {
     : el("span", { class: "muted" }, NOT_REMOVABLE[c.origin] || "not removable");
   return el("tr", { "data-cluster": c.name, class: c.health === "ok" ? null : "unavailable" },
     el("th", { scope: "row" }, c.name), el("td", {}, c.kind), el("td", {}, c.origin),
-    el("td", {}, el("code", {}, c.where)), health(c), el("td", {}, c.nodes), el("td", {}, c.gpus),
+    el("td", {}, el("code", {}, c.where), c.node_selector === null ? null
+      : el("div", { class: "muted" }, `nodes ${c.node_selector} · exit grace ${c.exit_grace} s`)), health(c), el("td", {}, c.nodes), el("td", {}, c.gpus),
     el("td", {}, shapesOf(c.name, shapes)), el("td", { class: "actions" }, action));
 }
 
-// The body of POST /clusters: in-cluster, or a kubeconfig path with an optional context.
+// The body of POST /clusters: in-cluster, or a kubeconfig path with an optional context; the
+// settings left empty take the service's defaults.
 function registration() {
   const name = f.name.value.trim();
-  if (f.in_cluster.checked) return { name, in_cluster: true };
-  const body = { name, kubeconfig: f.kubeconfig.value.trim() };
-  if (f.context.value.trim()) body.context = f.context.value.trim();
+  const body = f.in_cluster.checked ? { name, in_cluster: true } : { name, kubeconfig: f.kubeconfig.value.trim() };
+  for (const field of ["context", "node_selector", "exit_grace"]) {
+    if (!f[field].disabled && f[field].value.trim()) body[field] = f[field].value.trim();
+  }
   return body;
 }
 
