@@ -22,6 +22,18 @@ A pass over a cluster (on a watch event, when a GPR changed, and every
   ``invalid`` with an Accepted False condition naming the field, no GPR, and it is
   not read again until its spec changes (its generation);
 - linked: its status follows the GPR (patched only when it differs);
+- linked, with a spec edited since (``metadata.generation`` past the link's
+  ``generation``, the one the GPR follows): the new spec is read as at creation
+  (a field left out takes its default) and applied as ``PATCH /gprs/{id}`` by the
+  owner (same checks, ``handlers/gprs.edit_gpr``): only while the GPR is pending
+  approval or queued, vetted against the slice's policy and the inventory, no
+  change a queued GPR would need approved for. The slice and cluster stay (a
+  ``spec.cluster`` naming another is refused). Applied: event ``edited``, the
+  planner forgets the GPR's promise, the link takes the generation (status
+  ``observedGeneration``) and the condition ``SpecApplied`` is True. Refused: the
+  GPR is unchanged, ``SpecApplied`` False says why naming the field, with the
+  edit's generation as its ``observedGeneration``, and that generation is not read
+  again (the condition records it); the rest of the status still follows the GPR;
 - being deleted, or gone (a relist no longer has it): its GPR is cancelled
   (pending approval, queued) or released early (provisioning, provisioned); once
   the GPR is finished the link is marked deleted and the finalizer removed.
@@ -51,12 +63,12 @@ from ..backends.kubernetes.reflector import Reflector
 from ..core import lifecycle
 from ..core.errors import InvalidRequest, PolicyViolation
 from ..core.model import GPR, EndReason, Status
-from ..core.requests import GPRCreate, parse_body
+from ..core.queue import band
 from ..core.snapshot import Estimate
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import GPRResource
-from .handlers.gprs import submit_gpr
+from .handlers.gprs import edit_gpr, submit_gpr
 from .kube_events import GPRResourceHost
 from .planning import Planning
 
@@ -83,7 +95,7 @@ class GPRSync:
         on_submit: Callable[[], None] | None = None,
     ):
         """Every ``interval`` seconds a pass runs if a GPR changed (or a watch woke it); every
-        ``refresh_interval`` seconds one runs anyway. ``on_submit`` is called when GPRs were made or ended."""
+        ``refresh_interval`` seconds one runs anyway. ``on_submit`` is called when GPRs were made, edited or ended."""
         self.sessions = sessions
         self.backends = backends
         self.clock = clock
@@ -175,8 +187,8 @@ class GPRSync:
         with self.sessions() as session:
             links = {link.uid: link for link in queries.gpr_resource_links(session, cluster)}
             gprs = {link.gpr_id: queries.to_gpr(link.gpr) for link in links.values() if link.deleted_at is None}
-            queued = any(g.status is Status.QUEUED for g in gprs.values())
-            estimates = self.planning.plan_now(session, now)[1].estimates if queued else {}
+        queued = any(g.status is Status.QUEUED for g in gprs.values())
+        estimates = self._estimates(now) if queued else {}
         # 2. decide and 3. act, resource by resource
         for obj in objects:
             link = links.get(obj["metadata"]["uid"])
@@ -188,16 +200,25 @@ class GPRSync:
             elif link.deleted_at is not None:
                 await self._set_finalizer(api, cluster, obj, present=False)
             else:
-                gpr = gprs[link.gpr_id]
+                gpr, generation, applied = gprs[link.gpr_id], link.generation, None
                 if resources.is_deleting(obj):
                     gpr = self._end(link, gpr, "its GpuProvisionRequest was deleted", now)
-                await self._follow(api, cluster, obj, link, gpr, estimates.get(gpr.id), now)
+                elif resources.spec_edited(obj, link.generation):
+                    edited, generation, applied = self._edit(cluster, obj, link, now)
+                    if edited is not None:
+                        gpr = edited
+                        estimates = self._estimates(now) if gpr.status is Status.QUEUED else estimates
+                await self._follow(api, cluster, obj, link, gpr, estimates.get(gpr.id), generation, applied, now)
         present = {obj["metadata"]["uid"] for obj in objects}
         for link in links.values():
             if link.deleted_at is None and link.uid not in present:
                 gpr = self._end(link, gprs[link.gpr_id], "its GpuProvisionRequest is gone", now)
                 if gpr.status.is_final:
                     self._mark_deleted(link, now)
+
+    def _estimates(self, now: datetime) -> dict[int, Estimate]:
+        with self.sessions() as session:
+            return self.planning.plan_now(session, now)[1].estimates
 
     async def _accept(self, api: GPRResourceAPI, cluster: str, obj: dict, now: datetime) -> None:
         """Make the resource a GPR as POST /gprs would, or mark it invalid saying why."""
@@ -212,7 +233,7 @@ class GPRSync:
                         f"namespace {ref.namespace} on cluster {cluster} is not a namespace of any slice; "
                         "apply it in one of your slice's namespaces",
                     )
-                spec = parse_body(GPRCreate, resources.api_body(obj, slice_name, cluster)).to_spec()
+                spec = resources.requested_spec(obj, slice_name, cluster)
                 slice_row = queries.get_slice(session, slice_name)
                 gpr = submit_gpr(session, self.planning, spec, slice_row, resources.requested_by(ref), now, admin=False)
                 queries.link_gpr_resource(session, gpr.id, cluster, ref.namespace, ref.name, ref.uid, generation)
@@ -229,6 +250,40 @@ class GPRSync:
         status = resources.gpr_status(gpr, None, generation, obj.get("status") or {}, now)
         await self._patch_status(api, ref, obj.get("status"), status)
 
+    def _edit(self, cluster: str, obj: dict, link: GPRResource, now: datetime) -> tuple[GPR | None, int | None, dict]:
+        """Read an edited resource's spec as PATCH /gprs/{id} by the GPR's owner. Returns the GPR edited (None
+        when nothing changed), the generation the GPR follows and the SpecApplied condition: applied, or
+        refused saying why."""
+        ref = resources.ref_of(obj, cluster)
+        generation = obj["metadata"]["generation"]
+        previous = obj.get("status") or {}
+        try:
+            with transaction(self.sessions) as session:
+                row = queries.get_gpr_row(session, link.gpr_id, lock=True)
+                before = queries.to_gpr(row)
+                spec = resources.edited_spec(obj, before.spec, cluster)
+                gpr = before
+                # A new generation may ask for the same spec (1h for 60m): nothing to edit, nothing to check.
+                if spec != before.spec:
+                    slice_row = queries.get_slice(session, before.spec.slice)
+                    if slice_row is None:
+                        raise PolicyViolation("slice", f"slice {before.spec.slice} is gone")
+                    actor = resources.requested_by(ref)
+                    gpr = edit_gpr(session, self.planning, row, spec, slice_row, actor, now, admin=False)
+                session.get(GPRResource, link.gpr_id).generation = generation
+        except resources.EDIT_REFUSALS as e:
+            log.info("cluster %s: edit of GPR resource %s/%s refused: %s", cluster, ref.namespace, ref.name, e)
+            return None, link.generation, resources.spec_applied(generation, e, previous, now)
+        applied = resources.spec_applied(generation, None, previous, now)
+        if gpr is before:
+            return None, generation, applied
+        log.info("cluster %s: GPR resource %s/%s edited GPR %s", cluster, ref.namespace, ref.name, gpr.id)
+        # As after PATCH /gprs/{id}: the edited GPR is planned afresh, in its old and new bands.
+        self.planning.forget([gpr.id], {band(before.spec.priority), band(gpr.spec.priority)})
+        if self.on_submit is not None:
+            self.on_submit()
+        return gpr, generation, applied
+
     async def _follow(
         self,
         api: GPRResourceAPI,
@@ -237,9 +292,12 @@ class GPRSync:
         link: GPRResource,
         gpr: GPR,
         estimate: Estimate | None,
+        generation: int | None,
+        edit: dict | None,
         now: datetime,
     ) -> None:
-        """Status after the GPR; the finalizer on while the GPR may hold GPUs, off once it ended for a deletion."""
+        """Status after the GPR, at the generation it follows (with the SpecApplied condition of an edit just
+        read); the finalizer on while the GPR may hold GPUs, off once it ended for a deletion."""
         if resources.is_deleting(obj) and gpr.status.is_final:
             self._mark_deleted(link, now)
             await self._set_finalizer(api, cluster, obj, present=False)
@@ -248,9 +306,8 @@ class GPRSync:
         if not resources.is_deleting(obj):
             obj = await self._set_finalizer(api, cluster, obj, present=True)
         previous = obj.get("status") or {}
-        await self._patch_status(
-            api, ref, previous, resources.gpr_status(gpr, estimate, link.generation, previous, now)
-        )
+        status = resources.gpr_status(gpr, estimate, generation, previous, now, edit)
+        await self._patch_status(api, ref, previous, status)
 
     def _mark_deleted(self, link: GPRResource, now: datetime) -> None:
         with transaction(self.sessions) as session:

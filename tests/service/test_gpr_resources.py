@@ -3,19 +3,23 @@ real egs-hub end to end.
 
 In-process, passes are run by hand (``sync.sync()``) on the store, the cluster registry and the planner, so
 each step is deterministic: a resource becomes a GPR checked as POST /gprs checks it, an invalid one gets a
-condition, deleting one cancels its GPR and lets it go, and a restarted sync makes nothing twice.
+condition, an edit of its spec reaches the GPR as PATCH /gprs/{id} would (or a condition says why not),
+deleting one cancels its GPR and lets it go, and a restarted sync makes nothing twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from kmock import Server
 from kubernetes_asyncio import client
+from sqlalchemy import select
 
 from egs_hub.backends.kubernetes import gpr_resources as gr
+from egs_hub.core import lifecycle
 from egs_hub.core.model import SlicePolicy
 from egs_hub.core.requests import ClusterCreate
 from egs_hub.core.units import format_time
@@ -23,6 +27,8 @@ from egs_hub.service.clusters import Clusters
 from egs_hub.service.gpr_sync import GPRSync
 from egs_hub.service.planning import Planning
 from egs_hub.store import queries
+from egs_hub.store.db import transaction
+from egs_hub.store.models import GPU, EventRow, Node
 
 from ..k8s.builders import gpu_node
 from ..k8s.cluster import KubeCluster
@@ -42,7 +48,7 @@ def gpr_resource(name: str, spec: dict) -> dict:
 
 @pytest.fixture
 async def world(tmp_path):
-    policy = SlicePolicy(max_priority=200, max_idle_timeout=timedelta(hours=1))
+    policy = SlicePolicy(max_priority=200, max_idle_timeout=timedelta(hours=1), max_duration=timedelta(hours=4))
     sessions = store_with_slice(tmp_path, "team", {"emu": (NAMESPACE,)}, policy)
     async with ClusterEmulator() as emulator, Server(emulator):
         path = write_kubeconfig(tmp_path / "kc", str(emulator.url).rstrip("/"), emulator.token, CONTEXT)
@@ -86,10 +92,27 @@ class Resources:
     async def delete(self, name: str, namespace: str = NAMESPACE) -> None:
         await self.custom.delete_namespaced_custom_object(gr.GROUP, gr.VERSION, namespace, gr.PLURAL, name)
 
+    async def edit(self, name: str, spec: dict, namespace: str = NAMESPACE) -> None:
+        """As ``kubectl edit``: a merge patch of the spec (the API server bumps the generation)."""
+        await self.custom.patch_namespaced_custom_object(
+            gr.GROUP, gr.VERSION, namespace, gr.PLURAL, name, {"spec": spec}, _content_type=MERGE
+        )
+
 
 def gprs(world) -> list:
     with world["sessions"]() as session:
         return [queries.to_gpr(r) for r in queries.gpr_rows(session)]
+
+
+def edits(world) -> list[tuple[int, str, str]]:
+    """The ``edited`` events: GPR, actor, reason."""
+    with world["sessions"]() as session:
+        rows = session.scalars(select(EventRow).where(EventRow.kind == "edited").order_by(EventRow.id))
+        return [(e.gpr_id, e.actor, e.reason) for e in rows]
+
+
+def spec_applied(obj: dict) -> dict | None:
+    return next((c for c in obj["status"]["conditions"] if c["type"] == gr.SPEC_APPLIED), None)
 
 
 async def settle(sync: GPRSync, check) -> None:
@@ -285,3 +308,159 @@ def test_applied_with_kubectl_provisioned_then_deleted_releases(hub_world):
     wait_for(lambda: run(resources.get("train", "ml-home")) is None, 20, "the finalizer to go with the resource")
     assert ("Released", "train") in resource_events()
     assert len(admin.get("gprs?slice=ml")["gprs"]) == 1  # nothing made twice
+
+
+# Edits of a linked resource's spec
+
+
+async def test_an_edit_of_a_queued_gpr_is_applied(world):
+    resources = Resources(world["kube"])
+    sync = await started(world)
+    try:
+        await resources.apply("train", {"gpus": 1, "duration": 600, "priority": 120})
+
+        async def queued():
+            return ((await resources.get("train")).get("status") or {}).get("phase") == "queued"
+
+        await settle(sync, queued)
+        stale = (await resources.get("train"))["status"]
+        assert spec_applied({"status": stale}) is None  # not edited yet
+        await resources.edit("train", {"gpus": 2, "duration": "2h", "priority": 180})
+
+        async def applied():
+            return (await resources.get("train"))["status"]["observedGeneration"] == 2
+
+        await settle(sync, applied)
+        (gpr,) = gprs(world)
+        assert (gpr.status.value, gpr.spec.gpus, gpr.spec.duration, gpr.spec.priority) == (
+            "queued",
+            2,
+            timedelta(hours=2),
+            180,
+        )
+        assert edits(world) == [(gpr.id, "kubernetes:emu/team-home", "changed duration, gpus, priority")]
+        obj = await resources.get("train")
+        condition = spec_applied(obj)
+        assert (condition["status"], condition["reason"], condition["observedGeneration"]) == ("True", "Applied", 2)
+        assert obj["status"]["queuePosition"] == 1
+        # A pass that still sees the status from before the edit (the watch is behind) writes the same condition.
+        kept = spec_applied({"status": gr.gpr_status(gpr, None, 2, stale, datetime.now(UTC))})
+        assert {**kept, "lastTransitionTime": None} == {**condition, "lastTransitionTime": None}
+    finally:
+        await sync.stop()
+
+
+REFUSED = {
+    # spec edit -> (want SpecApplied reason, want message start)
+    "a bad duration": ({"duration": "soon"}, "Invalid", "spec.duration: "),
+    "another cluster": ({"cluster": "other"}, "Invalid", "spec.cluster: cluster cannot change from emu to other"),
+    "a field the API does not know": ({"colour": "red"}, "Invalid", "spec.colour: "),
+    "a change that needs approval": ({"duration": "8h"}, "OverLimits", "spec: this change needs an admin's approval"),
+}
+
+
+async def test_a_refused_edit_leaves_the_gpr_and_a_later_valid_one_clears_the_condition(world, caplog):
+    resources = Resources(world["kube"])
+    sync = await started(world)
+    names = [f"edit-{i}" for i in range(len(REFUSED))]
+    try:
+        # Asked to start in a day, so that their estimated start does not move with every pass.
+        after = format_time((datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0))
+        for name in names:
+            await resources.apply(name, {"gpus": 1, "duration": 600, "startAfter": after})
+
+        async def all_queued():
+            found = [await resources.get(n) for n in names]
+            return all((o.get("status") or {}).get("phase") == "queued" for o in found)
+
+        await settle(sync, all_queued)
+        before = {g.spec.name: g.spec for g in gprs(world)}
+        for name, (spec, _, _) in zip(names, REFUSED.values(), strict=True):
+            await resources.edit(name, spec)
+
+        async def all_refused():
+            found = [await resources.get(n) for n in names]
+            return all(spec_applied(o) is not None for o in found)
+
+        await settle(sync, all_refused)
+        assert {g.spec.name: g.spec for g in gprs(world)} == before and edits(world) == []
+        for name, (case, (_, reason, want)) in zip(names, REFUSED.items(), strict=True):
+            obj = await resources.get(name)
+            condition = spec_applied(obj)
+            assert (condition["status"], condition["reason"], condition["observedGeneration"]) == (
+                "False",
+                reason,
+                2,
+            ), case
+            assert condition["message"].startswith(want), (case, condition["message"])
+            # The rest of the status still follows the GPR, at the generation it was made from.
+            assert (obj["status"]["phase"], obj["status"]["observedGeneration"]) == ("queued", 1), case
+        # A refused generation is not read again: a pass refuses nothing and writes nothing.
+        rv = (await resources.get(names[0]))["metadata"]["resourceVersion"]
+        reflector = sync.watched["emu"].reflector
+        for name in names:
+            refused = (await resources.get(name))["metadata"]["resourceVersion"]
+            await eventually(
+                lambda n=name, v=refused: reflector.objects[(NAMESPACE, n)]["metadata"]["resourceVersion"] == v
+            )
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="egs_hub.service.gpr_sync"):
+            await sync.sync()
+        assert [r.message for r in caplog.records if "refused" in r.message] == []
+        assert (await resources.get(names[0]))["metadata"]["resourceVersion"] == rv and edits(world) == []
+        # Fixed with a valid edit, it is applied and the condition is cleared.
+        await resources.edit(names[0], {"duration": "20m"})
+
+        async def fixed():
+            return spec_applied(await resources.get(names[0]))["status"] == "True"
+
+        await settle(sync, fixed)
+        obj = await resources.get(names[0])
+        assert (obj["status"]["observedGeneration"], spec_applied(obj)["observedGeneration"]) == (3, 3)
+        fixed_gpr = next(g for g in gprs(world) if g.spec.name == names[0])
+        assert fixed_gpr.spec.duration == timedelta(minutes=20)
+        assert edits(world) == [(fixed_gpr.id, "kubernetes:emu/team-home", "changed duration")]
+    finally:
+        await sync.stop()
+
+
+def provision(world, gpr_id: int) -> None:
+    """What the reconciler does once the planner admits the GPR: its GPUs on gpu-1, then bound."""
+    now = datetime.now(UTC)
+    with transaction(world["sessions"]) as session:
+        row = queries.get_gpr_row(session, gpr_id, lock=True)
+        uuids = session.scalars(select(GPU.uuid).join(Node).where(Node.name == "gpu-1").order_by(GPU.uuid))
+        gpus = tuple(uuids)[: row.gpus]
+        queries.apply(session, row, lifecycle.admit(queries.to_gpr(row), gpus, ("gpu-1",), now))
+        queries.apply(session, row, lifecycle.mark_provisioned(queries.to_gpr(row), "reconciler", now))
+
+
+async def test_an_edit_of_a_provisioned_gpr_is_refused(world):
+    resources = Resources(world["kube"])
+    sync = await started(world)
+    try:
+        await resources.apply("running", {"gpus": 1, "duration": 600})
+
+        async def queued():
+            return ((await resources.get("running")).get("status") or {}).get("phase") == "queued"
+
+        await settle(sync, queued)
+        (gpr,) = gprs(world)
+        provision(world, gpr.id)
+        await resources.edit("running", {"duration": "20m"})
+
+        async def refused():
+            obj = await resources.get("running")
+            return obj["status"]["phase"] == "provisioned" and spec_applied(obj) is not None
+
+        await settle(sync, refused)
+        condition = spec_applied(await resources.get("running"))
+        assert (condition["status"], condition["reason"], condition["message"]) == (
+            "False",
+            "NotEditable",
+            f"spec: GPR {gpr.id} is provisioned; only pending or queued GPRs can be edited",
+        )
+        (after,) = gprs(world)
+        assert after.spec == gpr.spec and after.status.value == "provisioned" and edits(world) == []
+    finally:
+        await sync.stop()

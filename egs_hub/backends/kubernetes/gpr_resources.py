@@ -17,7 +17,11 @@ reads its spec as the body of ``POST /gprs``:
 
 Its ``status`` follows the GPR (``phase`` is the GPR's status) with the
 conditions ``Accepted`` (True: a GPR was made; False: why not, naming the
-resource's field) and ``Provisioned``. A condition keeps its
+resource's field) and ``Provisioned``. An edit of a linked resource's spec (a
+new ``metadata.generation``) is read once, as ``PATCH /gprs/{id}`` by the GPR's
+owner: ``observedGeneration`` is the generation the GPR follows, and the
+condition ``SpecApplied`` (once the spec was edited; its own ``observedGeneration``
+is the edit's) says whether the latest edit reached the GPR or why not. A condition keeps its
 ``lastTransitionTime`` while its status stays the same, as
 ``meta.SetStatusCondition`` does, so recomputing an unchanged status changes
 nothing. The finalizer ``egs.io/gpr`` keeps a deleted resource until its GPR
@@ -32,8 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from ...core.errors import InvalidRequest
-from ...core.model import GPR, Status
+from ...core.errors import Conflict, IllegalTransition, InvalidRequest, PolicyViolation
+from ...core.model import GPR, GPRSpec, Status
+from ...core.requests import GPRCreate, parse_body
 from ...core.snapshot import Estimate
 from ...core.units import format_time
 
@@ -44,6 +49,9 @@ PLURAL = "gpuprovisionrequests"
 KIND = "GpuProvisionRequest"
 FINALIZER = "egs.io/gpr"
 INVALID_PHASE = "invalid"
+SPEC_APPLIED = "SpecApplied"
+# What refuses an edit of a resource's spec (handlers/gprs.edit_gpr, edited_spec)
+EDIT_REFUSALS = (InvalidRequest, PolicyViolation, IllegalTransition, Conflict)
 
 # spec field -> POST /gprs field (see the module's table)
 SPEC_FIELDS = {
@@ -114,6 +122,25 @@ def api_body(obj: Mapping, slice_name: str, cluster: str) -> dict:
     return body
 
 
+def requested_spec(obj: Mapping, slice_name: str, cluster: str) -> GPRSpec:
+    """The spec the resource asks for, read and checked as a POST /gprs body; InvalidRequest naming the field."""
+    return parse_body(GPRCreate, api_body(obj, slice_name, cluster)).to_spec()
+
+
+def edited_spec(obj: Mapping, current: GPRSpec, cluster: str) -> GPRSpec:
+    """The spec an edited resource now asks of its GPR (``current``): read as at creation, so a field left out
+    takes its default, in the GPR's slice. The namespace fixed the slice, and the cluster stays: a
+    ``spec.cluster`` that moves the GPR is an InvalidRequest."""
+    spec = requested_spec(obj, current.slice, cluster)
+    if spec.cluster != current.cluster:
+        raise InvalidRequest(
+            "cluster",
+            f"cluster cannot change from {current.cluster} to {spec.cluster}; "
+            "delete this resource and apply a new one to ask on another cluster",
+        )
+    return spec
+
+
 def resource_field(field: str) -> str:
     """The resource's path of a POST /gprs field the API names in an error ("start_after" -> "spec.startAfter")."""
     return RESOURCE_FIELDS.get(field, field)
@@ -154,21 +181,45 @@ def _time(value: datetime | None) -> str | None:
     return format_time(value.replace(microsecond=0)) if value is not None else None
 
 
-def _condition(kind: str, status: bool, reason: str, message: str, when: datetime, previous: Mapping) -> dict:
-    old = next((c for c in previous.get("conditions") or () if c.get("type") == kind), None)
+def _find_condition(status: Mapping, kind: str) -> Mapping | None:
+    return next((c for c in status.get("conditions") or () if c.get("type") == kind), None)
+
+
+def _condition(
+    kind: str,
+    status: bool,
+    reason: str,
+    message: str,
+    when: datetime,
+    previous: Mapping,
+    generation: int | None = None,
+) -> dict:
+    old = _find_condition(previous, kind)
     value = "True" if status else "False"
     since = old["lastTransitionTime"] if old is not None and old.get("status") == value else _time(when)
-    return {"type": kind, "status": value, "lastTransitionTime": since, "reason": reason, "message": message}
+    condition = {"type": kind, "status": value, "lastTransitionTime": since, "reason": reason, "message": message}
+    if generation is not None:
+        condition["observedGeneration"] = generation
+    return condition
 
 
 def _camel(status: Status) -> str:
     return "".join(part.capitalize() for part in status.value.split("-"))
 
 
-def gpr_status(gpr: GPR, estimate: Estimate | None, generation: int | None, previous: Mapping, now: datetime) -> dict:
+def gpr_status(
+    gpr: GPR,
+    estimate: Estimate | None,
+    generation: int | None,
+    previous: Mapping,
+    now: datetime,
+    edit: Mapping | None = None,
+) -> dict:
     """The status of a resource whose GPR is ``gpr``; ``estimate`` is its plan while queued, ``generation``
-    the resource's generation it was made from, ``previous`` the status now (for transition times)."""
+    the resource's generation the GPR follows, ``previous`` the status now (for transition times).
+    ``edit`` is the SpecApplied condition of an edit just read (without one, ``_spec_applied_kept``)."""
     provisioned = gpr.status is Status.PROVISIONED
+    edit = edit or _spec_applied_kept(generation, previous, now)
     status = {
         "gprId": gpr.id,
         "phase": gpr.status.value,
@@ -192,9 +243,51 @@ def gpr_status(gpr: GPR, estimate: Estimate | None, generation: int | None, prev
                 gpr.window_start if provisioned and gpr.window_start else now,
                 previous,
             ),
+            *([dict(edit)] if edit else []),
         ],
     }
     return {key: value for key, value in status.items() if value is not None}
+
+
+def _spec_applied_kept(generation: int | None, previous: Mapping, now: datetime) -> dict | None:
+    """SpecApplied between edits, from the generation the GPR follows and the status now: a refusal of a
+    later generation stays (it is not read again); else True at ``generation`` once the spec was edited
+    (generation past 1, the API server's first). Only these two, so a status recomputed from a copy the
+    watch has not brought up to date yet is the same, not one that undoes the latest edit's condition."""
+    old = _find_condition(previous, SPEC_APPLIED)
+    if generation is None or (old is not None and (old.get("observedGeneration") or 0) > generation):
+        return old
+    return spec_applied(generation, None, previous, now) if generation > 1 or old is not None else None
+
+
+def spec_edited(obj: Mapping, generation: int | None) -> bool:
+    """Whether a linked resource's spec is to be read: its generation is past ``generation``, the one its GPR
+    follows, and an edit refused at that generation (SpecApplied False) is not read again."""
+    seen = obj["metadata"].get("generation")
+    if seen is None or generation is None or seen <= generation:
+        return False
+    applied = _find_condition(obj.get("status") or {}, SPEC_APPLIED)
+    return not (applied and applied.get("status") == "False" and applied.get("observedGeneration") == seen)
+
+
+def spec_applied(
+    generation: int,
+    error: InvalidRequest | PolicyViolation | IllegalTransition | Conflict | None,
+    previous: Mapping,
+    now: datetime,
+) -> dict:
+    """The SpecApplied condition of an edit read at ``generation``: True when the GPR follows it, else False
+    with why, naming the resource's field (the whole ``spec`` when the change as such is refused)."""
+    if error is None:
+        return _condition(
+            SPEC_APPLIED, True, "Applied", f"the GPR follows generation {generation}", now, previous, generation
+        )
+    if isinstance(error, InvalidRequest | PolicyViolation):
+        reason, said = "Invalid", resource_message(error.field, str(error))
+    else:
+        reason = "NotEditable" if isinstance(error, IllegalTransition) else "OverLimits"
+        said = resource_message("body", str(error))
+    return _condition(SPEC_APPLIED, False, reason, said, now, previous, generation)
 
 
 def invalid_status(field: str, message: str, generation: int | None, previous: Mapping, now: datetime) -> dict:

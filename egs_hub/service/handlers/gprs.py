@@ -1,6 +1,7 @@
 """GPRs: submit, read, edit, cancel, release early, approve and deny; wait-time
 estimates. ``submit_gpr`` is also how a GPR resource applied with kubectl becomes
-a GPR (gpr_sync.py), so both are checked alike. Estimates come from the same planner as admission, with the same
+a GPR, and ``edit_gpr`` how an edit of its spec reaches the GPR (gpr_sync.py), so
+both are checked alike. Estimates come from the same planner as admission, with the same
 promises (planning.py); the queue and evictions are in queue.py.
 """
 
@@ -75,6 +76,33 @@ def submit_gpr(
     row = queries.new_gpr_row(session, spec, requested_by, now)
     submitted = lifecycle.submit(row.id, spec, requested_by, reasons, now, reject=reject)
     return queries.apply(session, row, submitted)
+
+
+def edit_gpr(
+    session,
+    planning: Planning,
+    row: GPRRow,
+    spec: core.GPRSpec,
+    slice_row: SliceRow,
+    actor: str,
+    now: datetime,
+    *,
+    admin: bool,
+) -> core.GPR:
+    """PATCH /gprs/{id} after its caller's checks (body, who may edit), for the API and GPR resources alike:
+    vet the new spec as submit_gpr does, then edit the GPR (pending approval or queued) to it.
+    Nothing is written when it raises: InvalidRequest or PolicyViolation naming the field, Conflict for a
+    change over the slice's limits that its policy rejects or that a queued GPR would need approved for,
+    IllegalTransition for a GPR past queued."""
+    gpr = queries.to_gpr(row)
+    _, reasons = vet(session, planning, spec, slice_row, now, admin=admin)
+    if reasons and not admin and queries.slice_policy(slice_row).reject_over_limits:
+        raise Conflict(f"this change is over the slice's limits ({'; '.join(reasons)}); it is not allowed")
+    if gpr.status is core.Status.QUEUED and reasons and not admin:
+        raise Conflict(
+            f"this change needs an admin's approval ({'; '.join(reasons)}); cancel this GPR and submit a new one"
+        )
+    return queries.apply(session, row, lifecycle.edit(gpr, spec, actor, now))
 
 
 class GPRBase(APIHandler):
@@ -171,14 +199,7 @@ class GPRHandler(GPRBase):
         if not (self.is_admin or gpr.requested_by == self.user_name):
             raise web.HTTPError(403, f"only {gpr.requested_by} (who asked) or an admin can edit GPR {gpr.id}")
         spec = update.apply(gpr.spec)
-        _, reasons = self.vet(session, spec, slice_row, now)
-        if reasons and not self.is_admin and queries.slice_policy(slice_row).reject_over_limits:
-            raise Conflict(f"this change is over the slice's limits ({'; '.join(reasons)}); it is not allowed")
-        if gpr.status is core.Status.QUEUED and reasons and not self.is_admin:
-            raise Conflict(
-                f"this change needs an admin's approval ({'; '.join(reasons)}); cancel this GPR and submit a new one"
-            )
-        queries.apply(session, row, lifecycle.edit(gpr, spec, self.user_name, now))
+        edit_gpr(session, self.egs.planning, row, spec, slice_row, self.user_name, now, admin=self.is_admin)
 
     @authenticated
     def delete(self, gpr_id: str) -> None:
