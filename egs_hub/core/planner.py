@@ -17,26 +17,31 @@ capacity is lost; fair-share changes among waiting requests, early and idle
 releases never move it later, and the next pass moves requests earlier into
 what was released.
 
+The wait-time query for a request not yet submitted answers from what the pass
+leaves (``Views``): the start the next pass would give it, wherever it sorts in
+its band, read off the band's timeline taken back to its place in the queue.
+
 Also here: the baselines the simulator compares against (``easy``: only the
-head of the queue holds a reservation; ``none``: strict order), the wait-time
-query for a request not yet submitted, and the eviction that would let a
-blocked top of the queue start now. Pure: no I/O, no clock, deterministic.
+head of the queue holds a reservation; ``none``: strict order), and the
+eviction that would let a blocked top of the queue start now. Pure: no I/O,
+no clock, deterministic (``Views`` keeps what a query makes, for the next).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from . import fairshare
 from .model import GPRSpec, Node
 from .pool import Pool
 from .profile import INF
-from .queue import PriorityQueue, band
+from .queue import PriorityQueue, band, queue_key
 from .snapshot import Booking, Estimate, Eviction, Option, Placement, Plan, Request, Snapshot
-from .timeline import Timeline, Window
+from .timeline import Rewind, Timeline, Window, earliest_window
 
 BACKFILL = ("conservative", "easy", "none")
 BANDS = (2, 1, 0)
@@ -50,10 +55,30 @@ _JUST_AFTER_S = JUST_AFTER.total_seconds()
 @dataclass(frozen=True)
 class Views:
     """What a pass leaves for wait-time queries: per band, the timeline after that band
-    and every band above it were planned (a request never waits for lower bands)."""
+    and every band above it were planned (a request never waits for lower bands); the
+    band's requests that got a window, with it, in queue order; and the fair-share factors
+    that ordered them."""
 
     now: datetime
     after_band: dict[int, Timeline]
+    placed: Mapping[int, list[tuple[Request, Window]]]
+    factors: Mapping[str, float]
+    rewinds: dict[int, Rewind] = field(default_factory=dict, repr=False, compare=False)  # made by queries
+
+    def ahead(self, spec: GPRSpec, now: datetime) -> int:
+        """How many of the band's placed requests sort ahead of a request for ``spec``
+        submitted ``now``, which gets a GPR id after theirs (queue.queue_key)."""
+        factors = self.factors
+        probe = queue_key(Request(0, spec, now), factors.get(spec.slice, 1.0))[:-1]
+        members = self.placed[band(spec.priority)]
+        return bisect_right(members, probe, key=lambda m: queue_key(m[0], factors.get(m[0].spec.slice, 1.0))[:-1])
+
+    def rewind(self, b: int) -> Rewind:
+        """Band ``b``'s timeline at any place in its queue order, made on the first query
+        that needs it."""
+        if b not in self.rewinds:
+            self.rewinds[b] = Rewind(self.after_band[b], [window for _, window in self.placed[b]])
+        return self.rewinds[b]
 
 
 def plan(snapshot: Snapshot, now: datetime, *, backfill: str = "conservative") -> Plan:
@@ -79,27 +104,39 @@ def plan(snapshot: Snapshot, now: datetime, *, backfill: str = "conservative") -
         estimates=state.estimates,
         approvals=approvals,
         evictions=evictions,
-        views=Views(now, state.after_band),
+        views=Views(now, state.after_band, state.placed, state.factors),
     )
 
 
 def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Plan | None = None) -> list[Option]:
     """When a request for ``spec`` submitted now would start, on every (cluster, shape)
-    that could serve it, as if it joined ``current`` (the plan of ``snapshot``, computed
-    when not given) behind everything in its band and the bands above.
+    that could serve it: the start the next plan gives it when it joins the queue of
+    ``current`` (the plan of ``snapshot``, computed when not given), whose estimates are
+    then the promises.
 
-    That is the start the next plan gives it when it sorts last in its band, and the
-    latest it gets otherwise: one that sorts ahead of others in its band (better fair
-    share, higher priority) may also take windows promised to them, and start earlier."""
+    It waits for the bands above and for the requests of its band ahead of it, not for
+    those behind it (it has a better fair share, or a higher priority): the next plan
+    lets a new request take windows promised to the requests behind it. So it is asked
+    on its band's timeline without their windows (the first such query on a band of a
+    plan makes that band's ``Rewind``)."""
     current = current or plan(snapshot, now)
-    timeline = current.views.after_band[band(spec.priority)]
-    base = current.views.now
+    views = current.views
+    b = band(spec.priority)
+    timeline = views.after_band[b]
+    base = views.now
     lower = max(0.0, (spec.start_after - base).total_seconds()) if spec.start_after else 0.0
     lower = max(lower, (now - base).total_seconds())
     duration = spec.duration.total_seconds()
+    place = views.ahead(spec, now)
+    pools = _eligible_pools(timeline, spec)
+    if place < len(views.placed[b]):  # some of its band sort behind it
+        rewind = views.rewind(b)
+        use, pools = rewind.use(spec.slice, place), [rewind.pool(p, place) for p in pools]
+    else:
+        use = timeline.use(spec.slice)
     options = []
-    for pool in _eligible_pools(timeline, spec):
-        window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower)
+    for pool in pools:
+        window = earliest_window(use, spec.slice, pool, spec.gpus, spec.nodes, duration, lower)
         if window is not None:
             start = base + timedelta(seconds=window.start)
             options.append(Option(pool.cluster, pool.shape, start, start - now, _placement(window, ())))
@@ -151,6 +188,25 @@ def _eligible_pools(timeline: Timeline, spec: GPRSpec) -> list[Pool]:
     ]
 
 
+def _soonest(
+    timeline: Timeline,
+    spec: GPRSpec,
+    pools: Iterable[Pool],
+    lower: float,
+    upper: float = INF,
+    node: int | None = None,
+) -> Window | None:
+    """The earliest window for ``spec`` from ``lower`` on and before ``upper``, on the first
+    of ``pools`` where it starts soonest (or on their ``node``)."""
+    duration = spec.duration.total_seconds()
+    best = None
+    for pool in pools:
+        window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper, node)
+        if window is not None:
+            best, upper = window, window.start
+    return best
+
+
 @contextmanager
 def _avoiding(timeline: Timeline, avoid: frozenset[tuple[str, str]]) -> Iterator[None]:
     """While inside, the ``avoid`` nodes have no GPU free at any time on ``timeline``; after,
@@ -199,6 +255,7 @@ class _Pass:
         Pool.summarize(later)
         self.estimates: dict[int, Estimate] = {}
         self.after_band: dict[int, Timeline] = {}
+        self.placed: dict[int, list[tuple[Request, Window]]] = {b: [] for b in BANDS}
         self.free_now: dict[tuple[str, str], list[str]] = {}
         self._pools: dict[tuple[str | None, str | None], list[Pool]] = {}
 
@@ -264,14 +321,12 @@ class _Pass:
         on the pass's timeline or ``on``."""
         spec = request.spec
         lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
-        duration = spec.duration.total_seconds()
-        timeline, best = on or self.timeline, None
-        with _avoiding(timeline, request.avoid):
-            for pool in self.pools(spec, on) if only is None else (only,):
-                window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, lower, upper, node)
-                if window is not None:
-                    best, upper = window, window.start
-        return best
+        timeline = on or self.timeline
+        pools = self.pools(spec, on) if only is None else (only,)
+        if request.avoid:
+            with _avoiding(timeline, request.avoid):
+                return _soonest(timeline, spec, pools, lower, upper, node)
+        return _soonest(timeline, spec, pools, lower, upper, node)
 
     def place(self, request: Request, position: int, window: Window | None, *, put: bool = True) -> None:
         """Put ``window`` on the timeline (unless it is held there already) and record the
@@ -335,6 +390,8 @@ class _Pass:
                     self._keep(request, position, held)
                 else:
                     self.place(request, position, window)
+                if window is not None:  # the window it has on the timeline (``held``, kept)
+                    self.placed[b].append((request, window))
                 if k == last_ahead:
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
@@ -516,11 +573,7 @@ class _Pass:
             use.add(0.0, end, len(booking.gpus), sign)
 
     def _starts_now(self, timeline: Timeline, request: Request) -> bool:
-        spec = request.spec
-        duration = spec.duration.total_seconds()
+        pools = _eligible_pools(timeline, request.spec)
         with _avoiding(timeline, request.avoid):
-            for pool in _eligible_pools(timeline, spec):
-                window = timeline.earliest(spec.slice, pool, spec.gpus, spec.nodes, duration, 0.0)
-                if window is not None and window.start == 0.0:
-                    return True
-        return False
+            window = _soonest(timeline, request.spec, pools, 0.0)
+        return window is not None and window.start == 0.0

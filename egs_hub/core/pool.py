@@ -21,6 +21,8 @@ other window.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -34,6 +36,10 @@ class Fit(NamedTuple):
 
     start: float
     picks: tuple[tuple[int, int], ...]
+
+
+# ``tail``, ``hole``, ``first`` (levels x nodes) and ``free_now`` (nodes) of some nodes.
+Summary = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 class Pool:
@@ -61,6 +67,20 @@ class Pool:
         clone.hole = self.hole.copy()
         clone.first = self.first.copy()
         clone.free_now = self.free_now.copy()
+        return clone
+
+    def with_profiles(self, nodes: list[int], profiles: list[Profile], summary: Summary) -> Pool:
+        """A what-if copy of the pool in which ``nodes`` have ``profiles``, with ``summary``
+        (their ``summaries``); it shares everything else with this pool, so nothing may be
+        reserved on it."""
+        clone = Pool.__new__(Pool)
+        clone.__dict__.update(self.__dict__)
+        clone.profiles = self.profiles.copy()
+        for i, profile in zip(nodes, profiles, strict=True):
+            clone.profiles[i] = profile
+        clone.tail, clone.hole, clone.first = self.tail.copy(), self.hole.copy(), self.first.copy()
+        clone.free_now = self.free_now.copy()
+        clone.tail[:, nodes], clone.hole[:, nodes], clone.first[:, nodes], clone.free_now[nodes] = summary
         return clone
 
     def reserve(
@@ -121,7 +141,7 @@ class Pool:
         tail = float(tails[first_tail])
         best = min(max(tail, lower), upper)
         from_holes = []
-        holes = np.flatnonzero((self.hole[gpus] >= duration) & (self.first[gpus] < best))
+        holes = ((self.hole[gpus] >= duration) & (self.first[gpus] < best)).nonzero()[0]
         if holes.size:
             firsts = self.first[gpus, holes]
             for j in np.argsort(firsts, kind="stable").tolist():
@@ -166,7 +186,7 @@ class Pool:
             float(np.partition(tail_last, count - 1)[count - 1]),
         )
         bound = min(bound, upper)
-        hole_nodes = set(np.flatnonzero((self.hole[last] >= duration) | (self.hole[full] >= duration)).tolist())
+        hole_nodes = set(((self.hole[last] >= duration) | (self.hole[full] >= duration)).nonzero()[0].tolist())
         times = {lower, bound}
         for tails in (tail_full, tail_last):
             times.update(tails[(tails > lower) & (tails < bound)].tolist())
@@ -184,8 +204,8 @@ class Pool:
     def _pick_many(
         self, count: int, full: int, last: int, duration: float, t: float, hole_nodes: set[int]
     ) -> Fit | None:
-        full_ok = set(np.flatnonzero(self.tail[full] <= t).tolist())
-        last_ok = set(np.flatnonzero(self.tail[last] <= t).tolist())
+        full_ok = set((self.tail[full] <= t).nonzero()[0].tolist())
+        last_ok = set((self.tail[last] <= t).nonzero()[0].tolist())
         for i in hole_nodes:
             if i in full_ok:
                 continue
@@ -241,3 +261,35 @@ class Pool:
         self.tail[:, i] = tails
         self.hole[:, i] = holes
         self.first[:, i] = firsts
+
+
+def summaries(profiles: Sequence[Profile], width: int) -> Summary:
+    """``tail``, ``hole`` and ``first`` (levels x profiles) and ``free_now`` of many profiles
+    at once, as ``Pool._summarize`` makes them one node at a time, for what-if pools."""
+    counts = np.fromiter((len(p.times) for p in profiles), dtype=np.int64, count=len(profiles))
+    size = int(counts.sum())
+    times = np.fromiter(chain.from_iterable(p.times for p in profiles), dtype=float, count=size)
+    free = np.fromiter(chain.from_iterable(p.values for p in profiles), dtype=np.int64, count=size)
+    owner = np.repeat(np.arange(len(profiles)), counts)
+    starts = np.cumsum(counts) - counts
+    ends = starts + counts - 1
+    index = np.arange(size)
+    tail = np.full((width + 1, len(profiles)), INF)
+    hole = np.zeros(tail.shape)
+    first = tail.copy()
+    for g in range(1, width + 1):
+        above = free >= g
+        before = np.concatenate(([False], above[:-1]))
+        before[starts] = False  # a profile starts from nothing free, as _summarize's scan does
+        rises = np.flatnonzero(above & ~before)
+        np.minimum.at(first[g], owner[rises], times[rises])
+        falls = np.flatnonzero(before & ~above)
+        if falls.size:  # a run that ends is a hole; it began at the last rise before
+            began = np.maximum.accumulate(np.where(above & ~before, index, 0))[falls]
+            np.maximum.at(hole[g], owner[falls], times[falls] - times[began])
+        below = np.flatnonzero(~above)
+        last_below = np.full(len(profiles), -1)
+        np.maximum.at(last_below, owner[below], below)
+        from_ = np.where(last_below < 0, 0.0, times[np.minimum(last_below + 1, ends)])
+        tail[g] = np.where(above[ends], from_, INF)
+    return tail, hole, first, free[starts]

@@ -2,17 +2,21 @@
 
 Times are float seconds from ``now``. A *window* put on the timeline is a
 booking, a placement, or a promise held for a request (see planner.py); each
-can be taken off again exactly.
+can be taken off again exactly. A *rewind* is the timeline as it was at some
+place in the order its windows were planned in (for wait-time queries).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import numpy as np
+
 from .model import Node, Shape, SlicePolicy
-from .pool import Fit, Pool
+from .pool import Fit, Pool, summaries
 from .profile import INF, Profile
 
 
@@ -133,18 +137,115 @@ class Timeline:
     ) -> Window | None:
         """The earliest window on ``pool`` (or on its ``node``, for a one-node request) for the
         request that its slice's limits allow, starting before ``upper``."""
-        need = pool.need(gpus, nodes)
-        use = self.use(slice_name)
-        held = need[0] * need[1] - need[1] + need[2]
-        t = lower
-        while True:
-            if use is not None:
-                t = use.earliest(held, duration, t)
-                if t >= upper:
-                    return None
-            fit: Fit | None = pool.earliest(need, duration, t, upper, node)
-            if fit is None:
+        return earliest_window(self.use(slice_name), slice_name, pool, gpus, nodes, duration, lower, upper, node)
+
+
+def earliest_window(
+    use: SliceUse | None,
+    slice_name: str,
+    pool: Pool,
+    gpus: int | None,
+    nodes: int | None,
+    duration: float,
+    lower: float,
+    upper: float = INF,
+    node: int | None = None,
+) -> Window | None:
+    """``Timeline.earliest`` with the slice's ``use`` given."""
+    need = pool.need(gpus, nodes)
+    held = need[0] * need[1] - need[1] + need[2]
+    t = lower
+    while True:
+        if use is not None:
+            t = use.earliest(held, duration, t)
+            if t >= upper:
                 return None
-            if use is None or fit.start == t or use.allows(held, fit.start, fit.start + duration):
-                return Window(slice_name, pool, fit.picks, fit.start, fit.start + duration)
-            t = fit.start
+        fit: Fit | None = pool.earliest(need, duration, t, upper, node)
+        if fit is None:
+            return None
+        if use is None or fit.start == t or use.allows(held, fit.start, fit.start + duration):
+            return Window(slice_name, pool, fit.picks, fit.start, fit.start + duration)
+        t = fit.start
+
+
+class Rewind:
+    """A timeline after some requests were planned, taken back to any place in their order:
+    what a request placed there would find, with the windows of those from the place on
+    (counted from 0) given back.
+
+    ``windows`` are the requests' windows in their order, on the timeline or a copy of it.
+    Made once, then asked often: per node, its profile without its windows from each of
+    them on and the summaries of that (made for a pool when it is first asked about), and
+    per slice its windows. Nothing here changes the timeline."""
+
+    def __init__(self, timeline: Timeline, windows: list[Window]):
+        self.timeline = timeline
+        self.size = len(windows)
+        self.slices: dict[str, list[tuple[int, Window]]] = defaultdict(list)
+        # Per pool (by id) and node: (place, GPUs taken off its profile, window), by place
+        self._held: dict[int, dict[int, list[tuple[int, int, Window]]]] = defaultdict(lambda: defaultdict(list))
+        for place, window in enumerate(windows):
+            window = timeline.translate(window)
+            self.slices[window.slice].append((place, window))
+            for i, gpus in window.picks:
+                self._held[id(window.pool)][i].append((place, window.pool.taken(i, gpus), window))
+        self._pools: dict[int, _PoolRewind] = {}
+
+    def pool(self, pool: Pool, place: int) -> Pool:
+        """``pool`` (of the timeline) without the windows from ``place`` on."""
+        if id(pool) not in self._held:
+            return pool
+        if id(pool) not in self._pools:
+            self._pools[id(pool)] = _PoolRewind(pool, self._held[id(pool)], self.size)
+        return self._pools[id(pool)].at(place)
+
+    def use(self, slice_name: str, place: int) -> SliceUse | None:
+        """The slice's use without its windows from ``place`` on."""
+        use = self.timeline.use(slice_name)
+        windows = self.slices.get(slice_name, [])
+        k = bisect_left(windows, place, key=lambda pw: pw[0])
+        if use is None or k == len(windows):
+            return use
+        use = use.copy()
+        for _, window in windows[k:]:
+            use.add(window.start, window.end, window.gpus, -1)
+        return use
+
+
+class _PoolRewind:
+    """One pool of a Rewind. A *row* is a node and one of its windows (by node, then place);
+    each row has the node's profile without its windows from that one on, and its summary.
+    The rows of a node sort by ``key``: its rank among the nodes times ``step``, plus place."""
+
+    def __init__(self, pool: Pool, held: dict[int, list[tuple[int, int, Window]]], size: int):
+        self.pool = pool
+        self.step = size + 1
+        nodes = sorted(held.items())
+        self.nodes = np.array([i for i, _ in nodes])
+        keys: list[int] = []
+        self.profiles: list[Profile] = []
+        ends = []
+        for rank, (i, held) in enumerate(nodes):
+            profile, given_back = pool.profiles[i], []
+            for _, taken, window in reversed(held):
+                profile = profile.copy()
+                profile.add(window.start, window.end, taken)
+                given_back.append(profile)
+            self.profiles += reversed(given_back)
+            keys += (rank * self.step + place for place, _, _ in held)
+            ends.append(len(self.profiles))
+        self.keys = np.array(keys, dtype=np.int64)
+        self.ends = np.array(ends)
+        self.summary = summaries(self.profiles, pool.width)
+
+    def at(self, place: int) -> Pool:
+        """The pool without the windows from ``place`` on: each node's first row at or after
+        ``place``, where it has one."""
+        rows = np.searchsorted(self.keys, np.arange(len(self.nodes)) * self.step + place)
+        changed = rows < self.ends
+        if not changed.any():
+            return self.pool
+        rows = rows[changed]
+        profiles = [self.profiles[r] for r in rows.tolist()]
+        summary = tuple(part[..., rows] for part in self.summary)
+        return self.pool.with_profiles(self.nodes[changed].tolist(), profiles, summary)

@@ -55,7 +55,8 @@ def specs(draw) -> GPRSpec:
 
 
 @st.composite
-def snapshots(draw) -> Snapshot:
+def snapshots(draw, queued: tuple[int, int] = (0, 6)) -> Snapshot:
+    """Between ``queued[0]`` and ``queued[1]`` queued requests."""
     inventory = draw(nodes())
     pool = [g for n in inventory for g in n.gpus]
     bookings = []
@@ -69,7 +70,7 @@ def snapshots(draw) -> Snapshot:
         bookings.append(Booking(gpr_id, draw(st.sampled_from(SLICES)), tuple(taken), start, end, draw(st.booleans())))
     queue = tuple(
         Request(gpr_id, draw(specs()), draw(HALF_HOURS.filter(lambda t: t <= NOW)))
-        for gpr_id in range(1, 1 + draw(st.integers(min_value=0, max_value=6)))
+        for gpr_id in range(1, 1 + draw(st.integers(min_value=queued[0], max_value=queued[1])))
     )
     policies = {
         name: SlicePolicy(
@@ -229,9 +230,15 @@ def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
 
 
 @SETTINGS
-@given(snapshots(), specs())
-def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec):
-    check_wait_times_match_plan(snapshot, wanted)
+@given(snapshots(queued=(1, 12)), specs(), st.data())
+def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec, data):
+    """Wherever the request sorts in its band (by fair share, from usage, then priority);
+    half the time just ahead of a queued request: its slice, one more priority."""
+    usage = data.draw(st.dictionaries(st.sampled_from(SLICES), st.floats(min_value=0, max_value=1e7)))
+    if snapshot.queue and data.draw(st.booleans()):
+        near = data.draw(st.sampled_from(snapshot.queue)).spec
+        wanted = dataclasses.replace(wanted, slice=near.slice, priority=near.priority + 1)
+    check_wait_times_match_plan(dataclasses.replace(snapshot, usage=usage), wanted)
 
 
 @SETTINGS

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -12,7 +11,19 @@ from egs_hub.core.model import GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import plan, unservable_reason, wait_times
 from egs_hub.core.snapshot import Booking, Request, Snapshot
 
-from .builders import NOW, at, booking, check_wait_times_match_plan, gpus_of, node, req, shape, snap, spec
+from .builders import (
+    NOW,
+    at,
+    booking,
+    check_wait_times_match_plan,
+    gpus_of,
+    node,
+    req,
+    shape,
+    snap,
+    spec,
+    view_state,
+)
 
 H1 = node("h1")  # H100-80GB x8 in c1
 A1 = node("a1", 4, "A100")  # A100-80GB x4 in c1
@@ -143,20 +154,100 @@ def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec):
     check_wait_times_match_plan(snapshot, wanted)
 
 
-def test_wait_times_is_the_latest_start_for_a_request_that_sorts_ahead_in_its_band():
-    """h1 is full for an hour; 1 (priority 101) is promised it at +1h. Asked at priority 150
-    (same band, ahead of 1), wait_times answers as if behind 1 (+2h); submitted, the request
-    goes ahead of 1 and takes its window (+1h)."""
-    policies = {name: SlicePolicy(max_active_gprs=10) for name in ("a", "b", "o")}
-    snapshot = snap(
-        H1, bookings=(booking(90, H1.gpus, until=1, slice="o"),), queue=(req(1, gpus=8, slice="a"),), policies=policies
-    )
+@dataclass(frozen=True)
+class AheadCase:
+    """``spec`` sorts ahead of queued requests of its band; ``last`` is the same request
+    sorting last in it. Each is asked about alone."""
+
+    nodes: tuple[Node, ...]
+    queue: tuple[Request, ...]
+    spec: GPRSpec
+    last: GPRSpec
+    want: datetime  # the soonest start of ``spec``: it may take windows promised to those behind it
+    want_last: datetime  # the soonest start of ``last``: after the whole band
+    bookings: tuple[Booking, ...] = ()
+    policies: dict[str, SlicePolicy] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+
+
+H2 = node("h2")
+H1_FOR_AN_HOUR = (booking(90, H1.gpus, until=1, slice="o"),)
+AHEAD = {
+    # h1 is busy for an hour; 1 is promised it at +1h; asked behind 1, h1 is free at +2h
+    "higher priority takes the window promised to the request behind it": AheadCase(
+        (H1,),
+        (req(1, gpus=8, slice="a"),),
+        spec(gpus=8, slice="b", priority=150),
+        spec(gpus=8, slice="b", priority=101),
+        want=at(1),
+        want_last=at(2),
+        bookings=H1_FOR_AN_HOUR,
+    ),
+    # b used nothing (factor 1); a and c used the same (factor 2 ** -1.5): c sorts after 1
+    "a better fair share goes ahead of a higher priority": AheadCase(
+        (H1,),
+        (req(1, gpus=8, slice="a", priority=200),),
+        spec(gpus=8, slice="b", priority=101),
+        spec(gpus=8, slice="c", priority=101),
+        want=at(1),
+        want_last=at(2),
+        bookings=H1_FOR_AN_HOUR,
+        policies={name: SlicePolicy() for name in "abc"},
+        usage={"a": 1000.0, "c": 1000.0},
+    ),
+    # 1 has h1 at +1h, 2 at +2h: at priority 120 the request goes between them
+    "ahead of one, behind another": AheadCase(
+        (H1,),
+        (req(1, gpus=8, slice="a", priority=150), req(2, gpus=8, slice="c")),
+        spec(gpus=8, slice="b", priority=120),
+        spec(gpus=8, slice="b", priority=101),
+        want=at(2),
+        want_last=at(3),
+        bookings=H1_FOR_AN_HOUR,
+    ),
+    # b holds one GPR at a time; 1 (b, on a1 from +1h to +3h) is behind it, so h1 is free now
+    "its slice's limit: the slice's window behind it, on another shape": AheadCase(
+        (H1, A1),
+        (req(1, gpus=4, shape="A100", slice="b", hours=2),),
+        spec(shape="H100", slice="b", priority=150, hours=2),
+        spec(shape="H100", slice="b", priority=101, hours=2),
+        want=NOW,
+        want_last=at(3),
+        bookings=(booking(90, A1.gpus, until=1, slice="o"),),
+    ),
+    # h1 is free at +1h, h2 at +2h; 1 takes h1 for two hours
+    "whole nodes": AheadCase(
+        (H1, H2),
+        (req(1, nodes=1, slice="a", hours=2),),
+        spec(nodes=2, slice="b", priority=150),
+        spec(nodes=2, slice="b", priority=101),
+        want=at(2),
+        want_last=at(3),
+        bookings=(*H1_FOR_AN_HOUR, booking(91, H2.gpus, until=2, slice="o")),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", AHEAD.values(), ids=AHEAD.keys())
+def test_wait_times_ahead_of_requests_in_the_band(case: AheadCase):
+    snapshot = snap(*case.nodes, bookings=case.bookings, queue=case.queue, policies=case.policies, usage=case.usage)
     current = plan(snapshot, NOW)
-    wanted = spec(gpus=8, slice="b", priority=150)
-    assert [o.start for o in wait_times(snapshot, wanted, NOW, current=current)] == [at(2)]
-    probe = Request(2, wanted, NOW)
-    following = plan(dataclasses.replace(snapshot, queue=(*snapshot.queue, probe), previous=current.estimates), NOW)
-    assert {i: e.start for i, e in following.estimates.items()} == {1: at(2), 2: at(1)}
+    assert wait_times(snapshot, case.spec, NOW, current=current)[0].start == case.want
+    assert wait_times(snapshot, case.last, NOW, current=current)[0].start == case.want_last
+    check_wait_times_match_plan(snapshot, case.spec)
+    check_wait_times_match_plan(snapshot, case.last)
+
+
+def test_wait_times_leave_the_plan_as_it_was():
+    """Asked ahead of the band, then last in it, then ahead again: the same answers, and
+    the plan's timelines are unchanged."""
+    case = AHEAD["higher priority takes the window promised to the request behind it"]
+    snapshot = snap(*case.nodes, bookings=case.bookings, queue=case.queue)
+    current = plan(snapshot, NOW)
+    before = view_state(current.views)
+    asked = [wait_times(snapshot, s, NOW, current=current)[0].start for s in (case.spec, case.last, case.spec)]
+    assert asked == [at(1), at(2), at(1)]
+    assert view_state(current.views) == before
 
 
 @dataclass(frozen=True)
