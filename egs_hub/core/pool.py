@@ -236,7 +236,7 @@ class Pool:
         for k in range(len(times) - 2, -1, -1):
             f = free[k]
             if f < top:
-                for g in range(max(f, 0) + 1, top + 1):
+                for g in range(f + 1 if f > 0 else 1, top + 1):
                     tails[g] = times[k + 1]
                 top = f
         for g in range(1, top + 1):
@@ -249,13 +249,15 @@ class Pool:
         previous = 0
         for t, f in zip(times, free, strict=True):
             if f > previous:
-                for g in range(max(previous, 0) + 1, f + 1):
+                for g in range(previous + 1 if previous > 0 else 1, f + 1):
                     starts[g] = t
                     if firsts[g] == INF:
                         firsts[g] = t
             else:
-                for g in range(max(f, 0) + 1, previous + 1):
-                    holes[g] = max(holes[g], t - starts[g])
+                for g in range(f + 1 if f > 0 else 1, previous + 1):
+                    run = t - starts[g]
+                    if run > holes[g]:
+                        holes[g] = run
             previous = f
         self.free_now[i] = free[0]
         self.tail[:, i] = tails
