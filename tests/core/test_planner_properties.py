@@ -68,8 +68,15 @@ def snapshots(draw, queued: tuple[int, int] = (0, 6)) -> Snapshot:
         start = draw(st.integers(min_value=-6, max_value=0).map(lambda n: at(n / 2)))
         end = start + timedelta(minutes=30 * draw(st.integers(min_value=1, max_value=10)))
         bookings.append(Booking(gpr_id, draw(st.sampled_from(SLICES)), tuple(taken), start, end, draw(st.booleans())))
+    # A quarter of the requests avoid a node or two (they failed its pre-checks once).
+    avoids = st.lists(st.sampled_from([n.key for n in inventory]), max_size=2).map(frozenset)
     queue = tuple(
-        Request(gpr_id, draw(specs()), draw(HALF_HOURS.filter(lambda t: t <= NOW)))
+        Request(
+            gpr_id,
+            draw(specs()),
+            draw(HALF_HOURS.filter(lambda t: t <= NOW)),
+            draw(avoids) if draw(st.sampled_from([False, False, False, True])) else frozenset(),
+        )
         for gpr_id in range(1, 1 + draw(st.integers(min_value=queued[0], max_value=queued[1])))
     )
     policies = {
@@ -169,8 +176,9 @@ def test_estimates_start_after_now_and_start_after(snapshot: Snapshot):
     planned = plan(snapshot, NOW)
     for request in snapshot.queue:
         estimate = planned.estimates[request.gpr_id]
+        usable = tuple(n for n in snapshot.nodes if n.key not in request.avoid)
         assert (estimate.start is None) == (
-            unservable_reason(request.spec, snapshot.nodes, snapshot.unhealthy_gpus) is not None
+            unservable_reason(request.spec, usable, snapshot.unhealthy_gpus) is not None
         )
         if estimate.start is not None:
             assert estimate.start >= NOW
@@ -202,6 +210,16 @@ def test_placements_respect_shape_cluster_and_health(snapshot: Snapshot):
             assert placement.count == spec.gpus
             # packed onto as few nodes as possible; what fits one node is never split
             assert len(placed) == -(-spec.gpus // placement.shape.gpus_per_node)
+
+
+@SETTINGS
+@given(snapshots(queued=(1, 8)))
+def test_no_request_is_placed_on_a_node_it_avoids(snapshot: Snapshot):
+    planned = plan(snapshot, NOW)
+    for request in snapshot.queue:
+        placement = planned.estimates[request.gpr_id].placement
+        if placement is not None:
+            assert not {(placement.cluster, name) for name in placement.nodes} & request.avoid
 
 
 @SETTINGS
