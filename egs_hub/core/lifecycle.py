@@ -22,6 +22,9 @@ from .model import GPR, EndReason, Event, GPRSpec, Status
 
 PLANNER = "planner"
 
+# What a GPR queued again gives up: its window and its GPUs.
+_UNPLACED = {"window_start": None, "window_end": None, "bound_gpus": (), "bound_nodes": ()}
+
 # status -> the statuses it may move to
 TRANSITIONS: dict[Status, frozenset[Status]] = {
     Status.PENDING_APPROVAL: frozenset({Status.QUEUED, Status.REJECTED, Status.CANCELLED}),
@@ -176,11 +179,8 @@ def move_off(
         actor=actor,
         reason=f"{reason}; queued again for other nodes",
         now=now,
-        window_start=None,
-        window_end=None,
-        bound_gpus=(),
-        bound_nodes=(),
         avoid_nodes=avoid,
+        **_UNPLACED,
     )
     return moved, dataclasses.replace(event, data={"cluster": cluster, "nodes": list(nodes)})
 
@@ -232,11 +232,8 @@ def requeue(gpr: GPR, actor: str, now: datetime) -> tuple[GPR, Event]:
         actor=actor,
         reason="evicted; queued again",
         now=now,
-        window_start=None,
-        window_end=None,
         end_reason=None,
-        bound_gpus=(),
-        bound_nodes=(),
+        **_UNPLACED,
     )
 
 
