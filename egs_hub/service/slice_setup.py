@@ -11,18 +11,23 @@ setup that succeeded per (slice, cluster).
 Two ways in:
 
 - ``change`` for the API: a slice's namespaces go from ``before`` to ``after``
-  while the handler waits. Every cluster is checked first (conflicts, reachable),
-  then acted on; a failure part way undoes what was done (best effort, logged)
-  and raises, so the handler writes nothing: SliceConflict names the namespace,
-  ClusterUnavailable the cluster.
+  while the handler waits, holding ``lock(slice)`` until it has written the
+  store, so the loop never acts on a store that lags the clusters. Every
+  cluster is checked first (conflicts, reachable), then acted on; a failure part
+  way undoes what was done (best effort, logged) and raises, so the handler
+  writes nothing: SliceConflict names the namespace, ClusterUnavailable the
+  cluster.
 - ``sync`` for the loop: on start, every ``retry_interval``, when a cluster
   becomes available again (``forget``) and when the GPUs a slice holds change
   (``wake``; the reconcile loop calls ``sync_slice`` itself around a bind or
   unbind), every setup that differs from ``applied`` is ensured again.
   Failures are logged and tried again on the next pass.
 
-A slice deleted while the service was down keeps what it had on the clusters
-until an admin removes it there: the store no longer names it.
+A slice that leaves a cluster not registered at the time (it was removed with
+``DELETE /clusters``, or dropped from config) cannot be removed there then: the
+handler records a *leftover* (slice, cluster) in the store, and the loop removes
+the slice's setup there once the cluster is registered again (unless the slice
+has namespaces there again by then: ``ensure_slice`` releases the others).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ..backends import Backend
 from ..backends.kubernetes import ClusterUnavailable, SliceConflict
 from ..backends.kubernetes.kubeconfig import SliceKubeconfig
 from ..store import queries
+from ..store.db import transaction
 
 log = logging.getLogger(__name__)
 
@@ -103,29 +109,29 @@ class SliceSetup:
     # The API's changes
 
     async def change(self, slice_name: str, before: Namespaces, after: Namespaces) -> None:
-        """Make the slice's setup on every slice host go from ``before`` to ``after`` (see the module doc)."""
-        async with self.lock(slice_name):
-            before = {c: tuple(ns) for c, ns in before.items() if self.is_host(c)}
-            after = {c: tuple(ns) for c, ns in after.items() if self.is_host(c)}
-            # 1. check every cluster before changing any
-            for cluster, namespaces in after.items():
-                await self._check(cluster, slice_name, namespaces)
-            for cluster in before.keys() - after.keys():
-                await self._check(cluster, slice_name, ())
-            # 2. act, undoing on failure
-            held = self._held(slice_name)
-            done: list[str] = []
-            try:
-                for cluster in sorted(after.keys() | before.keys()):
-                    await self._apply(slice_name, cluster, after.get(cluster), held.get(cluster, 0))
-                    done.append(cluster)
-            except Exception:
-                for cluster in done:
-                    try:
-                        await self._apply(slice_name, cluster, before.get(cluster), held.get(cluster, 0))
-                    except Exception as e:
-                        log.error("slice %s: could not undo its change on cluster %s: %s", slice_name, cluster, e)
-                raise
+        """Make the slice's setup on every slice host go from ``before`` to ``after`` (see the module doc);
+        the caller holds ``lock(slice_name)``."""
+        before = {c: tuple(ns) for c, ns in before.items() if self.is_host(c)}
+        after = {c: tuple(ns) for c, ns in after.items() if self.is_host(c)}
+        # 1. check every cluster before changing any
+        for cluster, namespaces in after.items():
+            await self._check(cluster, slice_name, namespaces)
+        for cluster in before.keys() - after.keys():
+            await self._check(cluster, slice_name, ())
+        # 2. act, undoing on failure
+        held = self._held(slice_name)
+        done: list[str] = []
+        try:
+            for cluster in sorted(after.keys() | before.keys()):
+                await self._apply(slice_name, cluster, after.get(cluster), held.get(cluster, 0))
+                done.append(cluster)
+        except Exception:
+            for cluster in done:
+                try:
+                    await self._apply(slice_name, cluster, before.get(cluster), held.get(cluster, 0))
+                except Exception as e:
+                    log.error("slice %s: could not undo its change on cluster %s: %s", slice_name, cluster, e)
+            raise
 
     async def _check(self, cluster: str, slice_name: str, namespaces: Sequence[str]) -> None:
         try:
@@ -191,6 +197,24 @@ class SliceSetup:
             except Exception:
                 log.exception("slice %s on cluster %s: setting it up failed; trying again", slice_name, cluster)
 
+    async def remove_leftovers(self) -> None:
+        """Remove from each slice host the setups the store records as left there; a leftover whose cluster is
+        not a slice host (not registered) waits, one whose cluster fails is tried again on the next pass."""
+        with self.sessions() as session:
+            found = [(name, cluster) for name, cluster in queries.leftovers(session) if self.is_host(cluster)]
+        for slice_name, cluster in found:
+            try:
+                async with self.lock(slice_name):
+                    if (slice_name, cluster) not in self.wanted():
+                        await self._apply(slice_name, cluster, None, 0)
+                        log.info("slice %s: removed what it had left on cluster %s", slice_name, cluster)
+                    with transaction(self.sessions) as session:
+                        queries.forget_leftover(session, slice_name, cluster)
+            except ClusterUnavailable as e:
+                log.warning("slice %s: what it left on cluster %s stays for now: %s", slice_name, cluster, e)
+            except Exception:
+                log.exception("slice %s: removing what it left on cluster %s failed; trying again", slice_name, cluster)
+
     def forget(self, cluster: str) -> None:
         """The cluster is back (or new): set every slice up there again."""
         for key in [k for k in self.applied if k[1] == cluster]:
@@ -207,6 +231,7 @@ class SliceSetup:
         while True:
             self._wake.clear()
             await self.sync()
+            await self.remove_leftovers()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.retry_interval)
 

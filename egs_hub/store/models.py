@@ -289,3 +289,13 @@ class PromiseRow(Base):
     placement: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     band: Mapped[int] = mapped_column(Integer)
     first_start: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class SliceLeftover(Base):
+    """A slice's setup left on a cluster that was not registered when the slice, or its namespaces
+    there, went (``DELETE /slices``, ``PATCH /slices``): service/slice_setup.py removes it there
+    once the cluster is registered again, and then this row."""
+
+    __tablename__ = "slice_leftovers"
+    slice: Mapped[str] = mapped_column(String(63), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(63), primary_key=True)

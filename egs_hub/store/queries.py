@@ -32,6 +32,7 @@ from .models import (
     PromiseRow,
     Server,
     Slice,
+    SliceLeftover,
     SliceNamespace,
 )
 
@@ -287,6 +288,22 @@ def slice_namespaces(row: Slice) -> dict[str, tuple[str, ...]]:
     for ns in row.namespaces:
         found.setdefault(ns.cluster, []).append(ns.namespace)
     return {cluster: tuple(names) for cluster, names in found.items()}
+
+
+def leave_behind(session: Session, slice_name: str, clusters: Iterable[str]) -> None:
+    """Record that the slice's setup stays on these clusters (not registered now) until they are again."""
+    for cluster in clusters:
+        session.merge(SliceLeftover(slice=slice_name, cluster=cluster))
+
+
+def leftovers(session: Session) -> list[tuple[str, str]]:
+    """Every (slice, cluster) whose setup is still to be removed from the cluster."""
+    rows = session.scalars(select(SliceLeftover).order_by(SliceLeftover.cluster, SliceLeftover.slice))
+    return [(r.slice, r.cluster) for r in rows]
+
+
+def forget_leftover(session: Session, slice_name: str, cluster: str) -> None:
+    session.execute(delete(SliceLeftover).where(SliceLeftover.slice == slice_name, SliceLeftover.cluster == cluster))
 
 
 def slice_of_namespace(session: Session, cluster: str, namespace: str) -> str | None:

@@ -5,8 +5,9 @@ emulator runs in a thread, as in test_clusters.py); the tests run in order:
 a slice with namespaces is set up there, a namespace of another slice is a 409
 and an unreachable cluster a 503 with nothing written, members download a
 kubeconfig that works there, a GPR moves the quota and records Events, the
-webhook route answers AdmissionReviews from the store, and deleting the slice
-removes what egs-hub created and releases what it adopted.
+webhook route answers AdmissionReviews from the store, deleting the slice
+removes what egs-hub created and releases what it adopted, and a slice that
+leaves the cluster while it is not registered is removed there once it is back.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def world(tmp_path_factory):
                 "run": emulators.run,
                 "emulator": emulator,
                 "dir": directory,
+                "kubeconfig": path,
             }
 
 
@@ -234,6 +236,31 @@ def test_deleting_the_slice_removes_what_egs_hub_created_and_releases_what_it_ad
     assert SLICE_LABEL not in namespace_labels(world, "shared-tools")
     assert run(kube.names("Role", "shared-tools")) == []
     assert run(kube.names("RoleBinding", "shared-tools")) == []
+
+
+def test_what_slices_left_on_an_unregistered_cluster_goes_once_it_is_registered_again(world):
+    admin, kube, run = world["admin"], world["kube"], world["run"]
+    run(kube.core.create_namespace({"metadata": {"name": "team-tools"}}))
+    admin.post("slices", {"name": "gone", "namespaces": {"kc": ["gone-home", "team-tools"]}}, expect=201)
+    admin.post("slices", {"name": "kept", "namespaces": {"kc": ["kept-home"]}}, expect=201)
+    admin.call("DELETE", "clusters/kc", expect=204)
+    admin.call("DELETE", "slices/gone", expect=204)
+    assert admin.call("PATCH", "slices/kept", {"namespaces": {}}, expect=200)["namespaces"] == {}
+    # Nothing could be changed on a cluster egs-hub no longer knows ...
+    assert namespace_labels(world, "gone-home")[SLICE_LABEL] == "gone"
+    assert namespace_labels(world, "team-tools")[SLICE_LABEL] == "gone"
+    assert namespace_labels(world, "kept-home")[SLICE_LABEL] == "kept"
+    # ... and once it is registered again, what they left there goes: created namespaces deleted, adopted released.
+    admin.post("clusters", {"name": "kc", "kubeconfig": world["kubeconfig"], "context": CONTEXT}, expect=201)
+    wait_for(
+        lambda: namespace_labels(world, "gone-home") is None and namespace_labels(world, "kept-home") is None,
+        30,
+        "the leftover namespaces to be deleted",
+    )
+    assert SLICE_LABEL not in namespace_labels(world, "team-tools")
+    assert run(kube.names("Role", "team-tools")) == []
+    assert run(kube.names("RoleBinding", "team-tools")) == []
+    assert admin.get("slices/kept")["namespaces"] == {}  # the slice itself stays as it was
 
 
 # In-process: the setup loop sets slices up at start and again when their cluster comes back.

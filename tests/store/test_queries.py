@@ -223,3 +223,17 @@ def test_usage_ends_at_ended_at_and_skips_windows_before_since(sessions):
         assert [(u.gpus, u.start, u.end) for u in week] == [(1, NOW, ended)]
         assert queries.gpu_uses(session, ended + timedelta(seconds=1), NOW + timedelta(days=1)) == []
         assert queries.gpu_uses(session, NOW - timedelta(days=1), NOW + timedelta(days=1), ["other"]) == []
+
+
+def test_leftovers_are_kept_once_per_slice_and_cluster_until_forgotten(sessions):
+    with transaction(sessions) as session:
+        queries.leave_behind(session, "team-a", ["west", "east"])
+    with transaction(sessions) as session:
+        queries.leave_behind(session, "team-a", ["east"])  # left again: still one record
+        queries.leave_behind(session, "team-b", ["east"])
+    with sessions() as session:
+        assert queries.leftovers(session) == [("team-a", "east"), ("team-b", "east"), ("team-a", "west")]
+    with transaction(sessions) as session:
+        queries.forget_leftover(session, "team-a", "east")
+    with sessions() as session:
+        assert queries.leftovers(session) == [("team-b", "east"), ("team-a", "west")]

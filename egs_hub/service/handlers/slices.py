@@ -9,7 +9,9 @@ name registered clusters. On a Kubernetes cluster they are set up (namespaces,
 ServiceAccount, RBAC, GPU quota: service/slice_setup.py) before the database
 changes, and removed when the slice is deleted or drops the cluster: a namespace
 another slice has there is a 409 naming it, a cluster that does not answer a
-503 naming it, and nothing is changed. ``GET /slices/{name}/kubeconfig`` gives
+503 naming it, and nothing is changed. A cluster that is not registered (any
+more) cannot be changed: what the slice had there is recorded as a leftover and
+removed once it is registered again. ``GET /slices/{name}/kubeconfig`` gives
 members a kubeconfig for the slice's ServiceAccount on one cluster.
 """
 
@@ -101,8 +103,13 @@ class SliceBase(APIHandler):
                     f"no cluster named {cluster!r}; namespaces name registered clusters ({known})",
                 )
 
+    def unregistered(self, before: Mapping, after: Mapping) -> list[str]:
+        """The clusters the slice leaves that are not registered now: its setup there is a leftover."""
+        return sorted(c for c in before.keys() - after.keys() if c not in self.egs.registry.states)
+
     async def change_clusters(self, name: str, before: Mapping, after: Mapping) -> None:
-        """Set the slice up on its clusters as ``after`` says (from ``before``): 409/503 with nothing changed."""
+        """Set the slice up on its clusters as ``after`` says (from ``before``): 409/503 with nothing changed.
+        The caller holds the slice's setup lock until the store has the change."""
         try:
             await self.egs.slice_setup.change(name, before, after)
         except SliceConflict as e:
@@ -168,47 +175,48 @@ class SlicesHandler(SliceBase):
         members_before = set() if created_group else set(await hub.group_members(group))
         created_users: list[str] = []
         on_clusters = False
-        try:
-            if body.members:
-                created_users = await hub.add_members(group, list(body.members))
-            await self.change_clusters(body.name, {}, body.namespaces)
-            on_clusters = True
-            with transaction(self.egs.sessions) as session:
-                row = SliceRow(
-                    name=body.name,
-                    display_name=body.display_name,
-                    group_name=group,
-                    owns_group=created_group,
-                    project_id=queries.project_id(session, now),
-                    created_at=now,
-                    updated_at=now,
-                )
-                queries.write_slice_policy(row, policy)
-                session.add(row)
-                session.flush()
-                queries.set_namespaces(session, row, body.namespaces)
-                queries.add_event(
-                    session,
-                    core.Event(
-                        kind="slice-created",
-                        actor=self.user_name,
-                        reason=f"hub group {group!r}" + (" (created)" if created_group else " (existing)"),
-                        time=now,
-                        slice=body.name,
-                        data={"members": list(body.members)},
-                    ),
-                )
-        except Exception:
-            # Undo the hub side, so a failed create leaves nothing behind (created users could sign up).
-            if on_clusters:
-                await self.undo_clusters(body.name, body.namespaces, {})
-            if created_group:
-                await hub.delete_group(group)
-            elif added := [m for m in body.members if m not in members_before]:
-                await hub.remove_members(group, added)
-            for user in created_users:
-                await hub.delete_user(user)
-            raise
+        async with self.egs.slice_setup.lock(body.name):
+            try:
+                if body.members:
+                    created_users = await hub.add_members(group, list(body.members))
+                await self.change_clusters(body.name, {}, body.namespaces)
+                on_clusters = True
+                with transaction(self.egs.sessions) as session:
+                    row = SliceRow(
+                        name=body.name,
+                        display_name=body.display_name,
+                        group_name=group,
+                        owns_group=created_group,
+                        project_id=queries.project_id(session, now),
+                        created_at=now,
+                        updated_at=now,
+                    )
+                    queries.write_slice_policy(row, policy)
+                    session.add(row)
+                    session.flush()
+                    queries.set_namespaces(session, row, body.namespaces)
+                    queries.add_event(
+                        session,
+                        core.Event(
+                            kind="slice-created",
+                            actor=self.user_name,
+                            reason=f"hub group {group!r}" + (" (created)" if created_group else " (existing)"),
+                            time=now,
+                            slice=body.name,
+                            data={"members": list(body.members)},
+                        ),
+                    )
+            except Exception:
+                # Undo the hub side, so a failed create leaves nothing behind (created users could sign up).
+                if on_clusters:
+                    await self.undo_clusters(body.name, body.namespaces, {})
+                if created_group:
+                    await hub.delete_group(group)
+                elif added := [m for m in body.members if m not in members_before]:
+                    await hub.remove_members(group, added)
+                for user in created_users:
+                    await hub.delete_user(user)
+                raise
         self.egs.forget_identities()
         with self.egs.sessions() as session:
             view = await self.slice_view(session, queries.get_slice(session, body.name))
@@ -241,31 +249,34 @@ class SliceHandler(SliceBase):
         if body.namespaces is not MISSING:
             self.check_clusters(body.namespaces)
             after = body.namespaces
-            await self.change_clusters(name, before, after)
-        try:
-            with transaction(self.egs.sessions) as session:
-                row = self.load_slice(session, name)
-                if body.display_name is not MISSING:
-                    row.display_name = body.display_name
-                queries.write_slice_policy(row, policy)
-                if body.namespaces is not MISSING:
-                    queries.set_namespaces(session, row, body.namespaces)
-                row.updated_at = now
-                changed = [k for k, v in dataclasses.asdict(body).items() if v is not MISSING]
-                queries.add_event(
-                    session,
-                    core.Event(
-                        kind="slice-updated",
-                        actor=self.user_name,
-                        reason="changed " + (", ".join(changed) or "nothing"),
-                        time=now,
-                        slice=name,
-                    ),
-                )
-        except Exception:
+        async with self.egs.slice_setup.lock(name):
             if after is not before:
-                await self.undo_clusters(name, after, before)
-            raise
+                await self.change_clusters(name, before, after)
+            try:
+                with transaction(self.egs.sessions) as session:
+                    row = self.load_slice(session, name)
+                    if body.display_name is not MISSING:
+                        row.display_name = body.display_name
+                    queries.write_slice_policy(row, policy)
+                    if body.namespaces is not MISSING:
+                        queries.set_namespaces(session, row, body.namespaces)
+                        queries.leave_behind(session, name, self.unregistered(before, after))
+                    row.updated_at = now
+                    changed = [k for k, v in dataclasses.asdict(body).items() if v is not MISSING]
+                    queries.add_event(
+                        session,
+                        core.Event(
+                            kind="slice-updated",
+                            actor=self.user_name,
+                            reason="changed " + (", ".join(changed) or "nothing"),
+                            time=now,
+                            slice=name,
+                        ),
+                    )
+            except Exception:
+                if after is not before:
+                    await self.undo_clusters(name, after, before)
+                raise
         self.egs.reconciler.wake()
         with self.egs.sessions() as session:
             view = await self.slice_view(session, self.load_slice(session, name))
@@ -289,17 +300,19 @@ class SliceHandler(SliceBase):
                 )
             before = queries.slice_namespaces(row)
         # What it has on its clusters goes first: a cluster that does not answer keeps the slice (503).
-        await self.change_clusters(name, before, {})
-        with transaction(self.egs.sessions) as session:
-            row = self.load_slice(session, name)
-            group, owns_group = row.group_name, row.owns_group
-            for server in queries.slice_servers(session, name):
-                session.delete(server)
-            session.delete(row)
-            queries.add_event(
-                session,
-                core.Event(kind="slice-deleted", actor=self.user_name, reason="deleted", time=now, slice=name),
-            )
+        async with self.egs.slice_setup.lock(name):
+            await self.change_clusters(name, before, {})
+            with transaction(self.egs.sessions) as session:
+                row = self.load_slice(session, name)
+                group, owns_group = row.group_name, row.owns_group
+                for server in queries.slice_servers(session, name):
+                    session.delete(server)
+                session.delete(row)
+                queries.leave_behind(session, name, self.unregistered(before, {}))
+                queries.add_event(
+                    session,
+                    core.Event(kind="slice-deleted", actor=self.user_name, reason="deleted", time=now, slice=name),
+                )
         if owns_group:
             await self.egs.hub.delete_group(group)
         self.egs.forget_identities()
