@@ -210,6 +210,19 @@ class EGSService(Application):
         within this long of their end time. Changes through the API wake the loop at once.""",
     ).tag(config=True)
 
+    plan_reuse_seconds = Float(
+        1.0,
+        help="""How long, in seconds, API reads (GPRs, queue, wait times, inventory schedule) may answer
+        from the last plan instead of planning again, as long as nothing was written to the database
+        since. Planning takes about 0.7 s at 2,000 nodes and 10,000 queued GPRs; 0 plans for every read.""",
+    ).tag(config=True)
+
+    @validate("plan_reuse_seconds")
+    def _check_plan_reuse_seconds(self, proposal) -> float:
+        if not 0 <= proposal.value <= 60:
+            raise TraitError(f"plan_reuse_seconds must be from 0 to 60, not {proposal.value}")
+        return proposal.value
+
     fairshare_half_life = Float(
         7 * 24 * 3600.0,
         help="""Half-life, in seconds, of a slice's recorded GPU use for fair share (default 7 days).
@@ -484,6 +497,7 @@ class EGSService(Application):
         await self.registry.add_local(self.local_backend, f"this host ({self.local_backend.host})")
         await self.registry.restore(self._cluster_specs(self.clusters))
         self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
+        self.planning.watch(self.sessions, timedelta(seconds=self.plan_reuse_seconds))
         with self.sessions() as session:
             self.planning.restore(session)
         self.telemetry = Telemetry(

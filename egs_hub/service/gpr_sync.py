@@ -218,7 +218,7 @@ class GPRSync:
 
     def _estimates(self, now: datetime) -> dict[int, Estimate]:
         with self.sessions() as session:
-            return self.planning.plan_now(session, now)[1].estimates
+            return self.planning.plan_now(session, now).plan.estimates
 
     async def _accept(self, api: GPRResourceAPI, cluster: str, obj: dict, now: datetime) -> None:
         """Make the resource a GPR as POST /gprs would, or mark it invalid saying why."""

@@ -9,6 +9,12 @@ because of work behind it or a fair-share change. A slice's *usage* is its decay
 GPU-seconds (fair share); its *week* is the rolling week of its policy's
 ``max_gpu_hours``.
 
+A plan is *reused* for reads: once ``watch`` has hooked the service's sessions,
+``plan_now`` answers with the last plan while no commit has written to the store,
+no promise was dropped, and it is at most ``reuse_for`` old (the reconcile
+pass's plan usually), so a busy API does not plan once per request. Its ``now``
+is the time it was made at: answers built on it use that time.
+
 Evictions: ``eviction_proposals`` (pure) picks the plan's evictions worth acting
 on; ``issue_eviction`` (I/O) begins releasing the victims.
 """
@@ -16,10 +22,13 @@ on; ``issue_eviction`` (I/O) begins releasing the victims.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
-from sqlalchemy.orm import Session
+from sqlalchemy import event
+from sqlalchemy.orm import Session, sessionmaker
 
 from ..core import fairshare, lifecycle, planner, quota
 from ..core import model as core
@@ -29,6 +38,13 @@ from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
 from ..store import queries
 
 BAND_NAMES = ("low", "medium", "high")
+_WROTE = "egs_wrote"  # Session.info key: this transaction flushed a change
+
+
+class Planned(NamedTuple):
+    snapshot: Snapshot
+    plan: Plan
+    now: datetime  # when it was planned
 
 
 class Planning:
@@ -46,6 +62,22 @@ class Planning:
         self._bands: dict[int, int] = {}
         self._first_starts: dict[int, datetime] = {}
         self._saved: dict[int, tuple[Estimate, int, datetime | None]] = {}
+        self.pass_seconds = 0.0  # how long the last plan took
+        self.reuse_for: timedelta | None = None  # None: never reused (not watching a store)
+        self._version = 0  # store commits that wrote, and promises dropped
+        self._last: tuple[int, Planned] | None = None
+
+    def watch(self, sessions: sessionmaker[Session], reuse_for: timedelta) -> None:
+        """Count the commits of ``sessions`` that wrote something, and reuse a plan for ``reuse_for``
+        while there is none."""
+        event.listen(sessions, "after_flush", lambda session, _: session.info.__setitem__(_WROTE, True))
+        event.listen(sessions, "after_commit", self._committed)
+        event.listen(sessions, "after_rollback", lambda session: session.info.pop(_WROTE, None))
+        self.reuse_for = reuse_for
+
+    def _committed(self, session: Session) -> None:
+        if session.info.pop(_WROTE, False):
+            self._version += 1
 
     def restore(self, session: Session) -> None:
         """Take the promises saved by an earlier run of the service."""
@@ -54,6 +86,7 @@ class Planning:
         self._bands = {gpr_id: b for gpr_id, (_, b, _) in saved.items()}
         self._first_starts = {gpr_id: first for gpr_id, (_, _, first) in saved.items() if first is not None}
         self._saved = saved
+        self._version += 1
 
     def save(self, session: Session) -> None:
         """Store the promises when they changed since the last save (in the caller's transaction)."""
@@ -71,7 +104,9 @@ class Planning:
 
     def plan(self, snapshot: Snapshot, now: datetime) -> Plan:
         """Plan ``snapshot`` (one taken with ``self.snapshot``); its estimates become the promises."""
+        started = time.perf_counter()
         made = planner.plan(snapshot, now)
+        self.pass_seconds = time.perf_counter() - started
         self._promises = dict(made.estimates)
         self._bands = {r.gpr_id: band(r.spec.priority) for r in snapshot.queue}
         self._first_starts = {i: t for i, t in self._first_starts.items() if i in self._bands}
@@ -84,9 +119,17 @@ class Planning:
         """The first start this service estimated for a queued GPR (for the estimate-error metric)."""
         return self._first_starts.get(gpr_id)
 
-    def plan_now(self, session: Session, now: datetime) -> tuple[Snapshot, Plan]:
+    def plan_now(self, session: Session, now: datetime, *, fresh: bool = False) -> Planned:
+        """The plan as of ``now``: the last one where it may be reused (module doc) unless ``fresh``."""
+        if not fresh and self._last is not None and self.reuse_for is not None:
+            version, last = self._last
+            if version == self._version and timedelta(0) <= now - last.now <= self.reuse_for:
+                return last
+        version = self._version
         snapshot = self.snapshot(session, now)
-        return snapshot, self.plan(snapshot, now)
+        planned = Planned(snapshot, self.plan(snapshot, now), now)
+        self._last = (version, planned)
+        return planned
 
     def forget(self, gpr_ids: Iterable[int] = (), bands: Iterable[int] = ()) -> None:
         """Drop the promises of these GPRs and of every GPR in these bands, so the next
@@ -96,6 +139,7 @@ class Planning:
         drop.update(gpr_id for gpr_id, b in self._bands.items() if b in bands)
         for gpr_id in drop:
             self._promises.pop(gpr_id, None)
+        self._version += 1
 
 
 def factors(snapshot: Snapshot) -> dict[str, float]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
 from functools import partial
@@ -111,13 +110,11 @@ class Reconciler:
             now = self.clock()
             # 1. snapshot
             with self.sessions() as session:
-                snapshot = self.planning.snapshot(session, now)
                 evicting = bool(queries.evictions_in_flight(session))
-            # 2. decide
-            started = time.perf_counter()
-            decisions = self.planning.plan(snapshot, now)
+                # 2. decide
+                snapshot, decisions, _ = self.planning.plan_now(session, now, fresh=True)
             if self.exporter is not None:
-                self.exporter.observe_pass(time.perf_counter() - started)
+                self.exporter.observe_pass(self.planning.pass_seconds)
             evictions = [e for e in eviction_proposals(snapshot, decisions, now, evicting) if e.automatic]
             # 3. act
             self._end_windows(decisions, now)

@@ -119,7 +119,7 @@ class GPRBase(APIHandler):
         return row
 
     def plan_now(self, session) -> Plan:
-        return self.egs.planning.plan_now(session, self.now())[1]
+        return self.egs.planning.plan_now(session, self.now()).plan
 
     def vet(self, session, spec: core.GPRSpec, slice_row: SliceRow, now: datetime) -> tuple[Snapshot, list[str]]:
         return vet(session, self.egs.planning, spec, slice_row, now, admin=self.is_admin)
@@ -257,6 +257,7 @@ class WaitTimesHandler(GPRBase):
         with self.egs.sessions() as session:
             slice_row = self.slice_of(session, spec.slice)
             self.require_member(slice_row)
-            snapshot, reasons = self.vet(session, spec, slice_row, now)
-        options = planner.wait_times(snapshot, spec, now, current=self.egs.planning.plan(snapshot, now))
+            _, reasons = self.vet(session, spec, slice_row, now)
+            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now)
+        options = planner.wait_times(snapshot, spec, planned_at, current=plan)
         self.write_json({"options": [option_json(o) for o in options], "needs_approval": reasons})

@@ -88,7 +88,7 @@ class ScheduleHandler(APIHandler):
                 .order_by(GPRRow.window_start, GPRRow.id, Allocation.position)
             ).all()
             self._add_held(nodes, held, start, now)
-            _, plan = self.egs.planning.plan_now(session, now)
+            plan = self.egs.planning.plan_now(session, now).plan
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
             queued = {r.id: r for r in queries.gpr_rows(session, statuses=["queued"])}
         for estimate in plan.estimates.values():

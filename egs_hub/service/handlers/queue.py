@@ -26,7 +26,7 @@ class QueueHandler(GPRBase):
     def get(self) -> None:
         now = self.now()
         with self.egs.sessions() as session:
-            snapshot, plan = self.egs.planning.plan_now(session, now)
+            snapshot, plan, _ = self.egs.planning.plan_now(session, now)
             member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
             rows = queries.gpr_rows(session, statuses=[core.Status.QUEUED])
             views = [self.view(queries.to_gpr(r), plan, r.slice in member_of) for r in rows]
@@ -45,9 +45,9 @@ class EvictionsHandler(GPRBase):
     def get(self) -> None:
         now = self.now()
         with self.egs.sessions() as session:
-            snapshot, plan = self.egs.planning.plan_now(session, now)
+            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now)
             evicting = bool(queries.evictions_in_flight(session))
-            views = [self._json(session, e) for e in eviction_proposals(snapshot, plan, now, evicting)]
+            views = [self._json(session, e) for e in eviction_proposals(snapshot, plan, planned_at, evicting)]
         self.write_json({"evictions": views})
 
     @needs_scope(ADMIN_SCOPE)
@@ -55,7 +55,7 @@ class EvictionsHandler(GPRBase):
         body = parse_body(EvictionConfirm, self.json_body())
         now = self.now()
         with transaction(self.egs.sessions) as session:
-            snapshot, plan = self.egs.planning.plan_now(session, now)
+            snapshot, plan, _ = self.egs.planning.plan_now(session, now, fresh=True)
             evicting = bool(queries.evictions_in_flight(session))
             proposals = eviction_proposals(snapshot, plan, now, evicting)
             proposal = next((e for e in proposals if e.gpr_id == body.gpr_id), None)

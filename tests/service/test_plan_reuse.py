@@ -1,0 +1,81 @@
+"""Reads reuse the last plan while the store is unchanged, for at most ``reuse_for``.
+
+Planning.watch hooks the service's sessions: a commit that wrote something, a
+dropped promise, or a plan older than ``reuse_for`` (or from a later clock)
+makes the next read plan again; a commit that wrote nothing, or a transaction
+rolled back, does not. Without watch every read plans.
+"""
+
+# ruff: noqa: F811  (the fixture world is imported from the module that defines it)
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from egs_hub.service.planning import Planning
+from egs_hub.store import queries
+from egs_hub.store.db import transaction
+
+from .test_reconcile import START, submit, world  # noqa: F401
+
+REUSE = timedelta(seconds=1)
+
+
+def planned(planning: Planning, sessions, now, **kw):
+    with sessions() as session:
+        return planning.plan_now(session, now, **kw)
+
+
+def watching(sessions) -> Planning:
+    planning = Planning()
+    planning.watch(sessions, REUSE)
+    return planning
+
+
+def test_a_read_within_reuse_for_of_an_unchanged_store_gets_the_same_plan(world):
+    sessions = world[0]
+    planning = watching(sessions)
+    first = planned(planning, sessions, START)
+    assert planned(planning, sessions, START + timedelta(milliseconds=500)) is first
+    assert planned(planning, sessions, START + REUSE) is first
+    assert first.now == START  # answers built on it use the time it was made at
+    with transaction(sessions) as session:  # a commit that wrote nothing
+        queries.all_slices(session)
+    assert planned(planning, sessions, START + REUSE) is first
+    later = planned(planning, sessions, START + REUSE + timedelta(microseconds=1))
+    assert later is not first and later.now == START + REUSE + timedelta(microseconds=1)
+    assert planned(planning, sessions, START) is not later  # a clock set back never reuses
+
+
+def test_a_write_a_dropped_promise_or_fresh_plans_again(world):
+    sessions = world[0]
+    planning = watching(sessions)
+    first = planned(planning, sessions, START)
+    gpr_id = submit(sessions, "a", 2, 30, START)
+    second = planned(planning, sessions, START)
+    assert second is not first
+    assert [e.gpr_id for e in second.plan.admits] == [gpr_id]  # the new GPR is in it
+    assert planned(planning, sessions, START) is second
+    planning.forget([gpr_id])
+    third = planned(planning, sessions, START)
+    assert third is not second
+    assert planned(planning, sessions, START, fresh=True) is not third
+
+
+def test_a_rolled_back_write_does_not_count(world):
+    sessions = world[0]
+    planning = watching(sessions)
+    first = planned(planning, sessions, START)
+    with pytest.raises(RuntimeError), transaction(sessions) as session:
+        queries.get_slice(session, "a").display_name = "renamed"
+        session.flush()
+        raise RuntimeError("changed my mind")
+    assert planned(planning, sessions, START) is first
+
+
+def test_without_a_watched_store_every_read_plans(world):
+    sessions = world[0]
+    planning = Planning()
+    first = planned(planning, sessions, START)
+    assert planned(planning, sessions, START) is not first
