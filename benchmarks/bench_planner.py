@@ -9,6 +9,11 @@ Wait-time queries ask for random slices (random fair shares) and priorities, so
 most sort ahead of some of their band; the first such query on a band of a plan
 also makes the band's rewind (planner.Views), which ``estimate_max_ms`` shows.
 
+``reference_loop_s`` is the machine's speed at the time: the best of three runs
+of a fixed 10-million-step Python loop. A virtual machine's speed moves from day
+to day (twice as slow, seen here); compare figures taken at different times
+through it.
+
     python benchmarks/bench_planner.py --json planner.json
 """
 
@@ -135,6 +140,18 @@ def bench_queue(operations: int, seed: int) -> float:
     return time.perf_counter() - started
 
 
+def bench_reference(steps: int = 10_000_000) -> float:
+    """Best of three runs of a fixed pure-Python loop, in seconds."""
+    runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(steps):
+            total += i
+        runs.append(time.perf_counter() - started)
+    return min(runs)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the figures to this file")
@@ -168,6 +185,7 @@ def main() -> int:
         "queue_ops": 100_000,
         "queue_ops_s": round(queue_seconds, 4),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "reference_loop_s": round(bench_reference(), 3),
     }
     width = max(map(len, figures))
     for key, value in figures.items():
