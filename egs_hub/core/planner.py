@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -323,10 +323,8 @@ class _Pass:
         lower = max(floor, self.seconds(spec.start_after) if spec.start_after else 0.0)
         timeline = on or self.timeline
         pools = self.pools(spec, on) if only is None else (only,)
-        if request.avoid:
-            with _avoiding(timeline, request.avoid):
-                return _soonest(timeline, spec, pools, lower, upper, node)
-        return _soonest(timeline, spec, pools, lower, upper, node)
+        with _avoiding(timeline, request.avoid) if request.avoid else nullcontext():
+            return _soonest(timeline, spec, pools, lower, upper, node)
 
     def place(self, request: Request, position: int, window: Window | None, *, put: bool = True) -> None:
         """Put ``window`` on the timeline (unless it is held there already) and record the

@@ -70,14 +70,22 @@ class Planning:
     def watch(self, sessions: sessionmaker[Session], reuse_for: timedelta) -> None:
         """Count the commits of ``sessions`` that wrote something, and reuse a plan for ``reuse_for``
         while there is none."""
-        event.listen(sessions, "after_flush", lambda session, _: session.info.__setitem__(_WROTE, True))
+        event.listen(sessions, "after_flush", self._flushed)
         event.listen(sessions, "after_commit", self._committed)
-        event.listen(sessions, "after_rollback", lambda session: session.info.pop(_WROTE, None))
+        event.listen(sessions, "after_rollback", self._rolled_back)
         self.reuse_for = reuse_for
+
+    @staticmethod
+    def _flushed(session: Session, _context) -> None:
+        session.info[_WROTE] = True
 
     def _committed(self, session: Session) -> None:
         if session.info.pop(_WROTE, False):
             self._version += 1
+
+    @staticmethod
+    def _rolled_back(session: Session) -> None:
+        session.info.pop(_WROTE, None)
 
     def restore(self, session: Session) -> None:
         """Take the promises saved by an earlier run of the service."""
@@ -102,7 +110,7 @@ class Planning:
     def snapshot(self, session: Session, now: datetime) -> Snapshot:
         return queries.load_snapshot(session, now, half_life=self.half_life, previous=self._promises)
 
-    def plan(self, snapshot: Snapshot, now: datetime) -> Plan:
+    def _plan(self, snapshot: Snapshot, now: datetime) -> Plan:
         """Plan ``snapshot`` (one taken with ``self.snapshot``); its estimates become the promises."""
         started = time.perf_counter()
         made = planner.plan(snapshot, now)
@@ -127,7 +135,7 @@ class Planning:
                 return last
         version = self._version
         snapshot = self.snapshot(session, now)
-        planned = Planned(snapshot, self.plan(snapshot, now), now)
+        planned = Planned(snapshot, self._plan(snapshot, now), now)
         self._last = (version, planned)
         return planned
 
