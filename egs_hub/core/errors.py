@@ -27,3 +27,11 @@ class IllegalTransition(EGSError):
 
 class Conflict(EGSError):
     """The request clashes with current state (HTTP 409)."""
+
+
+class Forbidden(EGSError):
+    """The caller may not do this to a thing it may see (HTTP 403)."""
+
+
+class NotFound(EGSError):
+    """What was asked for does not exist, or the caller may not see it (HTTP 404)."""

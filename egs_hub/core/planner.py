@@ -65,11 +65,12 @@ class Views:
     factors: Mapping[str, float]
     rewinds: dict[int, Rewind] = field(default_factory=dict, repr=False, compare=False)  # made by queries
 
-    def ahead(self, spec: GPRSpec, now: datetime) -> int:
+    def ahead(self, spec: GPRSpec, now: datetime, request: Request | None = None) -> int:
         """How many of the band's placed requests sort ahead of a request for ``spec``
-        submitted ``now``, which gets a GPR id after theirs (queue.queue_key)."""
+        submitted ``now`` (``request``, once submitted), which gets a GPR id after theirs
+        (queue.queue_key)."""
         factors = self.factors
-        probe = queue_key(Request(0, spec, now), factors.get(spec.slice, 1.0))[:-1]
+        probe = queue_key(request or Request(0, spec, now), factors.get(spec.slice, 1.0))[:-1]
         members = self.placed[band(spec.priority)]
         return bisect_right(members, probe, key=lambda m: queue_key(m[0], factors.get(m[0].spec.slice, 1.0))[:-1])
 
@@ -120,27 +121,62 @@ def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Pla
     on its band's timeline without their windows (the first such query on a band of a
     plan makes that band's ``Rewind``)."""
     current = current or plan(snapshot, now)
+    base = current.views.now
+    options = []
+    for window in _arrival_windows(current.views, spec, now)[1]:
+        start = base + timedelta(seconds=window.start)
+        options.append(Option(window.pool.cluster, window.pool.shape, start, start - now, _placement(window, ())))
+    return sorted(options, key=lambda o: (o.start, o.cluster, o.shape.name))
+
+
+def place_arrival(current: Plan, request: Request, now: datetime) -> Estimate:
+    """Place a request just submitted into ``current`` (a plan whose queue did not have it),
+    as the next plan would if nothing else changed: the earliest of its ``wait_times``
+    options. Its window is put on ``current``'s views (its band's timeline and every lower
+    band's), so the next arrival and query wait for it. Its position counts the placed
+    requests ahead of it. The plan's other estimates stay as they are; the requests it
+    displaced are planned again by the next pass."""
     views = current.views
+    spec = request.spec
+    place, windows = _arrival_windows(views, spec, now, request)
+    b = band(spec.priority)
+    position = sum(len(views.placed[higher]) for higher in BANDS if higher > b) + place + 1
+    if not windows:
+        return Estimate(request.gpr_id, position, None, None, None)
+    best = min(windows, key=lambda w: (w.start, w.pool.cluster, w.pool.shape.name))
+    held = views.after_band[b].translate(best)
+    views.placed[b].insert(place, (request, held))
+    timelines = {id(views.after_band[lower]): views.after_band[lower] for lower in BANDS if lower <= b}
+    for timeline in timelines.values():
+        later: set = set()
+        timeline.put(timeline.translate(held), 1, later)
+        Pool.summarize(later)
+    for lower in BANDS:
+        if lower <= b:
+            views.rewinds.pop(lower, None)
+    start = views.now + timedelta(seconds=best.start)
+    return Estimate(request.gpr_id, position, start, start + spec.duration, _placement(held, ()))
+
+
+def _arrival_windows(views: Views, spec: GPRSpec, now: datetime, request: Request | None = None) -> tuple[int, list]:
+    """A request for ``spec`` submitted ``now`` (``request``, once it has its GPR id): its
+    place among its band's placed requests, and its earliest window on each pool that could
+    serve it, on its band's timeline without the windows of those behind it."""
     b = band(spec.priority)
     timeline = views.after_band[b]
     base = views.now
     lower = max(0.0, (spec.start_after - base).total_seconds()) if spec.start_after else 0.0
     lower = max(lower, (now - base).total_seconds())
     duration = spec.duration.total_seconds()
-    place = views.ahead(spec, now)
+    place = views.ahead(spec, now, request)
     pools = _eligible_pools(timeline, spec)
     if place < len(views.placed[b]):  # some of its band sort behind it
         rewind = views.rewind(b)
         use, pools = rewind.use(spec.slice, place), [rewind.pool(p, place) for p in pools]
     else:
         use = timeline.use(spec.slice)
-    options = []
-    for pool in pools:
-        window = earliest_window(use, spec.slice, pool, spec.gpus, spec.nodes, duration, lower)
-        if window is not None:
-            start = base + timedelta(seconds=window.start)
-            options.append(Option(pool.cluster, pool.shape, start, start - now, _placement(window, ())))
-    return sorted(options, key=lambda o: (o.start, o.cluster, o.shape.name))
+    windows = [earliest_window(use, spec.slice, pool, spec.gpus, spec.nodes, duration, lower) for pool in pools]
+    return place, [w for w in windows if w is not None]
 
 
 def eligible_nodes(nodes: Iterable[Node], spec: GPRSpec) -> list[Node]:

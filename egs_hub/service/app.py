@@ -34,6 +34,7 @@ from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from .clusters import Clusters
+from .commands import Commands
 from .exporter import Exporter
 from .gpr_sync import GPRSync
 from .handlers import clusters, gprs, gpus, inventory, pages, prometheus, queue, servers, slices, webhooks
@@ -211,10 +212,12 @@ class EGSService(Application):
     ).tag(config=True)
 
     plan_reuse_seconds = Float(
-        1.0,
+        5.0,
         help="""How long, in seconds, API reads (GPRs, queue, wait times, inventory schedule) may answer
-        from the last plan instead of planning again, as long as nothing was written to the database
-        since. Planning takes about 0.7 s at 2,000 nodes and 10,000 queued GPRs; 0 plans for every read.""",
+        from the last plan instead of planning again, as long as nothing but new GPRs was written to
+        the database since (a new GPR is placed on the last plan when it is submitted). The reconcile
+        loop plans afresh, in a worker thread, at least every reconcile_interval plus the time a plan
+        takes (about 0.7 s at 2,000 nodes and 10,000 queued GPRs); 0 plans for every read.""",
     ).tag(config=True)
 
     @validate("plan_reuse_seconds")
@@ -521,14 +524,14 @@ class EGSService(Application):
             slice_setup=self.slice_setup,
             kube_events=self.kube_events,
         )
+        self.commands = Commands(self.sessions, self.planning, self.clock, self.reconciler.wake)
         self.gpr_sync = GPRSync(
             self.sessions,
             self.registry.backends,
             self.clock,
-            self.planning,
+            self.commands,
             interval=self.reconcile_interval,
             refresh_interval=self.cluster_retry_interval,
-            on_submit=self.reconciler.wake,
         )
         self.telemetry.on_release = self.reconciler.wake
         self.registry.on_inventory = self._inventory_changed

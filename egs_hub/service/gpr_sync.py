@@ -15,7 +15,7 @@ that fails is retried by its own reflector and holds up no other.
 A pass over a cluster (on a watch event, when a GPR changed, and every
 ``refresh_interval`` for the estimates) does, per resource:
 
-- not linked: read it as ``POST /gprs`` (same checks, ``handlers/gprs.submit_gpr``)
+- not linked: read it as ``POST /gprs`` (same checks, ``commands.Commands.submit``)
   with its namespace's slice (from the store, as the pod webhook does: egs-hub
   labelled the namespace from that record); a GPR and its link are written in one
   transaction, then the finalizer ``egs.io/gpr`` is added. Invalid: status
@@ -25,7 +25,7 @@ A pass over a cluster (on a watch event, when a GPR changed, and every
 - linked, with a spec edited since (``metadata.generation`` past the link's
   ``generation``, the one the GPR follows): the new spec is read as at creation
   (a field left out takes its default) and applied as ``PATCH /gprs/{id}`` by the
-  owner (same checks, ``handlers/gprs.edit_gpr``): only while the GPR is pending
+  owner (same checks, ``commands.Commands.edit``): only while the GPR is pending
   approval or queued, vetted against the slice's policy and the inventory, no
   change a queued GPR would need approved for. The slice and cluster stay (a
   ``spec.cluster`` naming another is refused). Applied: event ``edited``, the
@@ -60,17 +60,14 @@ from ..backends.kubernetes import gpr_resources as resources
 from ..backends.kubernetes.api import API_ERRORS, describe_error
 from ..backends.kubernetes.gpr_api import GPRResourceAPI
 from ..backends.kubernetes.reflector import Reflector
-from ..core import lifecycle
 from ..core.errors import InvalidRequest, PolicyViolation
-from ..core.model import GPR, EndReason, Status
-from ..core.queue import band
+from ..core.model import GPR, Status
 from ..core.snapshot import Estimate
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import GPRResource
-from .handlers.gprs import edit_gpr, submit_gpr
+from .commands import Commands
 from .kube_events import GPRResourceHost
-from .planning import Planning
 
 log = logging.getLogger(__name__)
 
@@ -88,21 +85,20 @@ class GPRSync:
         sessions: sessionmaker[Session],
         backends: Mapping[str, Backend],
         clock: Callable[[], datetime],
-        planning: Planning,
+        commands: Commands,
         *,
         interval: float = 1.0,
         refresh_interval: float = 30.0,
-        on_submit: Callable[[], None] | None = None,
     ):
         """Every ``interval`` seconds a pass runs if a GPR changed (or a watch woke it); every
-        ``refresh_interval`` seconds one runs anyway. ``on_submit`` is called when GPRs were made, edited or ended."""
+        ``refresh_interval`` seconds one runs anyway. GPRs are made, edited and ended through ``commands``."""
         self.sessions = sessions
         self.backends = backends
         self.clock = clock
-        self.planning = planning
+        self.commands = commands
+        self.planning = commands.planning
         self.interval = interval
         self.refresh_interval = refresh_interval
-        self.on_submit = on_submit
         self.watched: dict[str, Watched] = {}
         self._wake = asyncio.Event()
         self._runner: asyncio.Task | None = None
@@ -225,18 +221,20 @@ class GPRSync:
         ref = resources.ref_of(obj, cluster)
         generation = obj["metadata"].get("generation")
         try:
-            with transaction(self.sessions) as session:
+            with self.sessions() as session:
                 slice_name = queries.slice_of_namespace(session, cluster, ref.namespace)
-                if slice_name is None:
-                    raise InvalidRequest(
-                        "slice",
-                        f"namespace {ref.namespace} on cluster {cluster} is not a namespace of any slice; "
-                        "apply it in one of your slice's namespaces",
-                    )
-                spec = resources.requested_spec(obj, slice_name, cluster)
-                slice_row = queries.get_slice(session, slice_name)
-                gpr = submit_gpr(session, self.planning, spec, slice_row, resources.requested_by(ref), now, admin=False)
+            if slice_name is None:
+                raise InvalidRequest(
+                    "slice",
+                    f"namespace {ref.namespace} on cluster {cluster} is not a namespace of any slice; "
+                    "apply it in one of your slice's namespaces",
+                )
+            spec = resources.requested_spec(obj, slice_name, cluster)
+
+            def link(session: Session, gpr: GPR) -> None:
                 queries.link_gpr_resource(session, gpr.id, cluster, ref.namespace, ref.name, ref.uid, generation)
+
+            gpr = self.commands.submit(spec, resources.requested_by(ref), admin=False, also=link).gpr
         except (InvalidRequest, PolicyViolation) as e:
             log.info("cluster %s: GPR resource %s/%s is invalid: %s", cluster, ref.namespace, ref.name, e)
             previous = obj.get("status") or {}
@@ -244,8 +242,6 @@ class GPRSync:
             await self._patch_status(api, ref, previous, status)
             return
         log.info("cluster %s: GPR resource %s/%s is GPR %s", cluster, ref.namespace, ref.name, gpr.id)
-        if self.on_submit is not None:
-            self.on_submit()
         obj = await self._set_finalizer(api, cluster, obj, present=True)
         status = resources.gpr_status(gpr, None, generation, obj.get("status") or {}, now)
         await self._patch_status(api, ref, obj.get("status"), status)
@@ -257,31 +253,29 @@ class GPRSync:
         ref = resources.ref_of(obj, cluster)
         generation = obj["metadata"]["generation"]
         previous = obj.get("status") or {}
+        actor = resources.requested_by(ref)
+
+        before: list[GPR] = []
+
+        def follow_generation(session: Session, gpr: GPR) -> None:
+            session.get(GPRResource, link.gpr_id).generation = generation
+            before.append(gpr)
+
         try:
-            with transaction(self.sessions) as session:
-                row = queries.get_gpr_row(session, link.gpr_id, lock=True)
-                before = queries.to_gpr(row)
-                spec = resources.edited_spec(obj, before.spec, cluster)
-                gpr = before
-                # A new generation may ask for the same spec (1h for 60m): nothing to edit, nothing to check.
-                if spec != before.spec:
-                    slice_row = queries.get_slice(session, before.spec.slice)
-                    if slice_row is None:
-                        raise PolicyViolation("slice", f"slice {before.spec.slice} is gone")
-                    actor = resources.requested_by(ref)
-                    gpr = edit_gpr(session, self.planning, row, spec, slice_row, actor, now, admin=False)
-                session.get(GPRResource, link.gpr_id).generation = generation
+            gpr = self.commands.edit(
+                link.gpr_id,
+                lambda spec: resources.edited_spec(obj, spec, cluster),
+                actor,
+                admin=False,
+                also=follow_generation,
+            )
         except resources.EDIT_REFUSALS as e:
             log.info("cluster %s: edit of GPR resource %s/%s refused: %s", cluster, ref.namespace, ref.name, e)
             return None, link.generation, resources.spec_applied(generation, e, previous, now)
         applied = resources.spec_applied(generation, None, previous, now)
-        if gpr is before:
+        if gpr is before[0]:  # the same spec asked again (1h for 60m): nothing was edited
             return None, generation, applied
         log.info("cluster %s: GPR resource %s/%s edited GPR %s", cluster, ref.namespace, ref.name, gpr.id)
-        # As after PATCH /gprs/{id}: the edited GPR is planned afresh, in its old and new bands.
-        self.planning.forget([gpr.id], {band(before.spec.priority), band(gpr.spec.priority)})
-        if self.on_submit is not None:
-            self.on_submit()
         return gpr, generation, applied
 
     async def _follow(
@@ -316,19 +310,7 @@ class GPRSync:
     def _end(self, link: GPRResource, gpr: GPR, why: str, now: datetime) -> GPR:
         """Cancel or release early the GPR of a resource deleted or gone; mark the link once it is finished."""
         actor = resources.requested_by(resources.ResourceRef(link.cluster, link.namespace, link.name, link.uid))
-        with transaction(self.sessions) as session:
-            row = queries.get_gpr_row(session, gpr.id, lock=True)
-            gpr = queries.to_gpr(row)
-            if gpr.status in (Status.PENDING_APPROVAL, Status.QUEUED):
-                gpr = queries.apply(session, row, lifecycle.cancel(gpr, actor, why, now))
-            elif gpr.status in (Status.PROVISIONING, Status.PROVISIONED):
-                change = lifecycle.begin_release(gpr, EndReason.RELEASED_EARLY, actor, why, now)
-                gpr = queries.apply(session, row, change)
-            else:
-                return gpr
-        if self.on_submit is not None:
-            self.on_submit()
-        return gpr
+        return self.commands.end(gpr.id, actor, why)
 
     async def _set_finalizer(self, api: GPRResourceAPI, cluster: str, obj: dict, *, present: bool) -> dict:
         patch = resources.finalizer_patch(obj, present)

@@ -7,10 +7,11 @@ checked against the live service in the tests.
 
 from __future__ import annotations
 
-from ..backends.kubernetes.kubeconfig import MAX_EXPIRATION, MIN_EXPIRATION
+from ..backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
 from ..core.model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
 from ..core.requests import (
     DURATION_PATTERN,
+    ID_MAX,
     ClusterCreate,
     EvictionConfirm,
     GPRCreate,
@@ -23,8 +24,6 @@ from ..core.requests import (
     body_schema,
 )
 from .clusters import ORIGINS as CLUSTER_ORIGINS
-from .handlers.base import MAX_ID
-from .handlers.slices import DEFAULT_KUBECONFIG_EXPIRATION
 
 TIME = {"type": "string", "format": "date-time"}
 HEALTH = {"type": "string", "enum": ["ok", "unavailable"]}
@@ -536,7 +535,7 @@ def _path(name: str, schema: dict | None = None) -> dict:
     return {"name": name, "in": "path", "required": True, "schema": schema or {"type": "string"}}
 
 
-GPR_ID = _path("id", {"type": "integer", "minimum": 1, "maximum": MAX_ID})
+GPR_ID = _path("id", {"type": "integer", "minimum": 1, "maximum": ID_MAX})
 SLICE_NAME = _path("name")
 AUTH_ERRORS = ("401",)
 
@@ -610,7 +609,7 @@ def _paths() -> dict:
                     },
                     _query(
                         "expiration",
-                        f"seconds the token is valid (default {DEFAULT_KUBECONFIG_EXPIRATION}); the cluster may "
+                        f"seconds the token is valid (default {DEFAULT_EXPIRATION}); the cluster may "
                         "cap it, expires_at says",
                         {"type": "integer", "minimum": MIN_EXPIRATION, "maximum": MAX_EXPIRATION},
                     ),
@@ -761,7 +760,7 @@ def _paths() -> dict:
             "get": {
                 "summary": "The audit log, newest last",
                 "parameters": [
-                    _query("gpr", "only this GPR", {"type": "integer", "minimum": 1, "maximum": MAX_ID}),
+                    _query("gpr", "only this GPR", {"type": "integer", "minimum": 1, "maximum": ID_MAX}),
                     _query("slice", "only this slice"),
                     _query("since", "only events at or after", TIME),
                     _query(

@@ -9,11 +9,18 @@ because of work behind it or a fair-share change. A slice's *usage* is its decay
 GPU-seconds (fair share); its *week* is the rolling week of its policy's
 ``max_gpu_hours``.
 
-A plan is *reused* for reads: once ``watch`` has hooked the service's sessions,
-``plan_now`` answers with the last plan while no commit has written to the store,
-no promise was dropped, and it is at most ``reuse_for`` old (the reconcile
-pass's plan usually), so a busy API does not plan once per request. Its ``now``
-is the time it was made at: answers built on it use that time.
+The snapshot comes from memory (state.py): once ``watch`` has hooked the
+service's sessions, a snapshot reads only the rows written since the last one.
+
+A plan is *reused* for reads: ``plan_now`` answers with the last plan while no
+commit has written to the store other than arrivals, no promise was dropped, and
+it is at most ``reuse_for`` old (the reconcile pass's plan usually), so a busy API
+does not plan once per request. Its ``now`` is the time it was made at: answers
+built on it use that time. *Arrivals* are GPRs just submitted: a submit's commit
+is marked (``mark_arrivals``) and does not make reads plan again; instead
+``place_arrivals`` places each on the last plan (core/planner.place_arrival), so
+the submit answers, and every read shows, the estimate the next plan gives when
+nothing else changes, at the cost of one wait-time query.
 
 Evictions: ``eviction_proposals`` (pure) picks the plan's evictions worth acting
 on; ``issue_eviction`` (I/O) begins releasing the victims.
@@ -21,6 +28,7 @@ on; ``issue_eviction`` (I/O) begins releasing the victims.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Iterable
@@ -34,11 +42,23 @@ from ..core import fairshare, lifecycle, planner, quota
 from ..core import model as core
 from ..core.errors import Conflict
 from ..core.queue import band
-from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
+from ..core.snapshot import Estimate, Eviction, Plan, Request, Snapshot
 from ..store import queries
+from .state import PlanningState
 
 BAND_NAMES = ("low", "medium", "high")
 _WROTE = "egs_wrote"  # Session.info key: this transaction flushed a change
+_ARRIVALS = "egs_arrivals"  # Session.info key: it wrote arrivals only (Planning.mark_arrivals)
+
+
+class Taken(NamedTuple):
+    """A snapshot about to be planned: ``version`` and ``arrivals`` say how far the store's writes
+    and the arrivals placed had gone when it was taken."""
+
+    snapshot: Snapshot
+    now: datetime
+    version: int
+    arrivals: int
 
 
 class Planned(NamedTuple):
@@ -52,12 +72,15 @@ class Planning:
 
     The promises are used from memory and kept in the database (``save`` after each
     reconcile pass, ``restore`` when the service starts), so a restarted service keeps
-    the estimates it gave. Everything runs on the service's one event-loop thread, so
-    no lock is needed.
+    the estimates it gave. A plan is made in three steps, ``take`` (the snapshot),
+    ``decide`` (pure) and ``adopt``; everything but ``decide`` runs on the service's one
+    event-loop thread, so no lock is needed, and ``plan_aside`` runs ``decide`` in a
+    worker thread.
     """
 
     def __init__(self, half_life: timedelta = fairshare.HALF_LIFE):
         self.half_life = half_life
+        self.state = PlanningState(half_life)
         self._promises: dict[int, Estimate] = {}
         self._bands: dict[int, int] = {}
         self._first_starts: dict[int, datetime] = {}
@@ -66,10 +89,13 @@ class Planning:
         self.reuse_for: timedelta | None = None  # None: never reused (not watching a store)
         self._version = 0  # store commits that wrote, and promises dropped
         self._last: tuple[int, Planned] | None = None
+        self._arrivals: list[core.GPR] = []  # placed on the last plan, in order
+        self._dropped: set[int] = set()  # promises dropped since the last snapshot
 
     def watch(self, sessions: sessionmaker[Session], reuse_for: timedelta) -> None:
         """Count the commits of ``sessions`` that wrote something, and reuse a plan for ``reuse_for``
         while there is none."""
+        self.state.watch(sessions)
         event.listen(sessions, "after_flush", self._flushed)
         event.listen(sessions, "after_commit", self._committed)
         event.listen(sessions, "after_rollback", self._rolled_back)
@@ -80,12 +106,30 @@ class Planning:
         session.info[_WROTE] = True
 
     def _committed(self, session: Session) -> None:
-        if session.info.pop(_WROTE, False):
+        arrivals = session.info.pop(_ARRIVALS, False)
+        if session.info.pop(_WROTE, False) and not arrivals:
             self._version += 1
 
     @staticmethod
     def _rolled_back(session: Session) -> None:
         session.info.pop(_WROTE, None)
+        session.info.pop(_ARRIVALS, None)
+
+    @staticmethod
+    def mark_arrivals(session: Session) -> None:
+        """This transaction writes new GPRs and their events only: its commit leaves the last plan
+        reusable, and the GPRs are placed on it with ``place_arrivals``."""
+        session.info[_ARRIVALS] = True
+
+    def place_arrivals(self, session: Session, gprs: Iterable[core.GPR], now: datetime) -> dict[int, Estimate]:
+        """The estimates of GPRs just submitted (and committed), the queued ones placed on the last plan
+        (one made now if it may not be reused) in the order given; reads show them from then on, and
+        they are placed again on a plan whose snapshot was taken before they arrived."""
+        current = self.plan_now(session, now).plan
+        queued = [gpr for gpr in gprs if gpr.status is core.Status.QUEUED]
+        self.state.current(session, now)
+        self._place(current, queued, now)
+        return {gpr.id: current.estimates[gpr.id] for gpr in queued}
 
     def restore(self, session: Session) -> None:
         """Take the promises saved by an earlier run of the service."""
@@ -108,20 +152,7 @@ class Planning:
             self._saved = current
 
     def snapshot(self, session: Session, now: datetime) -> Snapshot:
-        return queries.load_snapshot(session, now, half_life=self.half_life, previous=self._promises)
-
-    def _plan(self, snapshot: Snapshot, now: datetime) -> Plan:
-        """Plan ``snapshot`` (one taken with ``self.snapshot``); its estimates become the promises."""
-        started = time.perf_counter()
-        made = planner.plan(snapshot, now)
-        self.pass_seconds = time.perf_counter() - started
-        self._promises = dict(made.estimates)
-        self._bands = {r.gpr_id: band(r.spec.priority) for r in snapshot.queue}
-        self._first_starts = {i: t for i, t in self._first_starts.items() if i in self._bands}
-        for estimate in (*made.estimates.values(), *made.admits):
-            if estimate.start is not None:
-                self._first_starts.setdefault(estimate.gpr_id, estimate.start)
-        return made
+        return self.state.snapshot(session, now, self._promises)
 
     def first_start(self, gpr_id: int) -> datetime | None:
         """The first start this service estimated for a queued GPR (for the estimate-error metric)."""
@@ -133,11 +164,53 @@ class Planning:
             version, last = self._last
             if version == self._version and timedelta(0) <= now - last.now <= self.reuse_for:
                 return last
-        version = self._version
-        snapshot = self.snapshot(session, now)
-        planned = Planned(snapshot, self._plan(snapshot, now), now)
-        self._last = (version, planned)
+        taken = self.take(session, now, fresh=fresh)
+        return self.adopt(taken, self.decide(taken))
+
+    async def plan_aside(self, sessions: sessionmaker[Session], now: datetime) -> Planned:
+        """A fresh plan as of ``now``, made in a worker thread: the event loop serves requests
+        (and places arrivals on the last plan) meanwhile."""
+        with sessions() as session:
+            taken = self.take(session, now, fresh=True)
+        return self.adopt(taken, await asyncio.to_thread(self.decide, taken))
+
+    def take(self, session: Session, now: datetime, *, fresh: bool) -> Taken:
+        """Step 1 of a plan: the snapshot, and where the store and the arrivals were."""
+        if fresh and self.state.watching and self.state.loaded:
+            self.state.refresh_usage(session, now)
+        self._dropped = set()
+        return Taken(self.snapshot(session, now), now, self._version, len(self._arrivals))
+
+    def decide(self, taken: Taken) -> Plan:
+        """Step 2, pure (any thread): plan the snapshot."""
+        started = time.perf_counter()
+        made = planner.plan(taken.snapshot, taken.now)
+        self.pass_seconds = time.perf_counter() - started
+        return made
+
+    def adopt(self, taken: Taken, made: Plan) -> Planned:
+        """Step 3: ``made`` becomes the last plan and its estimates the promises, less those dropped
+        since the snapshot; the GPRs that arrived since are placed on it."""
+        self._promises = {i: e for i, e in made.estimates.items() if i not in self._dropped}
+        self._bands = {r.gpr_id: band(r.spec.priority) for r in taken.snapshot.queue}
+        self._first_starts = {i: t for i, t in self._first_starts.items() if i in self._bands}
+        for estimate in (*made.estimates.values(), *made.admits):
+            if estimate.start is not None:
+                self._first_starts.setdefault(estimate.gpr_id, estimate.start)
+        planned = Planned(taken.snapshot, made, taken.now)
+        later, self._arrivals = self._arrivals[taken.arrivals :], []
+        self._last = (taken.version, planned)
+        self._place(made, later, taken.now)
         return planned
+
+    def _place(self, current: Plan, gprs: list[core.GPR], now: datetime) -> None:
+        for gpr in gprs:
+            if gpr.id not in current.estimates and self.state.is_queued(gpr.id):
+                request = Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes))
+                estimate = current.estimates[gpr.id] = planner.place_arrival(current, request, now)
+                if estimate.start is not None:
+                    self._first_starts.setdefault(gpr.id, estimate.start)
+            self._arrivals.append(gpr)
 
     def forget(self, gpr_ids: Iterable[int] = (), bands: Iterable[int] = ()) -> None:
         """Drop the promises of these GPRs and of every GPR in these bands, so the next
@@ -147,6 +220,7 @@ class Planning:
         drop.update(gpr_id for gpr_id, b in self._bands.items() if b in bands)
         for gpr_id in drop:
             self._promises.pop(gpr_id, None)
+        self._dropped |= drop
         self._version += 1
 
 

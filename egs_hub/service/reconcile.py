@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
 from functools import partial
@@ -99,20 +100,25 @@ class Reconciler:
             except Exception:
                 log.exception("reconcile pass failed; trying again in %.0f s", self.retry_interval)
                 next_due = self.clock() + timedelta(seconds=self.retry_interval)
+            ended = time.monotonic()
             delay = max(0.0, min(self.interval, (next_due - self.clock()).total_seconds()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
             self._wake.clear()
+            # Woken by a stream of changes, the next pass waits at least as long as the last plan took:
+            # planning (in a worker thread, but holding the GIL) takes at most about half the loop's time.
+            rest = self.planning.pass_seconds - (time.monotonic() - ended)
+            if rest > 0:
+                await asyncio.sleep(rest)
 
     async def tick(self) -> datetime:
         """One pass; returns when the next pass is due at the latest."""
         async with self._lock:
             now = self.clock()
-            # 1. snapshot
+            # 1. snapshot and 2. decide, in a worker thread (planning.Planning.plan_aside)
             with self.sessions() as session:
                 evicting = bool(queries.evictions_in_flight(session))
-                # 2. decide
-                snapshot, decisions, _ = self.planning.plan_now(session, now, fresh=True)
+            snapshot, decisions, _ = await self.planning.plan_aside(self.sessions, now)
             if self.exporter is not None:
                 self.exporter.observe_pass(self.planning.pass_seconds)
             evictions = [e for e in eviction_proposals(snapshot, decisions, now, evicting) if e.automatic]

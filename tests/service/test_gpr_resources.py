@@ -24,6 +24,7 @@ from egs_hub.core.model import SlicePolicy
 from egs_hub.core.requests import ClusterCreate
 from egs_hub.core.units import format_time
 from egs_hub.service.clusters import Clusters
+from egs_hub.service.commands import Commands
 from egs_hub.service.gpr_sync import GPRSync
 from egs_hub.service.planning import Planning
 from egs_hub.store import queries
@@ -66,7 +67,8 @@ async def world(tmp_path):
 
 
 async def started(world) -> GPRSync:
-    sync = GPRSync(world["sessions"], world["registry"].backends, lambda: datetime.now(UTC), Planning())
+    clock = lambda: datetime.now(UTC)  # noqa: E731
+    sync = GPRSync(world["sessions"], world["registry"].backends, clock, Commands(world["sessions"], Planning(), clock))
     await sync.follow_clusters()
     await eventually(lambda: sync.watched["emu"].reflector.listed)
     return sync

@@ -28,6 +28,7 @@ from .slice_objects import home_namespace, service_account_name
 # (--service-account-max-token-expiration) and answer with an earlier expiry.
 MIN_EXPIRATION = 600
 MAX_EXPIRATION = 7 * 24 * 3600
+DEFAULT_EXPIRATION = 24 * 3600  # a slice kubeconfig's token, unless asked otherwise
 
 
 class SliceNotSetUp(LookupError):

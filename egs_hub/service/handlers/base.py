@@ -21,7 +21,7 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
-from ...core.errors import Conflict, IllegalTransition, InvalidRequest, PolicyViolation
+from ...core.errors import Conflict, Forbidden, IllegalTransition, InvalidRequest, NotFound, PolicyViolation
 from ...core.requests import ID_MAX
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -29,7 +29,6 @@ from ..hub import HubAPIError
 
 if TYPE_CHECKING:
     from ...store.models import Slice
-    from ..app import EGSService
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +40,8 @@ ERROR_STATUS: dict[type[Exception], int] = {
     PolicyViolation: 422,
     IllegalTransition: 409,
     Conflict: 409,
+    Forbidden: 403,
+    NotFound: 404,
     HubAPIError: 502,
 }
 
@@ -81,7 +82,8 @@ def needs_scope(scope: str) -> Callable[[Callable], Callable]:
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
     @property
-    def egs(self) -> EGSService:
+    def egs(self):
+        """The service (app.EGSService): its commands, planning, sessions and clock."""
         return self.settings["egs"]
 
     @property

@@ -9,13 +9,11 @@ planner's list here ("confirm"), or nothing is evicted ("off").
 from __future__ import annotations
 
 from ...core import model as core
-from ...core.errors import Conflict
 from ...core.queue import band
 from ...core.requests import EvictionConfirm, parse_body
 from ...roles import ADMIN_SCOPE
 from ...store import queries
-from ...store.db import transaction
-from ..planning import BAND_NAMES, eviction_proposals, factors, issue_eviction
+from ..planning import BAND_NAMES, eviction_proposals, factors
 from ..serialize import eviction_json
 from .base import authenticated, needs_scope
 from .gprs import GPRBase
@@ -53,28 +51,8 @@ class EvictionsHandler(GPRBase):
     @needs_scope(ADMIN_SCOPE)
     def post(self) -> None:
         body = parse_body(EvictionConfirm, self.json_body())
-        now = self.now()
-        with transaction(self.egs.sessions) as session:
-            snapshot, plan, _ = self.egs.planning.plan_now(session, now, fresh=True)
-            evicting = bool(queries.evictions_in_flight(session))
-            proposals = eviction_proposals(snapshot, plan, now, evicting)
-            proposal = next((e for e in proposals if e.gpr_id == body.gpr_id), None)
-            if proposal is None:
-                raise Conflict(
-                    f"the planner proposes no eviction for GPR {body.gpr_id} now; "
-                    "GET queue/evictions for the current list"
-                )
-            if set(proposal.victims) != set(body.victims):
-                raise Conflict(
-                    f"the planner's eviction for GPR {body.gpr_id} is now GPRs "
-                    f"{', '.join(map(str, proposal.victims))}, not {', '.join(map(str, body.victims))}; "
-                    "GET queue/evictions and confirm the current list"
-                )
-            issue_eviction(session, proposal, self.user_name, now, note=f"confirmed by {self.user_name}")
-            view = self._json(session, proposal)
-        self.egs.planning.forget([proposal.gpr_id])
-        self.egs.reconciler.wake()
-        self.write_json(view)
+        proposal, victims = self.egs.commands.confirm_eviction(body.gpr_id, set(body.victims), self.user_name)
+        self.write_json(eviction_json(proposal, victims))
 
     def _json(self, session, eviction) -> dict:
         victims = [queries.to_gpr(row) for v in eviction.victims if (row := queries.get_gpr_row(session, v))]

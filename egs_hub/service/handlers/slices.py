@@ -25,7 +25,7 @@ from sqlalchemy import select
 from tornado import web
 
 from ...backends.kubernetes import ClusterUnavailable, SliceConflict, SliceNotSetUp
-from ...backends.kubernetes.kubeconfig import MAX_EXPIRATION, MIN_EXPIRATION
+from ...backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
 from ...core import model as core
 from ...core.errors import Conflict, InvalidRequest, PolicyViolation
 from ...core.policy import check_policy
@@ -53,7 +53,6 @@ from .base import APIHandler, authenticated, needs_scope
 log = logging.getLogger(__name__)
 
 # A slice kubeconfig's token lives this long unless the caller asks for another expiration.
-DEFAULT_KUBECONFIG_EXPIRATION = 24 * 3600
 
 
 def _policy(
@@ -404,7 +403,7 @@ class KubeconfigHandler(SliceBase):
     @staticmethod
     def _expiration(value: str | None) -> int:
         if value is None:
-            return DEFAULT_KUBECONFIG_EXPIRATION
+            return DEFAULT_EXPIRATION
         try:
             seconds = int(value)
         except ValueError:

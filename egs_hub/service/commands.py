@@ -1,0 +1,253 @@
+"""The use cases that change GPRs, one function each: submit, edit, reprioritise,
+cancel, release, approve, deny and confirm an eviction.
+
+HTTP handlers, the GPR custom-resource sync (gpr_sync.py) and the reconcile loop
+call these; a handler only parses, authorises, calls and serialises. Each command
+is one transaction: it checks, writes the GPR and its audit event, commits, then
+tells the planning what changed and wakes the reconcile loop. Nothing is
+acknowledged before it is committed.
+
+Vocabulary: the *caller* is who acts (a hub user's name, ``admin`` when they hold
+the admin scope); ``authorize`` is the caller's membership check on the slice
+a command touches (the handler's; the GPR sync, which found the slice from the
+resource's namespace, passes none). A *submit* answers with the GPR's estimate,
+placed on the current plan (planning.Planning.place_arrivals) without planning
+everything again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..core import lifecycle
+from ..core import model as core
+from ..core.errors import Conflict, Forbidden, NotFound, PolicyViolation
+from ..core.policy import approval_reasons, check_request
+from ..core.queue import band
+from ..core.snapshot import Estimate, Eviction
+from ..store import queries
+from ..store.db import transaction
+from ..store.models import GPRRow
+from ..store.models import Slice as SliceRow
+from .planning import Planning, eviction_proposals, issue_eviction, week_gpu_hours
+
+Authorize = Callable[[SliceRow], None]
+Also = Callable[[Session, core.GPR], None]  # more to write in a command's transaction
+
+
+@dataclass(frozen=True)
+class Submitted:
+    gpr: core.GPR
+    estimate: Estimate | None  # None unless it is queued
+
+
+class Commands:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        planning: Planning,
+        clock: Callable[[], datetime],
+        wake: Callable[[], None] = lambda: None,
+    ):
+        self.sessions = sessions
+        self.planning = planning
+        self.clock = clock
+        self.wake = wake
+
+    # Checks shared by submit and edit
+
+    def vet(
+        self, session: Session, spec: core.GPRSpec, slice_row: SliceRow, now: datetime, *, admin: bool
+    ) -> list[str]:
+        """Check a spec against its slice (members' limits, unless ``admin``) and the inventory
+        (can it ever run). Returns why it would need an admin's approval (or be rejected): over
+        max_duration, max_gpus, auto_approve_max_gpus, or the GPU-hours left of the slice's
+        rolling week."""
+        policy = queries.slice_policy(slice_row)
+        if not admin:
+            check_request(spec, policy)
+        servability = self.planning.state.current(session, now).servability(spec)
+        if servability.reason is not None:
+            raise PolicyViolation(servability.field, servability.reason)
+        week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
+        return approval_reasons(spec, servability.gpus, policy, week)
+
+    # The commands
+
+    def submit(
+        self,
+        spec: core.GPRSpec,
+        requested_by: str,
+        *,
+        admin: bool,
+        authorize: Authorize | None = None,
+        also: Also | None = None,
+    ) -> Submitted:
+        """POST /gprs: vet the spec, then write the GPR queued, pending approval or rejected as
+        the slice's policy says; ``also`` writes more in the same transaction (the GPR resource
+        it was made from). InvalidRequest or PolicyViolation naming the field, and nothing
+        written, when it cannot be."""
+        now = self.clock()
+        with transaction(self.sessions) as session:
+            slice_row = slice_of(session, spec.slice)
+            if authorize is not None:
+                authorize(slice_row)
+            reasons = self.vet(session, spec, slice_row, now, admin=admin)
+            reject = queries.slice_policy(slice_row).reject_over_limits
+            row = queries.new_gpr_row(session, spec, requested_by, now)
+            gpr = queries.apply(session, row, lifecycle.submit(row.id, spec, requested_by, reasons, now, reject=reject))
+            if also is not None:
+                also(session, gpr)
+            self.planning.mark_arrivals(session)
+        self.wake()
+        with self.sessions() as session:
+            estimates = self.planning.place_arrivals(session, [gpr], now)
+        return Submitted(gpr, estimates.get(gpr.id))
+
+    def edit(
+        self,
+        gpr_id: int,
+        change: Callable[[core.GPRSpec], core.GPRSpec],
+        actor: str,
+        *,
+        admin: bool,
+        authorize: Authorize | None = None,
+        also: Also | None = None,
+    ) -> core.GPR:
+        """PATCH /gprs/{id}: vet the spec ``change`` makes of the GPR's, as submit does, then edit the
+        GPR (pending approval or queued) to it; an admin changing the priority alone reprioritises,
+        and a spec that is the same writes nothing (``also`` still writes).
+        Nothing is written when it raises: InvalidRequest or PolicyViolation naming the field, Conflict
+        for a change over the slice's limits that its policy rejects or that a queued GPR would need
+        approved for, IllegalTransition for a GPR past queued, Forbidden for another user's GPR."""
+        now = self.clock()
+        with transaction(self.sessions) as session:
+            row, slice_row = self._load(session, gpr_id, authorize)
+            before = queries.to_gpr(row)
+            if slice_row is None:
+                raise PolicyViolation("slice", f"slice {before.spec.slice} is gone")
+            if not (admin or before.requested_by == actor):
+                raise Forbidden(f"only {before.requested_by} (who asked) or an admin can edit GPR {gpr_id}")
+            spec = change(before.spec)
+            if also is not None:
+                also(session, before)
+            if spec == before.spec:
+                return before
+            if admin and spec == replace(before.spec, priority=spec.priority):
+                gpr = queries.apply(session, row, lifecycle.change_priority(before, spec.priority, actor, now))
+            else:
+                gpr = self._edit(session, row, before, spec, slice_row, actor, now, admin=admin)
+        # A new priority may reorder its old and new bands; an edited GPR is planned afresh.
+        self.planning.forget([gpr_id], {band(before.spec.priority), band(gpr.spec.priority)})
+        self.wake()
+        return gpr
+
+    def _edit(self, session, row, gpr, spec, slice_row, actor, now, *, admin: bool) -> core.GPR:
+        reasons = self.vet(session, spec, slice_row, now, admin=admin)
+        if reasons and not admin and queries.slice_policy(slice_row).reject_over_limits:
+            raise Conflict(f"this change is over the slice's limits ({'; '.join(reasons)}); it is not allowed")
+        if gpr.status is core.Status.QUEUED and reasons and not admin:
+            raise Conflict(
+                f"this change needs an admin's approval ({'; '.join(reasons)}); cancel this GPR and submit a new one"
+            )
+        return queries.apply(session, row, lifecycle.edit(gpr, spec, actor, now))
+
+    def cancel(self, gpr_id: int, actor: str, reason: str, *, authorize: Authorize | None = None) -> core.GPR:
+        """DELETE /gprs/{id}: a GPR that holds no GPUs yet ends cancelled."""
+        with transaction(self.sessions) as session:
+            row, _ = self._load(session, gpr_id, authorize)
+            gpr = queries.to_gpr(row)
+            if gpr.status.holds_gpus:
+                raise Conflict(
+                    f"GPR {gpr.id} is {gpr.status} and holds GPUs; release it with POST gprs/{gpr.id}/release"
+                )
+            gpr = queries.apply(session, row, lifecycle.cancel(gpr, actor, reason, self.clock()))
+        self.wake()
+        return gpr
+
+    def release(self, gpr_id: int, actor: str, reason: str, *, authorize: Authorize | None = None) -> core.GPR:
+        """POST /gprs/{id}/release: a GPR holding GPUs begins releasing them early."""
+        with transaction(self.sessions) as session:
+            row, _ = self._load(session, gpr_id, authorize)
+            gpr = queries.to_gpr(row)
+            if gpr.status in (core.Status.PENDING_APPROVAL, core.Status.QUEUED):
+                raise Conflict(f"GPR {gpr.id} is {gpr.status} and holds no GPUs; cancel it with DELETE gprs/{gpr.id}")
+            change = lifecycle.begin_release(
+                gpr, core.EndReason.RELEASED_EARLY, actor, reason or "released early", self.clock()
+            )
+            gpr = queries.apply(session, row, change)
+        self.wake()
+        return gpr
+
+    def end(self, gpr_id: int, actor: str, reason: str) -> core.GPR:
+        """Cancel a waiting GPR, or release early one holding GPUs (its GPR resource was deleted);
+        a GPR already releasing or finished is left as it is."""
+        with transaction(self.sessions) as session:
+            row, _ = self._load(session, gpr_id, None)
+            gpr = queries.to_gpr(row)
+            now = self.clock()
+            if gpr.status in (core.Status.PENDING_APPROVAL, core.Status.QUEUED):
+                gpr = queries.apply(session, row, lifecycle.cancel(gpr, actor, reason, now))
+            elif gpr.status in (core.Status.PROVISIONING, core.Status.PROVISIONED):
+                gpr = queries.apply(
+                    session, row, lifecycle.begin_release(gpr, core.EndReason.RELEASED_EARLY, actor, reason, now)
+                )
+            else:
+                return gpr
+        self.wake()
+        return gpr
+
+    def decide(self, gpr_id: int, approve: bool, actor: str, reason: str) -> core.GPR:
+        """POST /gprs/{id}/approve or deny (admins)."""
+        decide = lifecycle.approve if approve else lifecycle.deny
+        with transaction(self.sessions) as session:
+            row, _ = self._load(session, gpr_id, None)
+            gpr = queries.apply(session, row, decide(queries.to_gpr(row), actor, reason, self.clock()))
+        self.wake()
+        return gpr
+
+    def confirm_eviction(self, gpr_id: int, victims: set[int], actor: str) -> tuple[Eviction, list[core.GPR]]:
+        """POST /queue/evictions (admins): evict the victims the planner proposes now for ``gpr_id``,
+        when they are the ones confirmed. Conflict, nothing written, when the proposal changed."""
+        now = self.clock()
+        with transaction(self.sessions) as session:
+            snapshot, plan, _ = self.planning.plan_now(session, now, fresh=True)
+            evicting = bool(queries.evictions_in_flight(session))
+            proposal = next((e for e in eviction_proposals(snapshot, plan, now, evicting) if e.gpr_id == gpr_id), None)
+            if proposal is None:
+                raise Conflict(
+                    f"the planner proposes no eviction for GPR {gpr_id} now; GET queue/evictions for the current list"
+                )
+            if set(proposal.victims) != victims:
+                raise Conflict(
+                    f"the planner's eviction for GPR {gpr_id} is now GPRs "
+                    f"{', '.join(map(str, proposal.victims))}, not {', '.join(map(str, sorted(victims)))}; "
+                    "GET queue/evictions and confirm the current list"
+                )
+            evicted = issue_eviction(session, proposal, actor, now, note=f"confirmed by {actor}")
+        self.planning.forget([proposal.gpr_id])
+        self.wake()
+        return proposal, evicted
+
+    def _load(self, session: Session, gpr_id: int, authorize: Authorize | None) -> tuple[GPRRow, SliceRow | None]:
+        """The GPR's row, locked, and its slice's (None when the slice is gone), after ``authorize``."""
+        row = queries.get_gpr_row(session, gpr_id, lock=True)
+        if row is None:
+            raise NotFound(f"no GPR with id {gpr_id}")
+        slice_row = queries.get_slice(session, row.slice)
+        if authorize is not None:
+            if slice_row is None:
+                raise PolicyViolation("slice", f"no slice named {row.slice!r}; GET /slices lists yours")
+            authorize(slice_row)
+        return row, slice_row
+
+
+def slice_of(session: Session, name: str) -> SliceRow:
+    row = queries.get_slice(session, name)
+    if row is None:
+        raise PolicyViolation("slice", f"no slice named {name!r}; GET /slices lists yours")
+    return row

@@ -1,0 +1,190 @@
+"""The planner's state in memory (service/state.py) and arrivals placed on the last plan
+(Planning.place_arrivals), on both databases.
+
+The state must equal what a full load of the store gives after any write, while reading
+only what the write changed; a submit must answer the estimate the next full plan gives
+when nothing else changes, also when the plan was being made while it arrived.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event
+
+from egs_hub.core import lifecycle
+from egs_hub.core import model as core
+from egs_hub.service.commands import Commands
+from egs_hub.service.planning import Planning
+from egs_hub.store import queries
+from egs_hub.store.db import transaction
+
+from .test_reconcile import NODE, SHAPE, START, submit, world  # noqa: F401
+
+REUSE = timedelta(seconds=60)
+
+
+def watching(sessions) -> Planning:
+    planning = Planning()
+    planning.watch(sessions, REUSE)
+    return planning
+
+
+def in_memory(planning: Planning, sessions, now):
+    with sessions() as session:
+        snapshot = planning.snapshot(session, now)
+        planning.state.refresh_usage(session, now)  # the reconcile pass's job; compared here too
+        return dataclasses.replace(snapshot, usage=planning.state.usage)
+
+
+def loaded(sessions, now):
+    with sessions() as session:
+        return queries.load_snapshot(session, now)
+
+
+def test_the_state_follows_every_kind_of_write(world):  # noqa: F811
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    assert in_memory(planning, sessions, START) == loaded(sessions, START)
+    a = submit(sessions, "a", 2, 30, START)
+    b = submit(sessions, "b", 4, 60, START)
+    c = submit(sessions, "a", 1, 30, START)
+    assert in_memory(planning, sessions, START) == loaded(sessions, START)
+    with transaction(sessions) as session:  # admitted and bound
+        row = queries.get_gpr_row(session, a, lock=True)
+        gpr = queries.apply(session, row, lifecycle.admit(queries.to_gpr(row), NODE.gpus[:2], ("n1",), START))
+        queries.bind(session, gpr)
+    with transaction(sessions) as session:  # cancelled
+        row = queries.get_gpr_row(session, c, lock=True)
+        queries.apply(session, row, lifecycle.cancel(queries.to_gpr(row), "alice", "no", START))
+    with transaction(sessions) as session:  # a policy
+        row = queries.get_slice(session, "b")
+        queries.write_slice_policy(row, core.SlicePolicy(max_gpus=8, max_active_gprs=2))
+    later = START + timedelta(minutes=5)
+    gpus = [
+        core.GPU(uuid=u, index=i, node="n1", cluster="local", model="H100", memory_mib=81920, healthy=i != 3)
+        for i, u in enumerate(NODE.gpus)
+    ]
+    with transaction(sessions) as session:  # the inventory: a GPU unhealthy
+        queries.sync_inventory(session, "local", "local", [NODE], gpus, later)
+    with transaction(sessions) as session:  # releasing, then ended
+        row = queries.get_gpr_row(session, a, lock=True)
+        change = lifecycle.begin_release(queries.to_gpr(row), core.EndReason.RELEASED_EARLY, "alice", "", later)
+        queries.apply(session, row, change)
+    assert in_memory(planning, sessions, later) == loaded(sessions, later)
+    with transaction(sessions) as session:
+        row = queries.get_gpr_row(session, a, lock=True)
+        queries.apply(session, row, lifecycle.complete(queries.to_gpr(row), "double", later))
+        queries.unbind(session, a)
+    with transaction(sessions) as session:  # a transaction rolled back changes nothing
+        row = queries.get_gpr_row(session, b, lock=True)
+        queries.apply(session, row, lifecycle.cancel(queries.to_gpr(row), "alice", "no", later))
+        session.rollback()
+    snapshot = in_memory(planning, sessions, later)
+    assert snapshot == loaded(sessions, later)
+    assert [r.gpr_id for r in snapshot.queue] == [b] and snapshot.unhealthy_gpus == {NODE.gpus[3]}
+    assert snapshot.policies["b"].max_gpus == 8
+    del clock
+
+
+@pytest.mark.parametrize("stored", [10, 200])
+def test_a_snapshot_after_a_write_reads_what_it_changed_not_the_store(world, stored):  # noqa: F811
+    sessions = world[0]
+    for _ in range(stored):
+        submit(sessions, "a", 1, 30, START)
+    planning = watching(sessions)
+    in_memory(planning, sessions, START)  # the load at start
+    submit(sessions, "b", 1, 30, START)
+    statements: list[str] = []
+    engine = sessions.kw["bind"]
+
+    def count(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        with sessions() as session:
+            snapshot = planning.snapshot(session, START)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(snapshot.queue) == stored + 1
+    # The new GPR and its allocations, by id: the same two statements whatever the store holds.
+    assert len(statements) == 2, statements
+    assert all("WHERE gprs.id IN" in s or "allocations" in s for s in statements), statements
+
+
+def commands_of(sessions, clock, planning: Planning) -> Commands:
+    return Commands(sessions, planning, clock)
+
+
+def spec(slice_name: str, gpus: int, minutes: int, priority: int = 100) -> core.GPRSpec:
+    return core.GPRSpec(slice=slice_name, duration=timedelta(minutes=minutes), gpus=gpus, priority=priority)
+
+
+# Each case: GPRs queued before, then the submits, one after the other; every answer must be the
+# start the next full plan gives (want: the same). Slices "a" and "b" have equal shares, so fair
+# share orders them by use: none here.
+ARRIVALS = {
+    "one slice, one band": (
+        [spec("a", 4, 60), spec("a", 2, 30)],
+        [spec("a", 2, 30), spec("a", 4, 10), spec("a", 1, 5)],
+    ),
+    "a higher band arrives": ([spec("a", 4, 60), spec("b", 4, 60)], [spec("a", 4, 30, priority=250)]),
+    "another slice": ([spec("a", 4, 60)], [spec("b", 2, 30), spec("b", 2, 30)]),
+    "lower band behind all": ([spec("a", 4, 60, priority=250)], [spec("b", 1, 20, priority=50), spec("a", 3, 20)]),
+}
+
+
+@pytest.mark.parametrize("queued, arrivals", ARRIVALS.values(), ids=ARRIVALS.keys())
+def test_each_submit_answers_the_start_the_next_plan_gives(world, queued, arrivals):  # noqa: F811
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    commands = commands_of(sessions, clock, planning)
+    for s in queued:
+        commands.submit(s, "alice", admin=False)
+    for s in arrivals:
+        with sessions() as session:
+            planning.plan_now(session, clock.now, fresh=True)  # what the reconcile pass does
+        answered = commands.submit(s, "alice", admin=False).estimate
+        with sessions() as session:
+            replanned = planning.plan_now(session, clock.now, fresh=True).plan.estimates[answered.gpr_id]
+        assert (answered.start, answered.placement.nodes) == (replanned.start, replanned.placement.nodes)
+
+
+def test_submits_in_a_row_of_one_slice_and_band_answer_the_next_plan(world):  # noqa: F811
+    """No plan between them: each is placed on the last plan with the ones before it."""
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    commands = commands_of(sessions, clock, planning)
+    answers = [
+        commands.submit(spec("a", g, m), "alice", admin=False).estimate
+        for g, m in [(4, 30), (2, 20), (2, 40), (3, 10), (1, 5)]
+    ]
+    with sessions() as session:
+        replanned = planning.plan_now(session, clock.now, fresh=True).plan.estimates
+    assert [(e.start, e.end) for e in answers] == [
+        (replanned[e.gpr_id].start, replanned[e.gpr_id].end) for e in answers
+    ]
+    assert len({e.start for e in answers}) > 1  # they wait for each other
+
+
+def test_a_submit_during_a_plan_is_placed_on_the_new_plan(world):  # noqa: F811
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    commands = commands_of(sessions, clock, planning)
+    first = commands.submit(spec("a", 4, 60), "alice", admin=False).gpr
+    with sessions() as session:
+        taken = planning.take(session, clock.now, fresh=True)  # the reconcile pass's snapshot
+    during = commands.submit(spec("a", 4, 30), "alice", admin=False)  # placed on the last plan
+    made = planning.decide(taken)  # the pass's plan, without it
+    assert during.gpr.id not in made.estimates
+    adopted = planning.adopt(taken, made)
+    assert adopted.plan.estimates[during.gpr.id].start == during.estimate.start
+    with sessions() as session:
+        reread = planning.plan_now(session, clock.now).plan  # reads reuse it: only an arrival was written
+        assert reread is adopted.plan
+        fresh = planning.plan_now(session, clock.now, fresh=True).plan
+    assert fresh.estimates[during.gpr.id].start == during.estimate.start
+    assert first.id in fresh.estimates
