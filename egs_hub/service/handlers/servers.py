@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from sqlalchemy import select
@@ -32,9 +31,6 @@ from ...store.db import transaction
 from ...store.models import Server
 from ..hub import HubAPIError
 from .base import APIHandler, authenticated
-
-if TYPE_CHECKING:
-    from ..app import EGSService
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +132,7 @@ class ServerRestartHandler(APIHandler):
         self.write_json({"user": user, "server": server, "restarting": True}, status=202)
 
 
-async def restart_and_record(egs: EGSService, user: str, server: str, actor: str, slice_name: str | None) -> None:
+async def restart_and_record(egs, user: str, server: str, actor: str, slice_name: str | None) -> None:
     """Restart through the hub and record how it went (an event either way)."""
     try:
         running = await egs.hub.restart_server(user, server)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import ssl
-from typing import TYPE_CHECKING
 
 from tornado import web
 from tornado.httpserver import HTTPServer
@@ -27,15 +26,12 @@ from tornado.httpserver import HTTPServer
 from ...backends.kubernetes.webhook import InvalidReview, review_pod
 from ...store import queries
 
-if TYPE_CHECKING:
-    from ..app import EGSService
-
 ROUTE = r"webhooks/pods/([^/]+)"
 
 
 class PodWebhookHandler(web.RequestHandler):
     @property
-    def egs(self) -> EGSService:
+    def egs(self):
         return self.settings["egs"]
 
     def set_default_headers(self) -> None:
@@ -65,7 +61,7 @@ class PodWebhookHandler(web.RequestHandler):
         self.finish(json.dumps({"status": status_code, "message": message}))
 
 
-def make_app(egs: EGSService) -> web.Application:
+def make_app(egs) -> web.Application:
     """The webhook listener's app: the webhook route only."""
     return web.Application([(egs.prefix + ROUTE, PodWebhookHandler)], egs=egs)
 
