@@ -17,6 +17,8 @@ everything again.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -35,8 +37,21 @@ from ..store.models import GPRRow
 from ..store.models import Slice as SliceRow
 from .planning import Planning, eviction_proposals, issue_eviction, week_gpu_hours
 
+log = logging.getLogger(__name__)
+
 Authorize = Callable[[SliceRow], None]
 Also = Callable[[Session, core.GPR], None]  # more to write in a command's transaction
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A submit asked for, and (in a group) where its answer goes."""
+
+    spec: core.GPRSpec
+    requested_by: str
+    admin: bool
+    authorize: Authorize | None
+    answer: asyncio.Future | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,7 @@ class Commands:
         self.planning = planning
         self.clock = clock
         self.wake = wake
+        self._together: list[_Waiting] = []  # submits waiting for their group's commit
 
     # Checks shared by submit and edit
 
@@ -93,13 +109,7 @@ class Commands:
         written, when it cannot be."""
         now = self.clock()
         with transaction(self.sessions) as session:
-            slice_row = slice_of(session, spec.slice)
-            if authorize is not None:
-                authorize(slice_row)
-            reasons = self.vet(session, spec, slice_row, now, admin=admin)
-            reject = queries.slice_policy(slice_row).reject_over_limits
-            row = queries.new_gpr_row(session, spec, requested_by, now)
-            gpr = queries.apply(session, row, lifecycle.submit(row.id, spec, requested_by, reasons, now, reject=reject))
+            gpr = self._submit_in(session, _Waiting(spec, requested_by, admin, authorize), now)
             if also is not None:
                 also(session, gpr)
             self.planning.mark_arrivals(session)
@@ -107,6 +117,60 @@ class Commands:
         with self.sessions() as session:
             estimates = self.planning.place_arrivals(session, [gpr], now)
         return Submitted(gpr, estimates.get(gpr.id))
+
+    async def submit_together(
+        self, spec: core.GPRSpec, requested_by: str, *, admin: bool, authorize: Authorize | None = None
+    ) -> Submitted:
+        """``submit`` with group commit: the submits that arrive in one turn of the event loop share one
+        transaction and one placement step; each gets its own GPR and estimate, or its own error (a
+        submit that fails its checks writes nothing and leaves the others be; a failed commit fails
+        them all, with nothing written)."""
+        loop = asyncio.get_running_loop()
+        waiting = _Waiting(spec, requested_by, admin, authorize, loop.create_future())
+        self._together.append(waiting)
+        if len(self._together) == 1:
+            loop.call_soon(self._submit_group)
+        return await waiting.answer
+
+    def _submit_group(self) -> None:
+        group, self._together = self._together, []
+        now = self.clock()
+        written: list[tuple[_Waiting, core.GPR]] = []
+        try:
+            with transaction(self.sessions) as session:
+                for waiting in group:
+                    try:
+                        gpr = self._submit_in(session, waiting, now)
+                    except Exception as e:  # its own answer: the others go on
+                        waiting.answer.set_exception(e)
+                    else:
+                        written.append((waiting, gpr))
+                self.planning.mark_arrivals(session)
+        except Exception as e:
+            for waiting, _ in written:
+                waiting.answer.set_exception(e)
+            return
+        self.wake()
+        try:
+            with self.sessions() as session:
+                estimates = self.planning.place_arrivals(session, [gpr for _, gpr in written], now)
+        except Exception:
+            # They are committed: answer them (the next plan gives their estimates), never an error.
+            log.exception("placing GPRs %s on the plan failed", [gpr.id for _, gpr in written])
+            estimates = {}
+        for waiting, gpr in written:
+            waiting.answer.set_result(Submitted(gpr, estimates.get(gpr.id)))
+
+    def _submit_in(self, session: Session, asked: _Waiting, now: datetime) -> core.GPR:
+        spec = asked.spec
+        slice_row = slice_of(session, spec.slice)
+        if asked.authorize is not None:
+            asked.authorize(slice_row)
+        reasons = self.vet(session, spec, slice_row, now, admin=asked.admin)
+        reject = queries.slice_policy(slice_row).reject_over_limits
+        row = queries.new_gpr_row(session, spec, asked.requested_by, now)
+        submitted = lifecycle.submit(row.id, spec, asked.requested_by, reasons, now, reject=reject)
+        return queries.apply(session, row, submitted)
 
     def edit(
         self,

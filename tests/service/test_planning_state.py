@@ -8,6 +8,7 @@ when nothing else changes, also when the plan was being made while it arrived.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import timedelta
 
@@ -16,6 +17,7 @@ from sqlalchemy import event
 
 from egs_hub.core import lifecycle
 from egs_hub.core import model as core
+from egs_hub.core.errors import PolicyViolation
 from egs_hub.service.commands import Commands
 from egs_hub.service.planning import Planning
 from egs_hub.store import queries
@@ -188,3 +190,25 @@ def test_a_submit_during_a_plan_is_placed_on_the_new_plan(world):  # noqa: F811
         fresh = planning.plan_now(session, clock.now, fresh=True).plan
     assert fresh.estimates[during.gpr.id].start == during.estimate.start
     assert first.id in fresh.estimates
+
+
+async def test_submits_arriving_together_share_one_commit_and_each_gets_its_answer(world):  # noqa: F811
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    commands = commands_of(sessions, clock, planning)
+    commits: list[int] = []
+    event.listen(sessions, "after_commit", lambda session: commits.append(1))
+    asked = [spec("a", 1, 30), spec("nope", 1, 30), spec("a", 99, 30), spec("b", 2, 10), spec("a", 4, 60)]
+    answers = await asyncio.gather(
+        *(commands.submit_together(s, "alice", admin=False) for s in asked), return_exceptions=True
+    )
+    assert isinstance(answers[1], PolicyViolation) and answers[1].field == "slice"
+    assert isinstance(answers[2], PolicyViolation) and answers[2].field == "gpus"
+    made = [a for a in answers if not isinstance(a, Exception)]
+    assert [a.gpr.spec for a in made] == [asked[0], asked[3], asked[4]]
+    assert len(commits) == 1  # one transaction for the group; the placement reads and writes nothing
+    with sessions() as session:
+        stored = {r.id for r in queries.gpr_rows(session)}
+        replanned = planning.plan_now(session, clock.now, fresh=True).plan.estimates
+    assert stored == {a.gpr.id for a in made}  # the refused ones wrote nothing
+    assert [a.estimate.start for a in made] == [replanned[a.gpr.id].start for a in made]

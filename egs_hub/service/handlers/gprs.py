@@ -70,9 +70,11 @@ class GPRsHandler(GPRBase):
         self.write_json({"gprs": views})
 
     @authenticated
-    def post(self) -> None:
+    async def post(self) -> None:
         spec = parse_body(GPRCreate, self.json_body()).to_spec()
-        submitted = self.egs.commands.submit(spec, self.user_name, admin=self.is_admin, authorize=self.require_member)
+        submitted = await self.egs.commands.submit_together(
+            spec, self.user_name, admin=self.is_admin, authorize=self.require_member
+        )
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{submitted.gpr.id}")
         self.write_json(gpr_json(submitted.gpr, submitted.estimate), 201)
 
