@@ -24,7 +24,7 @@ from importlib.resources import files
 from traitlets.config.loader import PyFileConfigLoader
 
 from .backends.local.declared import declared_inventory, load_inventory_file
-from .roles import ADMIN_GROUP, ADMIN_SCOPE, SERVICE_NAME
+from .hub_settings import SERVICE_API_PATH, configure_roles, service_entry
 from .store.db import default_db_url, make_engine, normalize_url, upgrade
 
 # Service options that `egs-hub up` passes on from its own environment (JupyterHub gives a
@@ -189,58 +189,17 @@ def configure_hub(c, env: dict[str, str] | None = None) -> None:
 
     c.JupyterHub.spawner_class = "egs_hub.spawners.SliceLocalSpawner"
     c.SliceLocalSpawner.home_dir_template = os.path.join(s.data_dir, "home", "{username}")
-    c.SliceLocalSpawner.egs_api_url = f"{service_url}/services/{SERVICE_NAME}/api/v1/"
+    c.SliceLocalSpawner.egs_api_url = service_url + SERVICE_API_PATH
     c.SliceLocalSpawner.egs_api_token = token
     c.Spawner.default_url = "/lab"
     c.Spawner.cmd = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser")]
-    # A server's $JUPYTERHUB_API_TOKEN: JupyterHub's `server` role (activity, access to itself)
-    # plus access to the EGS service, where the server's extension (egs_hub.lab) acts as its
-    # owner; the service reads the owner's groups (slice membership) with the token, as every
-    # token may read its owner's name and groups. An admin's server also holds the admin scope
-    # (a token gets only the scopes its owner holds), as the portal does for an admin.
-    c.Spawner.server_token_scopes = [
-        "users:activity!user",
-        "access:servers!server",
-        f"access:services!service={SERVICE_NAME}",
-        ADMIN_SCOPE,
-    ]
-
-    c.JupyterHub.custom_scopes = {
-        ADMIN_SCOPE: {"description": "Administer egs-hub: slices, members, approvals, priorities."}
-    }
-    c.JupyterHub.extra_user_scopes = [f"access:services!service={SERVICE_NAME}"]
-    c.JupyterHub.load_roles = [
-        {
-            "name": "egs-admin",
-            "description": "egs-hub administrators",
-            "scopes": [ADMIN_SCOPE],
-            "users": sorted(c.Authenticator.admin_users),
-            "groups": [ADMIN_GROUP],
-        },
-        {
-            "name": "egs-service",
-            "description": "what the egs-hub control plane does in the hub",
-            "scopes": [
-                "admin:groups",
-                "admin:users",
-                "admin:servers",
-                "list:users",
-                f"access:services!service={SERVICE_NAME}",
-            ],
-            "services": [SERVICE_NAME],
-        },
-    ]
+    configure_roles(c, c.Authenticator.admin_users)
     c.JupyterHub.services = [
-        {
-            "name": SERVICE_NAME,
-            "display": True,
-            "info": {"description": "Ask for GPUs, see when you get them, manage workspaces"},
-            "url": service_url,
-            "command": [sys.executable, "-m", "egs_hub.service"],
-            "api_token": token,
-            "oauth_no_confirm": True,
-            "oauth_client_allowed_scopes": [ADMIN_SCOPE],
-            "environment": {
+        service_entry(
+            service_url,
+            token,
+            command=[sys.executable, "-m", "egs_hub.service"],
+            environment={
                 key: value
                 for key, value in {
                     "EGS_DATA_DIR": s.data_dir,
@@ -251,5 +210,5 @@ def configure_hub(c, env: dict[str, str] | None = None) -> None:
                 }.items()
                 if value
             },
-        }
+        )
     ]

@@ -85,6 +85,16 @@ class EGSService(Application):
     def _default_inventory_file(self) -> str | None:
         return os.environ.get("EGS_INVENTORY") or None
 
+    local_gpus = Bool(
+        True,
+        help="""Register this host's GPUs as the cluster "local" (NVML, else the declared inventory).
+        False where the service runs without GPUs of its own and manages only Kubernetes clusters,
+        as in the Helm chart's pod: no "local" cluster, and no declared stand-in GPUs.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
     clusters = List(
         Dict(),
         help="""Kubernetes clusters whose GPU nodes egs-hub binds to slices, besides this host. Each is
@@ -483,7 +493,11 @@ class EGSService(Application):
         self.sessions = make_sessions(engine)
         self.hub_auth = HubOAuth(cache_max_age=self.identity_cache_seconds)
         self.hub = HubClient(self.hub_auth.api_url, self.hub_auth.api_token)
-        self.local_backend = LocalBackend(self.hub, cluster=LOCAL_CLUSTER, inventory_file=self.inventory_file)
+        self.local_backend = (
+            LocalBackend(self.hub, cluster=LOCAL_CLUSTER, inventory_file=self.inventory_file)
+            if self.local_gpus
+            else None
+        )
         self.registry = Clusters(
             self.sessions,
             self.clock,
@@ -494,7 +508,8 @@ class EGSService(Application):
         self.slice_setup = SliceSetup(self.sessions, self.registry.backends, retry_interval=self.cluster_retry_interval)
         self.registry.on_available = self.slice_setup.forget
         self.kube_events = KubeEvents(self.sessions, self.registry.backends, self.clock)
-        await self.registry.add_local(self.local_backend, f"this host ({self.local_backend.host})")
+        if self.local_backend is not None:
+            await self.registry.add_local(self.local_backend, f"this host ({self.local_backend.host})")
         await self.registry.restore(self._cluster_specs(self.clusters))
         self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
         self.planning.watch(self.sessions, timedelta(seconds=self.plan_reuse_seconds))
@@ -542,8 +557,11 @@ class EGSService(Application):
     def _metric_source(self) -> MetricSource | None:
         choice = self.metrics_source
         if choice == "auto":
-            choice = "nvml" if self.local_backend.uses_nvml else "prometheus" if self.prometheus_url else "none"
+            uses_nvml = self.local_backend is not None and self.local_backend.uses_nvml
+            choice = "nvml" if uses_nvml else "prometheus" if self.prometheus_url else "none"
         if choice == "nvml":
+            if self.local_backend is None:
+                raise TraitError("metrics_source is 'nvml' but local_gpus is False: this host's GPUs are not used")
             return NVMLSource(self.local_backend.host)
         if choice == "prometheus":
             if not self.prometheus_url:

@@ -1,0 +1,90 @@
+"""What JupyterHub needs to know of egs-hub, wherever the hub runs: scopes, roles, the service's options.
+
+Vocabulary: the *admin scope* (``custom:egs:admin``) makes a hub user an egs-hub
+admin; the *egs-admin role* grants it to the hub's admin users and to the
+``egs-admins`` group; the *egs-service role* is what the control plane itself
+may do in the hub; the *service options* are the keys of the ``egs`` entry of
+``c.JupyterHub.services`` that do not depend on where the service runs (its
+URL and token do).
+
+Both hub configurations use these, so they cannot drift apart: the embedded
+default (``egs_hub/embedded.py::configure_hub``) and the Kubernetes hub
+(``egs_hub/kube_hub.py``, loaded by ``hub_config/egs_hub.py`` in the chart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .roles import ADMIN_GROUP, ADMIN_SCOPE, SERVICE_NAME
+
+SERVICE_API_PATH = f"/services/{SERVICE_NAME}/api/v1/"
+
+# A server's $JUPYTERHUB_API_TOKEN: JupyterHub's `server` role (activity, access to itself)
+# plus access to the EGS service, where the server's extension (egs_hub.lab) acts as its
+# owner; the service reads the owner's groups (slice membership) with the token, as every
+# token may read its owner's name and groups. An admin's server also holds the admin scope
+# (a token gets only the scopes its owner holds), as the portal does for an admin.
+SERVER_TOKEN_SCOPES = (
+    "users:activity!user",
+    "access:servers!server",
+    f"access:services!service={SERVICE_NAME}",
+    ADMIN_SCOPE,
+)
+
+# What the control plane does in the hub: create groups (slices) and users (members), restart
+# servers, list users, and pass its own OAuth check.
+SERVICE_SCOPES = (
+    "admin:groups",
+    "admin:users",
+    "admin:servers",
+    "list:users",
+    f"access:services!service={SERVICE_NAME}",
+)
+
+SERVICE_OPTIONS = {
+    "display": True,
+    "info": {"description": "Ask for GPUs, see when you get them, manage workspaces"},
+    # Logging in to the portal is not a grant to confirm: the service is part of the hub.
+    "oauth_no_confirm": True,
+    # An admin's OAuth token for the portal carries the admin scope (when its owner holds it).
+    "oauth_client_allowed_scopes": [ADMIN_SCOPE],
+}
+
+
+def configure_roles(c, admin_users: Iterable[str]) -> None:
+    """The admin scope, the egs-admin and egs-service roles, and every user's access to the service.
+
+    Roles of the same name already in ``c.JupyterHub.load_roles`` are replaced; others are kept
+    (Zero to JupyterHub puts its idle culler's there)."""
+    c.JupyterHub.custom_scopes = {
+        **dict(c.JupyterHub.get("custom_scopes") or {}),
+        ADMIN_SCOPE: {"description": "Administer egs-hub: slices, members, approvals, priorities."},
+    }
+    c.JupyterHub.extra_user_scopes = sorted(
+        {*(c.JupyterHub.get("extra_user_scopes") or []), f"access:services!service={SERVICE_NAME}"}
+    )
+    ours = [
+        {
+            "name": "egs-admin",
+            "description": "egs-hub administrators",
+            "scopes": [ADMIN_SCOPE],
+            "users": sorted(admin_users),
+            "groups": [ADMIN_GROUP],
+        },
+        {
+            "name": "egs-service",
+            "description": "what the egs-hub control plane does in the hub",
+            "scopes": list(SERVICE_SCOPES),
+            "services": [SERVICE_NAME],
+        },
+    ]
+    names = {role["name"] for role in ours}
+    kept = [role for role in (c.JupyterHub.get("load_roles") or []) if role.get("name") not in names]
+    c.JupyterHub.load_roles = [*kept, *ours]
+    c.Spawner.server_token_scopes = list(SERVER_TOKEN_SCOPES)
+
+
+def service_entry(url: str, api_token: str, **more) -> dict:
+    """The ``egs`` entry of ``c.JupyterHub.services``: where it listens, its token, and the service options."""
+    return {"name": SERVICE_NAME, **SERVICE_OPTIONS, "url": url, "api_token": api_token, **more}
