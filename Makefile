@@ -5,17 +5,22 @@
 #                      which the wheel installs as share/jupyter/labextensions/egs-hub; `install` does it first,
 #                      and again only when its sources changed. Needs Node.js >= 20 and the npm registry.
 #   make jest          the extension's jest tests (labextension/src/__tests__)
+#   make wheel         the wheel of this checkout, with the labextension, into dist/
+#   make images        the container images of the Helm chart, from docker/ with that wheel:
+#                      egs-hub/hub, egs-hub/egs and egs-hub/singleuser, tagged $(VERSION) (the version in
+#                      pyproject.toml, the chart's appVersion). Needs Docker with BuildKit (DOCKER=podman works too).
 # Options: ARGS="--port 8001 ..." for `make up`; PYTEST_ARGS="-k walkthrough" for `make test`;
 # PYTEST_WORKERS=0 runs the tests in one process (default: 2 workers, a test file per worker at a time).
 
 PYTHON ?= python3
+DOCKER ?= docker
 PYTEST_WORKERS ?= 2
 VENV := .venv
 NODE_PREFIX := .cache/node
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(CURDIR)/$(NODE_PREFIX)/node_modules/.bin:$(PATH)
 
-.PHONY: install install-test up test lint labextension jest
+.PHONY: install install-test up test lint labextension jest wheel images
 
 # The extension's build tools: jlpm and jupyter-builder (the wheel's build requirement), node_modules.
 LABEXT_BUILD_REQ := 'jupyter-builder>=1.3,<2'
@@ -40,6 +45,21 @@ egs_hub/labextension/package.json: $(LABEXT_SOURCES) labextension/node_modules/.
 	cd labextension && $(BIN)/jlpm build:prod
 
 labextension: egs_hub/labextension/package.json
+
+# The version of pyproject.toml names the wheel and tags the images; the chart's appVersion is the same.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+WHEEL := dist/egs_hub-$(VERSION)-py3-none-any.whl
+IMAGES := hub egs singleuser
+
+wheel: labextension | $(VENV)/bin/python
+	rm -f $(WHEEL)
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+
+# Each image is built with dist/ as its context: the Dockerfile bind-mounts the wheel from there.
+images: wheel
+	@command -v $(DOCKER) >/dev/null || { echo "make images needs $(DOCKER) (Docker with BuildKit); none is installed here"; exit 1; }
+	$(foreach image,$(IMAGES),DOCKER_BUILDKIT=1 $(DOCKER) build --file docker/$(image)/Dockerfile \
+	  --build-arg EGS_HUB_VERSION=$(VERSION) --tag egs-hub/$(image):$(VERSION) dist &&) true
 
 install: $(VENV)/bin/python $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy labextension
 	$(BIN)/pip install --quiet -e .

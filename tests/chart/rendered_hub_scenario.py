@@ -1,0 +1,414 @@
+"""The release as ``helm template`` renders it, run: hub, proxy and egs service against the API emulator.
+
+Run only by test_rendered_config_runs.py, inside a network, mount and user
+namespace of its own (``unshare``), which is why this file's name does not
+start with ``test_``. In there, as in the release's namespace of a cluster:
+
+- every Service name (``hub``, ``proxy-api``, ``egs``, ``egs.<ns>.svc``...)
+  resolves to 127.0.0.1 through a private ``/etc/hosts``, each container listens
+  on its own ports (JupyterHub on 8081 as Zero to JupyterHub binds it), and a
+  Service whose port differs from its container's (``proxy-public`` 80 -> 8000)
+  gets a forwarder;
+- the Kubernetes API is the emulator of tests/k8s over HTTPS, found by the pods
+  as in a cluster (``KUBERNETES_SERVICE_HOST``/``PORT``, the ServiceAccount's
+  token and CA): KubeSpawner's and the egs service's in-cluster configuration
+  runs unchanged. The token is the emulator's own (it emulates no ClusterRoles);
+- the proxy, hub and egs containers run as pods.py starts them: Zero to
+  JupyterHub's own jupyterhub_config.py and z2jh.py from the hub ConfigMap read
+  the values from the hub Secret at their absolute paths, the chart's
+  hub_config/ from jupyterhub_config.d, the egs service its env and config file;
+  init containers run first. What the images would hold comes from this
+  checkout (the virtualenv, configurable-http-proxy). Nothing runs as a kubelet
+  would beyond that: the security context is not applied, and a user's server
+  pod is only created, never started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from aiohttp.test_utils import RawTestServer
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from kmock import Server
+from kubernetes_asyncio import client
+
+from ..k8s.builders import gpu_node
+from ..k8s.emulator import ClusterEmulator
+from .pods import ROOT, ApiServer, LocalPod, Manifests, RenderedError
+
+NAMESPACE = "egs-system"
+RELEASE = "egs"
+CHART = ROOT / "charts" / "egs-hub"
+Z2JH_CHART = ROOT.parent / "shared" / "vendor" / "charts" / "jupyterhub-4.3.2.tgz"
+HELM = ROOT / ".cache" / "bin" / "helm"
+CHP_BIN = ROOT / ".cache" / "node" / "node_modules" / ".bin"
+# The release's pods this scenario runs: Zero to JupyterHub's proxy and hub, and egs-hub's service.
+WORKLOADS = ("proxy", "hub", "egs")
+DEADLINE = 60.0  # seconds any one condition may take
+
+
+@pytest.fixture(autouse=True)
+def own_network() -> None:
+    if os.environ.get("EGS_RENDERED_NETNS") != "1":
+        pytest.fail("run this file through tests/chart/test_rendered_config_runs.py (it needs its own namespaces)")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def render(tmp: Path) -> Manifests:
+    """``helm template`` of the chart with its defaults, the Zero to JupyterHub dependency put in place."""
+    assert HELM.exists(), f"{HELM} is missing: tests/k8s/install_helm.sh installs it (make install-test)"
+    assert Z2JH_CHART.exists(), f"the vendored Z2JH chart is missing: {Z2JH_CHART}"
+    chart = tmp / "chart"
+    shutil.copytree(CHART, chart)  # follows links (hub_config), leaves the checkout untouched
+    (chart / "charts").mkdir(exist_ok=True)
+    shutil.copy(Z2JH_CHART, chart / "charts")
+    rendered = subprocess.run(
+        [str(HELM), "template", RELEASE, str(chart), "--namespace", NAMESPACE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    return Manifests.parse(rendered.stdout, NAMESPACE)
+
+
+def egs_workload(manifests: Manifests) -> str:
+    """The rendered workload that runs the egs service image."""
+    names = [
+        o["metadata"]["name"]
+        for o in manifests.of_kind("Deployment")
+        if any(c["image"].startswith("egs-hub/egs:") for c in o["spec"]["template"]["spec"]["containers"])
+    ]
+    if len(names) != 1:
+        raise RenderedError(f"one Deployment of the egs-hub/egs image expected, found {names}")
+    return names[0]
+
+
+# --- the cluster's network and API -------------------------------------------------------------
+
+
+def private_hosts(manifests: Manifests, tmp: Path) -> None:
+    hosts = tmp / "hosts"
+    names = " ".join(["localhost", *manifests.host_names()])
+    hosts.write_text(f"127.0.0.1 {names}\n::1 localhost\n")
+    subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp / "api.crt").write_bytes(pem)
+    (tmp / "api.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return tmp / "api.crt", tmp / "api.key", pem
+
+
+def tls_server(context: ssl.SSLContext) -> type[RawTestServer]:
+    class TLSServer(RawTestServer):
+        async def start_server(self, loop=None, **kwargs) -> None:
+            await super().start_server(loop=loop, ssl=context, **kwargs)
+
+    return TLSServer
+
+
+@contextlib.asynccontextmanager
+async def api_server(tmp: Path) -> AsyncIterator[tuple[ApiServer, client.ApiClient]]:
+    cert, key, pem = self_signed(tmp)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    async with ClusterEmulator() as emulator, Server(emulator, server_cls=tls_server(context)) as server:
+        configuration = client.Configuration(host=f"https://127.0.0.1:{server.port}")
+        configuration.ssl_ca_cert = str(cert)
+        configuration.api_key = {"BearerToken": f"Bearer {emulator.token}"}
+        async with client.ApiClient(configuration) as api:
+            yield ApiServer("127.0.0.1", server.port, emulator.token, pem), api
+
+
+@contextlib.asynccontextmanager
+async def forwarders(manifests: Manifests) -> AsyncIterator[None]:
+    """A listener per Service port that differs from its container port, as kube-proxy would route it."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    def forward_to(port: int) -> Callable:
+        async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                writer.close()
+                return
+            await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+        return connected
+
+    servers = []
+    for service in manifests.of_kind("Service"):
+        for port in service["spec"].get("ports") or []:
+            target = manifests.container_port(service, port)
+            if target != port["port"]:
+                servers.append(await asyncio.start_server(forward_to(target), "127.0.0.1", port["port"]))
+    try:
+        yield
+    finally:
+        for server in servers:
+            server.close()
+
+
+# --- the pods ----------------------------------------------------------------------------------
+
+
+class Pods:
+    """The release's containers as processes; their output in logs/ and in the failure report."""
+
+    def __init__(self, manifests: Manifests, tmp: Path, api: ApiServer):
+        self.manifests = manifests
+        self.tmp = tmp
+        self.api = api
+        self.logs = tmp / "logs"
+        self.logs.mkdir()
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.base_env = {
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(CHP_BIN), "/usr/bin", "/bin"]),
+            "PYTHONPATH": str(ROOT),  # egs-hub as the images install it: this checkout's
+            "HOME": str(tmp / "home"),
+            "LANG": "C.UTF-8",
+        }
+        (tmp / "home").mkdir()
+
+    def report(self) -> str:
+        return "\n".join(f"--- {log.name} ---\n{log.read_text()[-6000:]}" for log in sorted(self.logs.iterdir()))
+
+    async def start(self, workload: str) -> None:
+        spec = self.manifests.pod_template(workload)["spec"]
+        for init in spec.get("initContainers") or []:
+            pod = LocalPod(self.manifests, workload, init["name"], self.tmp / "pods", self.api)
+            process = pod.start(self.base_env, self.logs / f"{workload}-{init['name']}.log")
+            code = await asyncio.wait_for(asyncio.to_thread(process.wait), DEADLINE)
+            assert code == 0, f"init container {workload}/{init['name']} exited {code}\n{self.report()}"
+        for container in spec["containers"]:
+            pod = LocalPod(self.manifests, workload, container["name"], self.tmp / "pods", self.api)
+            self.processes[f"{workload}/{container['name']}"] = pod.start(
+                self.base_env, self.logs / f"{workload}-{container['name']}.log"
+            )
+            await self.ready(workload, container)
+
+    async def ready(self, workload: str, container: dict) -> None:
+        """Until the container's readinessProbe (else its ports) answers; fails when it exits first."""
+        process = self.processes[f"{workload}/{container['name']}"]
+        probe = (container.get("readinessProbe") or {}).get("httpGet")
+        ports = {p.get("name"): p["containerPort"] for p in container.get("ports") or []}
+        deadline = time.monotonic() + DEADLINE
+        async with httpx.AsyncClient(timeout=5) as http:
+            while time.monotonic() < deadline:
+                assert process.poll() is None, f"{workload}/{container['name']} exited\n{self.report()}"
+                with contextlib.suppress(httpx.TransportError, OSError):
+                    if probe:
+                        port = probe["port"] if isinstance(probe["port"], int) else ports[probe["port"]]
+                        if (await http.get(f"http://127.0.0.1:{port}{probe.get('path', '/')}")).status_code < 400:
+                            return
+                    else:
+                        for port in ports.values():
+                            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                        return
+                await asyncio.sleep(0.2)
+        raise AssertionError(f"{workload}/{container['name']} not ready in {DEADLINE}s\n{self.report()}")
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def admin_user(manifests: Manifests) -> str:
+    """The first hub admin of the rendered values (the hub Secret's values.yaml, which z2jh.py reads)."""
+    values = yaml.safe_load(manifests.data("Secret", "hub")["values.yaml"])
+    admins = (((values.get("hub") or {}).get("config") or {}).get("Authenticator") or {}).get("admin_users") or []
+    assert admins, "the rendered values name no hub.config.Authenticator.admin_users"
+    return admins[0]
+
+
+# --- through the proxy -------------------------------------------------------------------------
+
+
+async def eventually(check: Callable, what: str, report: Callable[[], str]):
+    """check()'s first truthy answer (awaited), polled until DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"{what}: not within {DEADLINE}s (last: {last!r})\n{report()}")
+
+
+async def log_in(base: str, user: str) -> str:
+    """Log in at the hub's login form through the proxy; a hub API token of the user."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        form = await http.get("/hub/login")
+        assert form.status_code == 200, form.text[:500]
+        xsrf = http.cookies["_xsrf"]
+        login = await http.post("/hub/login", data={"username": user, "password": "any", "_xsrf": xsrf})
+        assert login.status_code == 302, login.text[:500]
+        # The hub binds the XSRF token to the login session: a page after login sets the one API calls send.
+        home = await http.get("/hub/home")
+        assert home.status_code == 200, home.text[:500]
+        xsrf = [c.value for c in http.cookies.jar if c.name == "_xsrf"][-1]
+        made = await http.post(
+            f"/hub/api/users/{user}/tokens", json={"note": "rendered-config test"}, headers={"X-XSRFToken": xsrf}
+        )
+        assert made.status_code == 201, made.text[:500]
+        return made.json()["token"]
+
+
+def api(base: str, token: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=base, headers={"Authorization": f"token {token}"}, timeout=30)
+
+
+async def answer(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, (
+        f"{response.request.method} {response.url} answered {response.status_code}: {response.text[:500]}"
+    )
+    return response.json() if response.content else {}
+
+
+# --- the scenario ------------------------------------------------------------------------------
+
+
+async def test_the_rendered_release_spawns_a_server_in_its_slice_with_the_gpus(tmp_path: Path) -> None:
+    manifests = render(tmp_path)
+    private_hosts(manifests, tmp_path)
+    async with api_server(tmp_path) as (api_server_info, k8s), forwarders(manifests):
+        core = client.CoreV1Api(k8s)
+        await core.create_namespace({"metadata": {"name": NAMESPACE}})
+        node = gpu_node("gpu-a", gpus=8)
+        await core.create_node({k: v for k, v in node.items() if k != "status"})
+        await core.patch_node_status("gpu-a", {"status": node["status"]})
+
+        pods = Pods(manifests, tmp_path, api_server_info)
+        try:
+            for workload in ("proxy", "hub", egs_workload(manifests)):
+                await pods.start(workload)
+            await scenario(manifests, core, pods)
+        finally:
+            pods.stop()
+
+
+async def scenario(manifests: Manifests, core: client.CoreV1Api, pods: Pods) -> None:
+    # The users' way in: the proxy-public Service.
+    public = manifests.find("Service", "proxy-public")["spec"]["ports"][0]["port"]
+    base = f"http://proxy-public:{public}"
+    admin = admin_user(manifests)
+    egs = "/services/egs/api/v1"
+
+    # 0. The hub adds the egs service's route to the proxy once its start has seen the service up.
+    async def routed() -> bool:
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+            health = await http.get(f"{egs}/health")
+        return health.status_code == 200 and health.headers["content-type"].startswith("application/json")
+
+    await eventually(routed, "the egs service through the proxy", pods.report)
+
+    # 1. The admin logs in through the proxy; the chart's cluster is registered and sees the GPU node.
+    async with api(base, await log_in(base, admin)) as as_admin:
+
+        async def cluster_of_node() -> str | None:
+            clusters = (await answer(await as_admin.get(f"{egs}/inventory"), 200))["clusters"]
+            found = [c for c in clusters if any(n["name"] == "gpu-a" for n in c["nodes"])]
+            return found[0]["name"] if found and found[0]["kind"] == "kubernetes" else None
+
+        cluster = await eventually(cluster_of_node, "the GPU node in egs-hub's inventory", pods.report)
+
+        # 2. A workspace with a namespace on the chart's cluster, and alice in it.
+        body = {"name": "team-a", "namespaces": {cluster: ["team-a"]}}
+        await answer(await as_admin.post(f"{egs}/slices", json=body), 201)
+        await answer(await as_admin.put(f"{egs}/slices/team-a/members/alice"), 200)
+
+    # 3. alice asks for GPUs; they are provisioned (the node enters the slice).
+    async with api(base, await log_in(base, "alice")) as as_alice:
+        gpr = await answer(
+            await as_alice.post(
+                f"{egs}/gprs", json={"slice": "team-a", "gpus": 8, "duration": "1h", "cluster": cluster}
+            ),
+            201,
+        )
+
+        async def provisioned() -> dict | None:
+            found = await answer(await as_alice.get(f"{egs}/gprs/{gpr['id']}"), 200)
+            assert found["status"] not in ("failed", "rejected", "cancelled"), found
+            return found if found["status"] == "provisioned" else None
+
+        await eventually(provisioned, "alice's GPR provisioned", pods.report)
+
+        # 4. Her server: SliceKubeSpawner puts the pod in the slice's namespace, on its nodes, with the GPUs.
+        start = await as_alice.post("/hub/api/users/alice/server", json={"slice": "team-a", "gpus": 2})
+        assert start.status_code in (201, 202), start.text[:500]
+
+        async def pod() -> dict | None:
+            listed = await core.list_namespaced_pod("team-a", label_selector="component=singleuser-server")
+            return listed.items[0] if listed.items else None
+
+        found = await eventually(pod, "alice's server pod in namespace team-a", pods.report)
+    spec = found.spec
+    (notebook,) = spec.containers
+    assert found.metadata.labels["egs.io/slice"] == "team-a"
+    assert found.metadata.labels["hub.jupyter.org/username"] == "alice"
+    assert spec.node_selector == {"egs.io/slice": "team-a"}
+    tolerations = [(t.key, t.operator, t.value, t.effect) for t in spec.tolerations]
+    assert ("egs.io/slice", "Equal", "team-a", "NoSchedule") in tolerations
+    assert notebook.resources.limits["nvidia.com/gpu"] == "2"
+    assert notebook.image == "egs-hub/singleuser:0.1.0"
+    env = {e.name: e.value for e in notebook.env}
+    assert env["EGS_SLICE"] == "team-a"
+    assert env["EGS_API_URL"] == f"http://egs.{NAMESPACE}.svc:8080{egs}/"
