@@ -15,8 +15,9 @@ service's sessions, a snapshot reads only the rows written since the last one.
 A plan is *reused* for reads: ``plan_now`` answers with the last plan while no
 commit has written to the store other than arrivals, no promise was dropped, and
 it is at most ``reuse_for`` old (the reconcile pass's plan usually), so a busy API
-does not plan once per request. Its ``now`` is the time it was made at: answers
-built on it use that time. *Arrivals* are GPRs just submitted: a submit's commit
+does not plan once per request; and whatever was written, while the reconcile pass
+makes the next plan in a worker thread (``plan_aside``). Its ``now`` is the time it
+was made at: answers built on it use that time. *Arrivals* are GPRs just submitted: a submit's commit
 is marked (``mark_arrivals``) and does not make reads plan again; instead
 ``place_arrivals`` places each on the last plan (core/planner.place_arrival), so
 the submit answers, and every read shows, the estimate the next plan gives when
@@ -91,6 +92,7 @@ class Planning:
         self._last: tuple[int, Planned] | None = None
         self._arrivals: list[core.GPR] = []  # placed on the last plan, in order
         self._dropped: set[int] = set()  # promises dropped since the last snapshot
+        self._aside = False  # a plan is being made in a worker thread
 
     def watch(self, sessions: sessionmaker[Session], reuse_for: timedelta) -> None:
         """Count the commits of ``sessions`` that wrote something, and reuse a plan for ``reuse_for``
@@ -162,17 +164,22 @@ class Planning:
         """The plan as of ``now``: the last one where it may be reused (module doc) unless ``fresh``."""
         if not fresh and self._last is not None and self.reuse_for is not None:
             version, last = self._last
-            if version == self._version and timedelta(0) <= now - last.now <= self.reuse_for:
-                return last
+            if self._aside or (version == self._version and timedelta(0) <= now - last.now <= self.reuse_for):
+                return last  # while a plan is made aside, the last one serves until it is done
         taken = self.take(session, now, fresh=fresh)
         return self.adopt(taken, self.decide(taken))
 
     async def plan_aside(self, sessions: sessionmaker[Session], now: datetime) -> Planned:
         """A fresh plan as of ``now``, made in a worker thread: the event loop serves requests
-        (and places arrivals on the last plan) meanwhile."""
+        from the last plan (and places arrivals on it) meanwhile."""
         with sessions() as session:
             taken = self.take(session, now, fresh=True)
-        return self.adopt(taken, await asyncio.to_thread(self.decide, taken))
+        self._aside = True
+        try:
+            made = await asyncio.to_thread(self.decide, taken)
+        finally:
+            self._aside = False
+        return self.adopt(taken, made)
 
     def take(self, session: Session, now: datetime, *, fresh: bool) -> Taken:
         """Step 1 of a plan: the snapshot, and where the store and the arrivals were."""

@@ -212,3 +212,21 @@ async def test_submits_arriving_together_share_one_commit_and_each_gets_its_answ
         replanned = planning.plan_now(session, clock.now, fresh=True).plan.estimates
     assert stored == {a.gpr.id for a in made}  # the refused ones wrote nothing
     assert [a.estimate.start for a in made] == [replanned[a.gpr.id].start for a in made]
+
+
+async def test_while_a_plan_is_made_aside_reads_use_the_last_one(world):  # noqa: F811
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    commands = commands_of(sessions, clock, planning)
+    gpr = commands.submit(spec("a", 4, 60), "alice", admin=False).gpr
+    with sessions() as session:
+        last = planning.plan_now(session, clock.now)
+    aside = asyncio.ensure_future(planning.plan_aside(sessions, clock.now))
+    await asyncio.sleep(0)  # it took its snapshot and went to its thread
+    commands.cancel(gpr.id, "alice", "changed my mind")  # a write: reads would plan again
+    with sessions() as session:
+        assert planning.plan_now(session, clock.now) is last
+    made = await aside
+    with sessions() as session:
+        again = planning.plan_now(session, clock.now)  # the write came after that plan's snapshot
+    assert again is not made and gpr.id in made.plan.estimates and gpr.id not in again.plan.estimates
