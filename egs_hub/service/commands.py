@@ -109,7 +109,8 @@ class Commands:
         written, when it cannot be."""
         now = self.clock()
         with transaction(self.sessions) as session:
-            gpr = self._submit_in(session, _Waiting(spec, requested_by, admin, authorize), now)
+            asked = _Waiting(spec, requested_by, admin, authorize)
+            (gpr,) = queries.add_gprs(session, [self._check(session, asked, now, {})])
             if also is not None:
                 also(session, gpr)
             self.planning.mark_arrivals(session)
@@ -135,19 +136,20 @@ class Commands:
     def _submit_group(self) -> None:
         group, self._together = self._together, []
         now = self.clock()
-        written: list[tuple[_Waiting, core.GPR]] = []
+        checked: list[tuple[_Waiting, tuple[core.GPR, core.Event]]] = []
         try:
             with transaction(self.sessions) as session:
+                slices: dict[str, SliceRow] = {}
                 for waiting in group:
                     try:
-                        gpr = self._submit_in(session, waiting, now)
+                        checked.append((waiting, self._check(session, waiting, now, slices)))
                     except Exception as e:  # its own answer: the others go on
                         waiting.answer.set_exception(e)
-                    else:
-                        written.append((waiting, gpr))
+                gprs = queries.add_gprs(session, [submitted for _, submitted in checked])
+                written = [(waiting, gpr) for (waiting, _), gpr in zip(checked, gprs, strict=True)]
                 self.planning.mark_arrivals(session)
         except Exception as e:
-            for waiting, _ in written:
+            for waiting, _ in checked:
                 waiting.answer.set_exception(e)
             return
         self.wake()
@@ -161,16 +163,18 @@ class Commands:
         for waiting, gpr in written:
             waiting.answer.set_result(Submitted(gpr, estimates.get(gpr.id)))
 
-    def _submit_in(self, session: Session, asked: _Waiting, now: datetime) -> core.GPR:
+    def _check(
+        self, session: Session, asked: _Waiting, now: datetime, slices: dict[str, SliceRow]
+    ) -> tuple[core.GPR, core.Event]:
+        """The GPR a submit makes (id 0 until written) and its event; raises what refuses it.
+        ``slices``: the slices read in this transaction, by name."""
         spec = asked.spec
-        slice_row = slice_of(session, spec.slice)
+        slice_row = slices.get(spec.slice) or slices.setdefault(spec.slice, slice_of(session, spec.slice))
         if asked.authorize is not None:
             asked.authorize(slice_row)
         reasons = self.vet(session, spec, slice_row, now, admin=asked.admin)
         reject = queries.slice_policy(slice_row).reject_over_limits
-        row = queries.new_gpr_row(session, spec, asked.requested_by, now)
-        submitted = lifecycle.submit(row.id, spec, asked.requested_by, reasons, now, reject=reject)
-        return queries.apply(session, row, submitted)
+        return lifecycle.submit(0, spec, asked.requested_by, reasons, now, reject=reject)
 
     def edit(
         self,

@@ -6,6 +6,7 @@ so one API call or one reconcile step is one transaction.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 
@@ -97,6 +98,24 @@ def new_gpr_row(session: Session, spec: core.GPRSpec, requested_by: str, now: da
     session.add(row)
     session.flush()
     return row
+
+
+def add_gprs(session: Session, submitted: list[tuple[core.GPR, core.Event]]) -> list[core.GPR]:
+    """Write new GPRs and their events, made by ``lifecycle.submit`` with id 0: the rows are
+    inserted together (one INSERT ... RETURNING where the database has it), then the GPRs and
+    events take their ids."""
+    rows = []
+    for gpr, _ in submitted:
+        row = GPRRow(created_at=gpr.created_at)
+        write_gpr(session, row, gpr)
+        rows.append(row)
+    session.add_all(rows)
+    session.flush()
+    made = []
+    for row, (gpr, event) in zip(rows, submitted, strict=True):
+        add_event(session, dataclasses.replace(event, gpr_id=row.id))
+        made.append(dataclasses.replace(gpr, id=row.id))
+    return made
 
 
 def write_gpr(session: Session, row: GPRRow, gpr: core.GPR) -> None:
