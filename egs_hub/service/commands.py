@@ -44,14 +44,14 @@ Also = Callable[[Session, core.GPR], None]  # more to write in a command's trans
 
 
 @dataclass(frozen=True)
-class _Waiting:
-    """A submit asked for, and (in a group) where its answer goes."""
+class _Asked:
+    """A submit asked for."""
 
     spec: core.GPRSpec
     requested_by: str
     admin: bool
     authorize: Authorize | None
-    answer: asyncio.Future | None = None
+    also: Also | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Commands:
         self.planning = planning
         self.clock = clock
         self.wake = wake
-        self._together: list[_Waiting] = []  # submits waiting for their group's commit
+        self._together: list[tuple[_Asked, asyncio.Future]] = []  # submits waiting for their group
 
     # Checks shared by submit and edit
 
@@ -107,64 +107,67 @@ class Commands:
         the slice's policy says; ``also`` writes more in the same transaction (the GPR resource
         it was made from). InvalidRequest or PolicyViolation naming the field, and nothing
         written, when it cannot be."""
-        now = self.clock()
-        with transaction(self.sessions) as session:
-            asked = _Waiting(spec, requested_by, admin, authorize)
-            (gpr,) = queries.add_gprs(session, [self._check(session, asked, now, {})])
-            if also is not None:
-                also(session, gpr)
-            self.planning.mark_arrivals(session)
-        self.wake()
-        with self.sessions() as session:
-            estimates = self.planning.place_arrivals(session, [gpr], now)
-        return Submitted(gpr, estimates.get(gpr.id))
+        (answer,) = self._submit_all([_Asked(spec, requested_by, admin, authorize, also)])
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     async def submit_together(
         self, spec: core.GPRSpec, requested_by: str, *, admin: bool, authorize: Authorize | None = None
     ) -> Submitted:
         """``submit`` with group commit: the submits that arrive in one turn of the event loop share one
-        transaction and one placement step; each gets its own GPR and estimate, or its own error (a
-        submit that fails its checks writes nothing and leaves the others be; a failed commit fails
-        them all, with nothing written)."""
+        transaction and one placement step, each with its own answer or error."""
         loop = asyncio.get_running_loop()
-        waiting = _Waiting(spec, requested_by, admin, authorize, loop.create_future())
-        self._together.append(waiting)
+        answer = loop.create_future()
+        self._together.append((_Asked(spec, requested_by, admin, authorize), answer))
         if len(self._together) == 1:
             loop.call_soon(self._submit_group)
-        return await waiting.answer
+        return await answer
 
     def _submit_group(self) -> None:
         group, self._together = self._together, []
+        for (_, answer), result in zip(group, self._submit_all([asked for asked, _ in group]), strict=True):
+            if isinstance(result, Exception):
+                answer.set_exception(result)
+            else:
+                answer.set_result(result)
+
+    def _submit_all(self, group: list[_Asked]) -> list[Submitted | Exception]:
+        """Submit ``group`` in one transaction and one placement step: a submit that fails its checks
+        gets its error, writes nothing and leaves the others be; a failed commit fails them all, with
+        nothing written."""
         now = self.clock()
-        checked: list[tuple[_Waiting, tuple[core.GPR, core.Event]]] = []
+        answers: list[Submitted | Exception | None] = [None] * len(group)
         try:
             with transaction(self.sessions) as session:
+                checked: dict[int, tuple[core.GPR, core.Event]] = {}
                 slices: dict[str, SliceRow] = {}
-                for waiting in group:
+                for i, asked in enumerate(group):
                     try:
-                        checked.append((waiting, self._check(session, waiting, now, slices)))
+                        checked[i] = self._check(session, asked, now, slices)
                     except Exception as e:  # its own answer: the others go on
-                        waiting.answer.set_exception(e)
-                gprs = queries.add_gprs(session, [submitted for _, submitted in checked])
-                written = [(waiting, gpr) for (waiting, _), gpr in zip(checked, gprs, strict=True)]
+                        answers[i] = e
+                gprs = dict(zip(checked, queries.add_gprs(session, list(checked.values())), strict=True))
+                for i, gpr in gprs.items():
+                    if group[i].also is not None:
+                        group[i].also(session, gpr)
                 self.planning.mark_arrivals(session)
         except Exception as e:
-            for waiting, _ in checked:
-                waiting.answer.set_exception(e)
-            return
+            return [e if answer is None else answer for answer in answers]
         self.wake()
         try:
             with self.sessions() as session:
-                estimates = self.planning.place_arrivals(session, [gpr for _, gpr in written], now)
+                estimates = self.planning.place_arrivals(session, list(gprs.values()), now)
         except Exception:
             # They are committed: answer them (the next plan gives their estimates), never an error.
-            log.exception("placing GPRs %s on the plan failed", [gpr.id for _, gpr in written])
+            log.exception("placing GPRs %s on the plan failed", [gpr.id for gpr in gprs.values()])
             estimates = {}
-        for waiting, gpr in written:
-            waiting.answer.set_result(Submitted(gpr, estimates.get(gpr.id)))
+        for i, gpr in gprs.items():
+            answers[i] = Submitted(gpr, estimates.get(gpr.id))
+        return answers
 
     def _check(
-        self, session: Session, asked: _Waiting, now: datetime, slices: dict[str, SliceRow]
+        self, session: Session, asked: _Asked, now: datetime, slices: dict[str, SliceRow]
     ) -> tuple[core.GPR, core.Event]:
         """The GPR a submit makes (id 0 until written) and its event; raises what refuses it.
         ``slices``: the slices read in this transaction, by name."""
