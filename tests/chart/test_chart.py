@@ -201,6 +201,15 @@ def test_egs_config_passes_through_and_cluster_settings(render):
     assert settings == {"cluster": "east", "namespace": NAMESPACE}
 
 
+def test_kubeconfigs_of_more_clusters_are_mounted_from_a_secret(render, defaults):
+    docs = render(set_values={"egs.kubeconfigSecret": "egs-kubeconfigs"})
+    volume = next(v for v in egs_pod(docs)["spec"]["volumes"] if v["name"] == "kubeconfigs")
+    assert volume["secret"]["secretName"] == "egs-kubeconfigs"
+    mount = next(m for m in egs_container(docs)["volumeMounts"] if m["name"] == "kubeconfigs")
+    assert (mount["mountPath"], mount["readOnly"]) == ("/etc/egs/kubeconfigs", True)
+    assert "kubeconfigs" not in {v["name"] for v in egs_pod(defaults)["spec"]["volumes"]}
+
+
 def test_the_egs_pod_is_probed_limited_and_unprivileged(defaults):
     pod = egs_pod(defaults)
     container = egs_container(defaults)
