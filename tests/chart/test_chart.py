@@ -198,7 +198,7 @@ def test_egs_config_passes_through_and_cluster_settings(render):
     hook = of_kind(docs, "MutatingWebhookConfiguration")["webhooks"][0]
     assert hook["clientConfig"]["service"]["path"] == "/services/egs/webhooks/pods/east"
     settings = json.loads(of_kind(docs, "ConfigMap", "egs-hub-config")["data"]["egs_hub_settings.json"])
-    assert settings == {"cluster": "east", "namespace": NAMESPACE}
+    assert settings == {"cluster": "east", "namespace": NAMESPACE, "admin_groups": []}
 
 
 def test_kubeconfigs_of_more_clusters_are_mounted_from_a_secret(render, defaults):

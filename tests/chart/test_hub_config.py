@@ -6,6 +6,7 @@ the hub's Secret, hub.loadRoles), and the settings it shares with the embedded d
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 import yaml
@@ -86,6 +87,15 @@ def test_the_kubernetes_hub_and_the_embedded_default_share_their_roles_and_servi
         return roles, options, c.JupyterHub.custom_scopes, c.Spawner.server_token_scopes, c.JupyterHub.extra_user_scopes
 
     assert shared(kube) == shared(embedded)
+
+
+def test_admin_groups_from_the_values_hold_the_admin_role(render, tmp_path):
+    docs = render(set_values=["egs.adminGroups={gpu-admins}"])
+    c, _ = z2jh_config(docs)
+    data = of_kind(docs, "ConfigMap", "egs-hub-config")["data"]
+    configure_kube_hub(c, json.loads(data["egs_hub_settings.json"]))
+    (role,) = [r for r in c.JupyterHub.load_roles if r["name"] == "egs-admin"]
+    assert role["groups"] == ["egs-admins", "gpu-admins"]
 
 
 HUB_CONFIG_ERRORS = {
