@@ -18,7 +18,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from .conftest import CHART, NAMESPACE, ROOT, VALUES, of_kind, run, template_args
+from .conftest import CHART, NAMESPACE, ROOT, VALUES, of_kind, put_dependencies, run, template_args
 
 KUBERNETES_VERSION = "1.32.0"
 SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
@@ -487,3 +487,23 @@ def test_values_files_exist():
     assert {f for files, _, _ in SETUPS.values() for f in files} <= {
         p.name for p in pathlib.Path(VALUES).glob("*.yaml")
     }
+
+
+def test_put_dependencies_copies_the_vendored_chart_once(tmp_path):
+    chart, vendor = tmp_path / "charts" / "c", tmp_path / "vendor"
+    chart.mkdir(parents=True)
+    vendor.mkdir()
+    (chart / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: c\nversion: 0.1.0\n"
+        "dependencies: [{name: dep, version: 1.0.0, repository: https://example.org/charts/}]\n"
+    )
+    (vendor / "dep-1.0.0.tgz").write_bytes(b"released")
+    assert put_dependencies(chart, vendor) == [chart / "charts" / "dep-1.0.0.tgz"]
+    assert (chart / "charts" / "dep-1.0.0.tgz").read_bytes() == b"released"
+    assert [p.name for p in (chart / "charts").iterdir()] == ["dep-1.0.0.tgz"]  # nothing else for helm to load
+    (vendor / "dep-1.0.0.tgz").write_bytes(b"re-released")
+    put_dependencies(chart, vendor)
+    assert (chart / "charts" / "dep-1.0.0.tgz").read_bytes() == b"re-released"
+    (vendor / "dep-1.0.0.tgz").unlink()
+    with pytest.raises(pytest.fail.Exception, match=r"dep-1\.0\.0\.tgz is missing"):
+        put_dependencies(chart, vendor)
