@@ -9,7 +9,7 @@ Zero to JupyterHub put into ``c.JupyterHub.services`` from ``hub.services.egs``
 (its ``url`` and the ``api_token`` from the hub's Secret).
 
 ``configure_kube_hub`` runs after Zero to JupyterHub's own configuration (from
-``jupyterhub_config.d``), so ``c.Authenticator.admin_users`` and the egs entry
+``hub.extraConfig``), so ``c.Authenticator.admin_users`` and the egs entry
 are already there; it adds what egs-hub needs: SliceKubeSpawner, the service's
 options, scopes and roles (``hub_settings``, shared with the embedded default).
 """

@@ -422,7 +422,9 @@ def test_hub_config_is_mounted_into_the_hub_as_in_the_repository(defaults):
     hub = of_kind(defaults, "Deployment", "hub")["spec"]["template"]["spec"]
     volume = next(v["name"] for v in hub["volumes"] if v.get("configMap", {}).get("name") == "egs-hub-config")
     mounts = {m["name"]: m["mountPath"] for m in hub["containers"][0]["volumeMounts"]}
-    assert mounts[volume] == "/usr/local/etc/jupyterhub/jupyterhub_config.d"
+    assert mounts[volume] == "/usr/local/etc/jupyterhub/egs"
+    # Zero to JupyterHub runs hub.extraConfig after its own settings; ours runs the mounted files.
+    assert "/usr/local/etc/jupyterhub/egs/*.py" in hub_values(defaults)["hub"]["extraConfig"]["egs-hub"]
 
 
 # Network policy
@@ -468,6 +470,14 @@ BAD_VALUES = {
         "jupyterhub.hub.services.egs.url must be http://egs:8080",
     ),
     # values.schema.json names the place as a JSON pointer
+    "hub config not run": (
+        {"jupyterhub.hub.extraConfig.egs-hub": "pass"},
+        "jupyterhub.hub.extraConfig.egs-hub must run the Python files in /usr/local/etc/jupyterhub/egs",
+    ),
+    "hub config not mounted": (
+        {"jupyterhub.hub.extraVolumeMounts": "null"},
+        "must mount the ConfigMap egs-hub-config as the volume egs-hub-config at /usr/local/etc/jupyterhub/egs",
+    ),
     "unknown key": ({"egs.databse.url": "x"}, "at '/egs': additional properties 'databse' not allowed"),
     "bad port": ({"egs.port": "0"}, "at '/egs/port'"),
     "bad cluster name": ({"egs.cluster.name": "Home_1"}, "at '/egs/cluster/name'"),
