@@ -18,7 +18,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from .conftest import CHART, NAMESPACE, ROOT, VALUES, of_kind, run, template_args
+from .conftest import CHART, NAMESPACE, ROOT, VALUES, of_kind, put_dependencies, run, template_args
 
 KUBERNETES_VERSION = "1.32.0"
 SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
@@ -198,7 +198,16 @@ def test_egs_config_passes_through_and_cluster_settings(render):
     hook = of_kind(docs, "MutatingWebhookConfiguration")["webhooks"][0]
     assert hook["clientConfig"]["service"]["path"] == "/services/egs/webhooks/pods/east"
     settings = json.loads(of_kind(docs, "ConfigMap", "egs-hub-config")["data"]["egs_hub_settings.json"])
-    assert settings == {"cluster": "east", "namespace": NAMESPACE}
+    assert settings == {"cluster": "east", "namespace": NAMESPACE, "admin_groups": []}
+
+
+def test_kubeconfigs_of_more_clusters_are_mounted_from_a_secret(render, defaults):
+    docs = render(set_values={"egs.kubeconfigSecret": "egs-kubeconfigs"})
+    volume = next(v for v in egs_pod(docs)["spec"]["volumes"] if v["name"] == "kubeconfigs")
+    assert volume["secret"]["secretName"] == "egs-kubeconfigs"
+    mount = next(m for m in egs_container(docs)["volumeMounts"] if m["name"] == "kubeconfigs")
+    assert (mount["mountPath"], mount["readOnly"]) == ("/etc/egs/kubeconfigs", True)
+    assert "kubeconfigs" not in {v["name"] for v in egs_pod(defaults)["spec"]["volumes"]}
 
 
 def test_the_egs_pod_is_probed_limited_and_unprivileged(defaults):
@@ -413,7 +422,9 @@ def test_hub_config_is_mounted_into_the_hub_as_in_the_repository(defaults):
     hub = of_kind(defaults, "Deployment", "hub")["spec"]["template"]["spec"]
     volume = next(v["name"] for v in hub["volumes"] if v.get("configMap", {}).get("name") == "egs-hub-config")
     mounts = {m["name"]: m["mountPath"] for m in hub["containers"][0]["volumeMounts"]}
-    assert mounts[volume] == "/usr/local/etc/jupyterhub/jupyterhub_config.d"
+    assert mounts[volume] == "/usr/local/etc/jupyterhub/egs"
+    # Zero to JupyterHub runs hub.extraConfig after its own settings; ours runs the mounted files.
+    assert "/usr/local/etc/jupyterhub/egs/*.py" in hub_values(defaults)["hub"]["extraConfig"]["egs-hub"]
 
 
 # Network policy
@@ -459,6 +470,14 @@ BAD_VALUES = {
         "jupyterhub.hub.services.egs.url must be http://egs:8080",
     ),
     # values.schema.json names the place as a JSON pointer
+    "hub config not run": (
+        {"jupyterhub.hub.extraConfig.egs-hub": "pass"},
+        "jupyterhub.hub.extraConfig.egs-hub must run the Python files in /usr/local/etc/jupyterhub/egs",
+    ),
+    "hub config not mounted": (
+        {"jupyterhub.hub.extraVolumeMounts": "null"},
+        "must mount the ConfigMap egs-hub-config as the volume egs-hub-config at /usr/local/etc/jupyterhub/egs",
+    ),
     "unknown key": ({"egs.databse.url": "x"}, "at '/egs': additional properties 'databse' not allowed"),
     "bad port": ({"egs.port": "0"}, "at '/egs/port'"),
     "bad cluster name": ({"egs.cluster.name": "Home_1"}, "at '/egs/cluster/name'"),
@@ -478,3 +497,23 @@ def test_values_files_exist():
     assert {f for files, _, _ in SETUPS.values() for f in files} <= {
         p.name for p in pathlib.Path(VALUES).glob("*.yaml")
     }
+
+
+def test_put_dependencies_copies_the_vendored_chart_once(tmp_path):
+    chart, vendor = tmp_path / "charts" / "c", tmp_path / "vendor"
+    chart.mkdir(parents=True)
+    vendor.mkdir()
+    (chart / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: c\nversion: 0.1.0\n"
+        "dependencies: [{name: dep, version: 1.0.0, repository: https://example.org/charts/}]\n"
+    )
+    (vendor / "dep-1.0.0.tgz").write_bytes(b"released")
+    assert put_dependencies(chart, vendor) == [chart / "charts" / "dep-1.0.0.tgz"]
+    assert (chart / "charts" / "dep-1.0.0.tgz").read_bytes() == b"released"
+    assert [p.name for p in (chart / "charts").iterdir()] == ["dep-1.0.0.tgz"]  # nothing else for helm to load
+    (vendor / "dep-1.0.0.tgz").write_bytes(b"re-released")
+    put_dependencies(chart, vendor)
+    assert (chart / "charts" / "dep-1.0.0.tgz").read_bytes() == b"re-released"
+    (vendor / "dep-1.0.0.tgz").unlink()
+    with pytest.raises(pytest.fail.Exception, match=r"dep-1\.0\.0\.tgz is missing"):
+        put_dependencies(chart, vendor)

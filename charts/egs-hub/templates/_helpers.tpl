@@ -28,6 +28,11 @@ app.kubernetes.io/component: egs
 {{- include "jupyterhub.fullname.dash" . }}egs-hub-config
 {{- end -}}
 
+{{/* Where the hub finds hub_config/ (jupyterhub.hub.extraVolumeMounts, extraConfig). */}}
+{{- define "egs-hub.hubConfig.mountPath" -}}
+/usr/local/etc/jupyterhub/egs
+{{- end -}}
+
 {{- define "egs-hub.webhookTLS.fullname" -}}
 {{- include "jupyterhub.fullname.dash" . }}egs-webhook-tls
 {{- end -}}
@@ -98,7 +103,7 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- end }}
 {{- $mounted := false }}
 {{- range .Values.jupyterhub.hub.extraVolumeMounts }}
-{{- if and (eq .name "egs-hub-config") (eq .mountPath "/usr/local/etc/jupyterhub/jupyterhub_config.d") }}
+{{- if and (eq .name "egs-hub-config") (eq .mountPath (include "egs-hub.hubConfig.mountPath" $)) }}
 {{- $mounted = true }}
 {{- end }}
 {{- end }}
@@ -109,7 +114,10 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- end }}
 {{- end }}
 {{- if not (and $mounted $volume) }}
-{{- fail (printf "jupyterhub.hub.extraVolumes and extraVolumeMounts must mount the ConfigMap %s as the volume egs-hub-config at /usr/local/etc/jupyterhub/jupyterhub_config.d (hub_config/), as values.yaml does" (include "egs-hub.hubConfig.fullname" .)) }}
+{{- fail (printf "jupyterhub.hub.extraVolumes and extraVolumeMounts must mount the ConfigMap %s as the volume egs-hub-config at %s (hub_config/), as values.yaml does" (include "egs-hub.hubConfig.fullname" .) (include "egs-hub.hubConfig.mountPath" .)) }}
+{{- end }}
+{{- if not (contains (include "egs-hub.hubConfig.mountPath" .) (dig "egs-hub" "" (.Values.jupyterhub.hub.extraConfig | default dict))) }}
+{{- fail (printf "jupyterhub.hub.extraConfig.egs-hub must run the Python files in %s (hub_config/), as values.yaml does" (include "egs-hub.hubConfig.mountPath" .)) }}
 {{- end }}
 {{- end -}}
 
