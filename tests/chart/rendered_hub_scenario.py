@@ -30,13 +30,13 @@ import contextlib
 import datetime
 import ipaddress
 import os
-import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -53,17 +53,14 @@ from kubernetes_asyncio import client
 
 from ..k8s.builders import gpu_node
 from ..k8s.emulator import ClusterEmulator
+from .conftest import NAMESPACE
 from .pods import ROOT, ApiServer, LocalPod, Manifests, RenderedError
 
-NAMESPACE = "egs-system"
-RELEASE = "egs"
-CHART = ROOT / "charts" / "egs-hub"
-Z2JH_CHART = ROOT.parent / "shared" / "vendor" / "charts" / "jupyterhub-4.3.2.tgz"
-HELM = ROOT / ".cache" / "bin" / "helm"
 CHP_BIN = ROOT / ".cache" / "node" / "node_modules" / ".bin"
 # The release's pods this scenario runs: Zero to JupyterHub's proxy and hub, and egs-hub's service.
 WORKLOADS = ("proxy", "hub", "egs")
 DEADLINE = 60.0  # seconds any one condition may take
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 @pytest.fixture(autouse=True)
@@ -74,24 +71,6 @@ def own_network() -> None:
 
 
 # --- rendering ---------------------------------------------------------------------------------
-
-
-def render(tmp: Path) -> Manifests:
-    """``helm template`` of the chart with its defaults, the Zero to JupyterHub dependency put in place."""
-    assert HELM.exists(), f"{HELM} is missing: tests/k8s/install_helm.sh installs it (make install-test)"
-    assert Z2JH_CHART.exists(), f"the vendored Z2JH chart is missing: {Z2JH_CHART}"
-    chart = tmp / "chart"
-    shutil.copytree(CHART, chart)  # follows links (hub_config), leaves the checkout untouched
-    (chart / "charts").mkdir(exist_ok=True)
-    shutil.copy(Z2JH_CHART, chart / "charts")
-    rendered = subprocess.run(
-        [str(HELM), "template", RELEASE, str(chart), "--namespace", NAMESPACE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert rendered.returncode == 0, rendered.stderr
-    return Manifests.parse(rendered.stdout, NAMESPACE)
 
 
 def egs_workload(manifests: Manifests) -> str:
@@ -326,8 +305,9 @@ async def answer(response: httpx.Response, status: int) -> dict:
 # --- the scenario ------------------------------------------------------------------------------
 
 
-async def test_the_rendered_release_spawns_a_server_in_its_slice_with_the_gpus(tmp_path: Path) -> None:
-    manifests = render(tmp_path)
+async def test_the_rendered_release_spawns_a_server_in_its_slice_with_the_gpus(render, tmp_path: Path) -> None:
+    # The chart's defaults, with Zero to JupyterHub in place (conftest.py's render).
+    manifests = Manifests(render(), NAMESPACE)
     private_hosts(manifests, tmp_path)
     async with api_server(tmp_path) as (api_server_info, k8s), forwarders(manifests):
         core = client.CoreV1Api(k8s)
@@ -408,7 +388,7 @@ async def scenario(manifests: Manifests, core: client.CoreV1Api, pods: Pods) -> 
     tolerations = [(t.key, t.operator, t.value, t.effect) for t in spec.tolerations]
     assert ("egs.io/slice", "Equal", "team-a", "NoSchedule") in tolerations
     assert notebook.resources.limits["nvidia.com/gpu"] == "2"
-    assert notebook.image == "egs-hub/singleuser:0.1.0"
+    assert notebook.image == f"egs-hub/singleuser:{VERSION}"  # what make images tags
     env = {e.name: e.value for e in notebook.env}
     assert env["EGS_SLICE"] == "team-a"
     assert env["EGS_API_URL"] == f"http://egs.{NAMESPACE}.svc:8080{egs}/"
