@@ -193,3 +193,19 @@ def test_the_charts_default_images_are_the_ones_make_images_tags() -> None:
         "singleuser": f"{singleuser['name']}:{singleuser['tag']}",
     }
     assert defaults == {image: f"egs-hub/{image}:{VERSION}" for image in IMAGES}
+
+
+def test_the_chart_runs_each_image_as_the_user_it_declares() -> None:
+    # The pods' security contexts (our values over Zero to JupyterHub's defaults) name the images' users.
+    ours = yaml.safe_load((ROOT / "charts" / "egs-hub" / "values.yaml").read_text())
+    with tarfile.open(Z2JH_CHART) as archive:
+        z2jh = yaml.safe_load(archive.extractfile("jupyterhub/values.yaml"))
+    hub = {
+        **z2jh["hub"]["containerSecurityContext"],
+        **(ours["jupyterhub"]["hub"].get("containerSecurityContext") or {}),
+    }
+    singleuser_uid = ours["jupyterhub"]["singleuser"].get("uid", z2jh["singleuser"]["uid"])
+    egs = ours["egs"]["podSecurityContext"]
+    assert values("egs", "USER")[-1] == f"{egs['runAsUser']}:{egs['runAsGroup']}"
+    assert values("hub", "USER")[-1] == str(hub["runAsUser"])
+    assert values("singleuser", "USER")[-1] == str(singleuser_uid)
