@@ -43,6 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Zero to JupyterHub's hub image (images/hub/Dockerfile of its 4.3.2 tag), the base of docker/hub.
 Z2JH_HUB_DEFAULTS = (["jupyterhub", "--config", "/usr/local/etc/jupyterhub/jupyterhub_config.py"], "/srv/jupyterhub")
+# Jupyter Docker Stacks' images (docker-stacks-foundation: WORKDIR the notebook user's home), the base of
+# docker/singleuser; KubeSpawner always gives the command (singleuser.cmd).
+DOCKER_STACKS_DEFAULTS = (["start-notebook.py"], "/home/jovyan")
 _REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\$")
 
 
@@ -63,8 +66,9 @@ def image_defaults(image: str) -> tuple[list[str] | None, str]:
     steps = [(i["instruction"], i["value"]) for i in parser.structure]
     cmd = [json.loads(v) for k, v in steps if k == "CMD"]
     workdir = [v for k, v in steps if k == "WORKDIR"]
-    if name == "hub":  # built FROM Z2JH's hub image, whose command and folder it keeps
-        base_cmd, base_dir = Z2JH_HUB_DEFAULTS
+    bases = {"hub": Z2JH_HUB_DEFAULTS, "singleuser": DOCKER_STACKS_DEFAULTS}
+    if name in bases:  # built FROM Z2JH's hub image or Docker Stacks, whose command and folder they keep
+        base_cmd, base_dir = bases[name]
         return (cmd[-1] if cmd else base_cmd), (workdir[-1] if workdir else base_dir)
     if not cmd:
         raise RenderedError(f"docker/{name}/Dockerfile has no CMD and the container no command")
@@ -171,21 +175,27 @@ def expand(text: str, env: dict[str, str]) -> str:
 
 
 class LocalPod:
-    """One container of a rendered workload, staged under ``root`` and started with pod_exec."""
+    """One container of a pod (a rendered workload's template, or a pod read from the API), staged under
+    ``root`` and started with pod_exec."""
 
-    def __init__(self, manifests: Manifests, workload: str, container: str, root: Path, api: ApiServer):
+    def __init__(self, manifests: Manifests, pod: str, template: dict, container: str, root: Path, api: ApiServer):
         self.manifests = manifests
-        self.name = f"{workload}-0"
-        self.template = manifests.pod_template(workload)
+        self.name = pod
+        self.namespace = template.get("metadata", {}).get("namespace") or manifests.namespace
+        self.template = template
         spec = self.template["spec"]
         found = [c for c in [*spec.get("initContainers", []), *spec["containers"]] if c["name"] == container]
         if not found:
-            raise RenderedError(f"{workload} has no container {container!r}")
+            raise RenderedError(f"pod {pod} has no container {container!r}")
         self.container = found[0]
-        self.root = root / workload  # the pod's volumes, shared by its containers
+        self.root = root / pod  # the pod's volumes, shared by its containers
         self.own = self.root / "containers" / container
         self.api = api
-        self.where = f"{workload}/{container}"
+        self.where = f"{pod}/{container}"
+
+    @classmethod
+    def of_workload(cls, manifests: Manifests, workload: str, container: str, root: Path, api: ApiServer) -> LocalPod:
+        return cls(manifests, f"{workload}-0", manifests.pod_template(workload), container, root, api)
 
     # 1. files
     def _volume_dir(self, volume: dict) -> Path:
@@ -227,7 +237,7 @@ class LocalPod:
             account.mkdir(parents=True, exist_ok=True)
             (account / "token").write_text(self.api.token)
             (account / "ca.crt").write_bytes(self.api.ca_pem)
-            (account / "namespace").write_text(self.manifests.namespace)
+            (account / "namespace").write_text(self.namespace)
             placed.setdefault(SERVICE_ACCOUNT_DIR, account)
         return placed
 
@@ -269,7 +279,7 @@ class LocalPod:
         if "fieldRef" in source:
             field = source["fieldRef"]["fieldPath"]
             fields = {
-                "metadata.namespace": self.manifests.namespace,
+                "metadata.namespace": self.namespace,
                 "metadata.name": self.name,
                 "status.podIP": "127.0.0.1",
                 "spec.serviceAccountName": self.template["spec"].get("serviceAccountName", "default"),

@@ -30,13 +30,13 @@ import contextlib
 import datetime
 import ipaddress
 import os
-import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -53,17 +53,14 @@ from kubernetes_asyncio import client
 
 from ..k8s.builders import gpu_node
 from ..k8s.emulator import ClusterEmulator
+from .conftest import NAMESPACE
 from .pods import ROOT, ApiServer, LocalPod, Manifests, RenderedError
 
-NAMESPACE = "egs-system"
-RELEASE = "egs"
-CHART = ROOT / "charts" / "egs-hub"
-Z2JH_CHART = ROOT.parent / "shared" / "vendor" / "charts" / "jupyterhub-4.3.2.tgz"
-HELM = ROOT / ".cache" / "bin" / "helm"
 CHP_BIN = ROOT / ".cache" / "node" / "node_modules" / ".bin"
 # The release's pods this scenario runs: Zero to JupyterHub's proxy and hub, and egs-hub's service.
 WORKLOADS = ("proxy", "hub", "egs")
 DEADLINE = 60.0  # seconds any one condition may take
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 @pytest.fixture(autouse=True)
@@ -74,24 +71,6 @@ def own_network() -> None:
 
 
 # --- rendering ---------------------------------------------------------------------------------
-
-
-def render(tmp: Path) -> Manifests:
-    """``helm template`` of the chart with its defaults, the Zero to JupyterHub dependency put in place."""
-    assert HELM.exists(), f"{HELM} is missing: tests/k8s/install_helm.sh installs it (make install-test)"
-    assert Z2JH_CHART.exists(), f"the vendored Z2JH chart is missing: {Z2JH_CHART}"
-    chart = tmp / "chart"
-    shutil.copytree(CHART, chart)  # follows links (hub_config), leaves the checkout untouched
-    (chart / "charts").mkdir(exist_ok=True)
-    shutil.copy(Z2JH_CHART, chart / "charts")
-    rendered = subprocess.run(
-        [str(HELM), "template", RELEASE, str(chart), "--namespace", NAMESPACE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert rendered.returncode == 0, rendered.stderr
-    return Manifests.parse(rendered.stdout, NAMESPACE)
 
 
 def egs_workload(manifests: Manifests) -> str:
@@ -219,6 +198,10 @@ class Pods:
             "LANG": "C.UTF-8",
         }
         (tmp / "home").mkdir()
+        # The processes run as root of the user namespace, not as the pod's runAsUser (Z2JH's singleuser.uid
+        # 1000, what Docker Stacks' start.sh switches to): Jupyter Server refuses root unless told.
+        (tmp / "home" / ".jupyter").mkdir()
+        (tmp / "home" / ".jupyter" / "jupyter_server_config.json").write_text('{"ServerApp": {"allow_root": true}}')
 
     def report(self) -> str:
         return "\n".join(f"--- {log.name} ---\n{log.read_text()[-6000:]}" for log in sorted(self.logs.iterdir()))
@@ -226,12 +209,12 @@ class Pods:
     async def start(self, workload: str) -> None:
         spec = self.manifests.pod_template(workload)["spec"]
         for init in spec.get("initContainers") or []:
-            pod = LocalPod(self.manifests, workload, init["name"], self.tmp / "pods", self.api)
+            pod = LocalPod.of_workload(self.manifests, workload, init["name"], self.tmp / "pods", self.api)
             process = pod.start(self.base_env, self.logs / f"{workload}-{init['name']}.log")
             code = await asyncio.wait_for(asyncio.to_thread(process.wait), DEADLINE)
             assert code == 0, f"init container {workload}/{init['name']} exited {code}\n{self.report()}"
         for container in spec["containers"]:
-            pod = LocalPod(self.manifests, workload, container["name"], self.tmp / "pods", self.api)
+            pod = LocalPod.of_workload(self.manifests, workload, container["name"], self.tmp / "pods", self.api)
             self.processes[f"{workload}/{container['name']}"] = pod.start(
                 self.base_env, self.logs / f"{workload}-{container['name']}.log"
             )
@@ -257,6 +240,19 @@ class Pods:
                         return
                 await asyncio.sleep(0.2)
         raise AssertionError(f"{workload}/{container['name']} not ready in {DEADLINE}s\n{self.report()}")
+
+    async def start_pod(self, pod: dict, container: str) -> None:
+        """A container of a pod from the API (a user's server), started as the release's are."""
+        local = LocalPod(self.manifests, pod["metadata"]["name"], pod, container, self.tmp / "pods", self.api)
+        key = f"{pod['metadata']['name']}/{container}"
+        self.processes[key] = local.start(self.base_env, self.logs / f"{key.replace('/', '-')}.log")
+        await self.ready(pod["metadata"]["name"], local.container)
+
+    def stop_pod(self, key: str) -> None:
+        """What the kubelet does when a pod is deleted: its container ends."""
+        process = self.processes.pop(key)
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(10)
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -326,8 +322,9 @@ async def answer(response: httpx.Response, status: int) -> dict:
 # --- the scenario ------------------------------------------------------------------------------
 
 
-async def test_the_rendered_release_spawns_a_server_in_its_slice_with_the_gpus(tmp_path: Path) -> None:
-    manifests = render(tmp_path)
+async def test_the_rendered_release_spawns_a_server_in_its_slice_with_the_gpus(render, tmp_path: Path) -> None:
+    # The chart's defaults, with Zero to JupyterHub in place (conftest.py's render).
+    manifests = Manifests(render(), NAMESPACE)
     private_hosts(manifests, tmp_path)
     async with api_server(tmp_path) as (api_server_info, k8s), forwarders(manifests):
         core = client.CoreV1Api(k8s)
@@ -340,12 +337,13 @@ async def test_the_rendered_release_spawns_a_server_in_its_slice_with_the_gpus(t
         try:
             for workload in ("proxy", "hub", egs_workload(manifests)):
                 await pods.start(workload)
-            await scenario(manifests, core, pods)
+            await scenario(manifests, k8s, pods)
         finally:
             pods.stop()
 
 
-async def scenario(manifests: Manifests, core: client.CoreV1Api, pods: Pods) -> None:
+async def scenario(manifests: Manifests, k8s: client.ApiClient, pods: Pods) -> None:
+    core = client.CoreV1Api(k8s)
     # The users' way in: the proxy-public Service.
     public = manifests.find("Service", "proxy-public")["spec"]["ports"][0]["port"]
     base = f"http://proxy-public:{public}"
@@ -400,15 +398,59 @@ async def scenario(manifests: Manifests, core: client.CoreV1Api, pods: Pods) -> 
             return listed.items[0] if listed.items else None
 
         found = await eventually(pod, "alice's server pod in namespace team-a", pods.report)
+        check_placement(found)
+
+        # 5. Playing the kubelet, the pod's container runs (as pods.py runs the release's) and is Running:
+        # the hub finishes the spawn, and the server reaches the egs service at the URL the pod was given.
+        name = found.metadata.name
+        await pods.start_pod(k8s.sanitize_for_serialization(found), "notebook")
+        await core.patch_namespaced_pod_status(name, "team-a", {"status": running_status()})
+
+        async def ready() -> bool:
+            user = await answer(await as_alice.get("/hub/api/users/alice"), 200)
+            return (user["servers"].get("") or {}).get("ready", False)
+
+        await eventually(ready, "alice's server ready in the hub", pods.report)
+        status = await as_alice.get("/user/alice/api/status")
+        assert status.status_code == 200, status.text[:500]
+        slices = await answer(await as_alice.get("/user/alice/egs/api/slices"), 200)
+        assert [s["name"] for s in slices["slices"]] == ["team-a"]
+
+        # 6. Stopping the server deletes the pod.
+        stop = await as_alice.delete("/hub/api/users/alice/server")
+        assert stop.status_code in (202, 204), stop.text[:500]
+
+        async def deleted() -> bool:
+            return not (await core.list_namespaced_pod("team-a", field_selector=f"metadata.name={name}")).items
+
+        await eventually(deleted, "alice's pod deleted", pods.report)
+        pods.stop_pod(f"{name}/notebook")
+
+
+def check_placement(found: client.V1Pod) -> None:
+    """SliceKubeSpawner's pod: in the slice's namespace, labelled, on its nodes, with the GPUs asked."""
     spec = found.spec
     (notebook,) = spec.containers
+    assert found.metadata.namespace == "team-a"
     assert found.metadata.labels["egs.io/slice"] == "team-a"
     assert found.metadata.labels["hub.jupyter.org/username"] == "alice"
     assert spec.node_selector == {"egs.io/slice": "team-a"}
     tolerations = [(t.key, t.operator, t.value, t.effect) for t in spec.tolerations]
     assert ("egs.io/slice", "Equal", "team-a", "NoSchedule") in tolerations
     assert notebook.resources.limits["nvidia.com/gpu"] == "2"
-    assert notebook.image == "egs-hub/singleuser:0.1.0"
+    assert notebook.image == f"egs-hub/singleuser:{VERSION}"  # what make images tags
     env = {e.name: e.value for e in notebook.env}
     assert env["EGS_SLICE"] == "team-a"
-    assert env["EGS_API_URL"] == f"http://egs.{NAMESPACE}.svc:8080{egs}/"
+    assert env["EGS_API_URL"] == f"http://egs.{NAMESPACE}.svc:8080/services/egs/api/v1/"
+
+
+def running_status() -> dict:
+    """What the kubelet writes once the notebook container is up (the pod's IP: this namespace's loopback)."""
+    return {
+        "phase": "Running",
+        "podIP": "127.0.0.1",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [
+            {"name": "notebook", "ready": True, "restartCount": 0, "image": "", "imageID": "", "state": {"running": {}}}
+        ],
+    }

@@ -177,3 +177,35 @@ def test_make_images_tags_each_image_with_the_version_and_builds_from_the_wheel(
             "--tag",
             f"egs-hub/{image}:{VERSION}",
         ]
+
+
+def test_the_charts_default_images_are_the_ones_make_images_tags() -> None:
+    chart_dir = ROOT / "charts" / "egs-hub"
+    chart = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
+    chart_values = yaml.safe_load((chart_dir / "values.yaml").read_text())
+    assert chart["appVersion"] == VERSION, "the chart's appVersion is the version make images tags"
+    egs = chart_values["egs"]["image"]
+    hub = chart_values["jupyterhub"]["hub"]["image"]
+    singleuser = chart_values["jupyterhub"]["singleuser"]["image"]
+    defaults = {
+        "egs": f"{egs['name']}:{egs['tag'] or chart['appVersion']}",
+        "hub": f"{hub['name']}:{hub['tag']}",
+        "singleuser": f"{singleuser['name']}:{singleuser['tag']}",
+    }
+    assert defaults == {image: f"egs-hub/{image}:{VERSION}" for image in IMAGES}
+
+
+def test_the_chart_runs_each_image_as_the_user_it_declares() -> None:
+    # The pods' security contexts (our values over Zero to JupyterHub's defaults) name the images' users.
+    ours = yaml.safe_load((ROOT / "charts" / "egs-hub" / "values.yaml").read_text())
+    with tarfile.open(Z2JH_CHART) as archive:
+        z2jh = yaml.safe_load(archive.extractfile("jupyterhub/values.yaml"))
+    hub = {
+        **z2jh["hub"]["containerSecurityContext"],
+        **(ours["jupyterhub"]["hub"].get("containerSecurityContext") or {}),
+    }
+    singleuser_uid = ours["jupyterhub"]["singleuser"].get("uid", z2jh["singleuser"]["uid"])
+    egs = ours["egs"]["podSecurityContext"]
+    assert values("egs", "USER")[-1] == f"{egs['runAsUser']}:{egs['runAsGroup']}"
+    assert values("hub", "USER")[-1] == str(hub["runAsUser"])
+    assert values("singleuser", "USER")[-1] == str(singleuser_uid)
