@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from .model import PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy
+from .model import GPR, PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy, Status
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,20 @@ class Booking:
     releasing: bool = False
     priority: int = PRIORITY_DEFAULT
     preemptible: bool = True
+
+    @classmethod
+    def of(cls, gpr: GPR) -> Booking:
+        """The booking of a GPR that holds GPUs."""
+        return cls(
+            gpr_id=gpr.id,
+            slice=gpr.spec.slice,
+            gpus=gpr.bound_gpus,
+            start=gpr.window_start,
+            end=gpr.window_end,
+            releasing=gpr.status is Status.RELEASING,
+            priority=gpr.spec.priority,
+            preemptible=gpr.spec.preemptible,
+        )
 
 
 @dataclass(frozen=True)

@@ -165,16 +165,7 @@ class PlanningState:
     def _put(self, gpr: core.GPR) -> None:
         self.gprs[gpr.id] = gpr
         if gpr.status.holds_gpus:
-            self._bookings[gpr.id] = Booking(
-                gpr_id=gpr.id,
-                slice=gpr.spec.slice,
-                gpus=gpr.bound_gpus,
-                start=gpr.window_start,
-                end=gpr.window_end,
-                releasing=gpr.status is core.Status.RELEASING,
-                priority=gpr.spec.priority,
-                preemptible=gpr.spec.preemptible,
-            )
+            self._bookings[gpr.id] = Booking.of(gpr)
         elif gpr.status is core.Status.QUEUED:
             self._queue[gpr.id] = Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes))
         else:

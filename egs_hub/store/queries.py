@@ -585,18 +585,7 @@ def load_snapshot(
     for row in rows:
         gpr = to_gpr(row)
         if gpr.status.holds_gpus:
-            bookings.append(
-                Booking(
-                    gpr_id=gpr.id,
-                    slice=gpr.spec.slice,
-                    gpus=gpr.bound_gpus,
-                    start=gpr.window_start,
-                    end=gpr.window_end,
-                    releasing=gpr.status is core.Status.RELEASING,
-                    priority=gpr.spec.priority,
-                    preemptible=gpr.spec.preemptible,
-                )
-            )
+            bookings.append(Booking.of(gpr))
         elif gpr.status is core.Status.QUEUED:
             queue.append(Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes)))
         else:
