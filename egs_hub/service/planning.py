@@ -21,7 +21,9 @@ was made at: answers built on it use that time. *Arrivals* are GPRs just submitt
 is marked (``mark_arrivals``) and does not make reads plan again; instead
 ``place_arrivals`` places each on the last plan (core/planner.place_arrival), so
 the submit answers, and every read shows, the estimate the next plan gives when
-nothing else changes, at the cost of one wait-time query.
+nothing else changes, at the cost of one wait-time query. An arrival that displaces
+requests planned behind it (it went ahead of them in the queue and took their
+windows) makes reads plan again, as any other write does.
 
 Evictions: ``eviction_proposals`` (pure) picks the plan's evictions worth acting
 on; ``issue_eviction`` (I/O) begins releasing the victims.
@@ -214,7 +216,10 @@ class Planning:
         for gpr in gprs:
             if gpr.id not in current.estimates and self.state.is_queued(gpr.id):
                 request = Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes))
-                estimate = current.estimates[gpr.id] = planner.place_arrival(current, request, now)
+                estimate, displaced = planner.place_arrival(current, request, now)
+                current.estimates[gpr.id] = estimate
+                if displaced:  # the estimates of those it displaced are out of date: reads plan again
+                    self._version += 1
                 if estimate.start is not None:
                     self._first_starts.setdefault(gpr.id, estimate.start)
             self._arrivals.append(gpr)

@@ -230,3 +230,22 @@ async def test_while_a_plan_is_made_aside_reads_use_the_last_one(world):  # noqa
     with sessions() as session:
         again = planning.plan_now(session, clock.now)  # the write came after that plan's snapshot
     assert again is not made and gpr.id in made.plan.estimates and gpr.id not in again.plan.estimates
+
+
+def test_an_arrival_ahead_of_planned_work_makes_reads_plan_again(world):  # noqa: F811
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    commands = commands_of(sessions, clock, planning)
+    first = commands.submit(spec("a", 4, 60, priority=101), "alice", admin=False)
+    behind = commands.submit(spec("b", 4, 60, priority=101), "alice", admin=False)  # sorts last: displaces nothing
+    with sessions() as session:
+        before = planning.plan_now(session, clock.now).plan
+    assert before.estimates[behind.gpr.id] == behind.estimate
+    ahead = commands.submit(spec("b", 4, 30, priority=180), "alice", admin=False)  # same band, sorts first
+    with sessions() as session:
+        read = planning.plan_now(session, clock.now).plan
+    assert read is not before  # planned again: the window it took was promised to the first
+    assert read.estimates[ahead.gpr.id].start == ahead.estimate.start == clock.now
+    positions = [read.estimates[s.gpr.id].position for s in (ahead, first, behind)]
+    assert positions == [1, 2, 3]
+    assert read.estimates[first.gpr.id].start == clock.now + timedelta(minutes=30)
