@@ -517,3 +517,28 @@ def test_put_dependencies_copies_the_vendored_chart_once(tmp_path):
     (vendor / "dep-1.0.0.tgz").unlink()
     with pytest.raises(pytest.fail.Exception, match=r"dep-1\.0\.0\.tgz is missing"):
         put_dependencies(chart, vendor)
+
+
+def notes(helm: str, chart, *sets: str) -> str:
+    """NOTES.txt as `helm install` prints it (client-side dry run: no cluster needed)."""
+    out = run(helm, "install", "egs", str(chart), "-n", NAMESPACE, "--dry-run=client", *(f"--set={s}" for s in sets))
+    return out[out.index("NOTES:") :]
+
+
+def test_the_notes_tell_the_admin_how_to_log_in_and_start(helm, chart_with_dependency):
+    text = notes(helm, chart_with_dependency)
+    assert "kubectl -n egs port-forward service/proxy-public" in text
+    assert "Log in as an admin: admin." in text and 'Zero to JupyterHub\'s "dummy"' in text
+    assert "/services/egs/" in text and "/hub/admin" in text
+    assert "kubectl label node <gpu-node> egs.io/slice=free" in text and "home: team-a" in text
+    assert "GPU metrics are off" in text
+    text = notes(
+        helm,
+        chart_with_dependency,
+        "jupyterhub.hub.config.Authenticator.admin_users={alice,bob}",
+        "jupyterhub.hub.config.JupyterHub.authenticator_class=github",
+        "egs.cluster.name=east",
+        "egs.metrics.prometheusUrl=http://prometheus:9090",
+    )
+    assert "Log in as an admin: alice, bob." in text and "dummy" not in text
+    assert "east: team-a" in text and "GPU metrics are off" not in text
