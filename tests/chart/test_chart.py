@@ -444,6 +444,19 @@ def test_the_network_policy_lets_the_hub_proxy_and_api_server_in(defaults):
     hub, proxy = pod_labels(defaults, "Deployment", "hub"), pod_labels(defaults, "Deployment", "proxy")
     assert [s.items() <= hub.items() for s in selectors] == [True, False]
     assert [s.items() <= proxy.items() for s in selectors] == [False, True]
+    # Zero to JupyterHub's hub and proxy policies let them out to the egs pod's port.
+    for name in ("hub", "proxy"):
+        egress = of_kind(defaults, "NetworkPolicy", name)["spec"]["egress"]
+        assert any(
+            {"port": 8080} in rule.get("ports", [])
+            and any(
+                t.get("podSelector", {}).get("matchLabels", {}).items()
+                <= egs_pod(defaults)["metadata"]["labels"].items()
+                for t in rule.get("to", [])
+                if "podSelector" in t
+            )
+            for rule in egress
+        ), name
     # Zero to JupyterHub's hub policy lets the egs pod in (its network-access-hub label).
     hub_policy = of_kind(defaults, "NetworkPolicy", "hub")["spec"]
     allowed = [
@@ -477,6 +490,10 @@ BAD_VALUES = {
     "hub config not mounted": (
         {"jupyterhub.hub.extraVolumeMounts": "null"},
         "must mount the ConfigMap egs-hub-config as the volume egs-hub-config at /usr/local/etc/jupyterhub/egs",
+    ),
+    "port the hub may not reach": (
+        {"egs.port": "9090", "jupyterhub.hub.services.egs.url": "http://egs:9090"},
+        "jupyterhub.hub.networkPolicy.egress must let it reach the egs pods on egs.port (9090)",
     ),
     "unknown key": ({"egs.databse.url": "x"}, "at '/egs': additional properties 'databse' not allowed"),
     "bad port": ({"egs.port": "0"}, "at '/egs/port'"),
