@@ -316,6 +316,7 @@ def test_cert_manager_issues_the_certificate_and_injects_its_ca(rendered):
     serving = of_kind(docs, "Certificate", name)
     assert namespace == NAMESPACE
     assert serving["spec"]["secretName"] == "egs-webhook-tls"
+    assert serving["spec"]["duration"] == "87600h"  # webhook.certValidityDays
     assert "egs.egs.svc" in serving["spec"]["dnsNames"]
     # Signed by the release's CA issuer, whose CA comes from a self-signed root.
     issuer = of_kind(docs, "Issuer", serving["spec"]["issuerRef"]["name"])
