@@ -93,7 +93,7 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- if ne (trimSuffix "/" ($services.egs.url | default "")) $want }}
 {{- fail (printf "jupyterhub.hub.services.egs.url must be %s (the egs Service and egs.port), not %q" $want ($services.egs.url | default "")) }}
 {{- end }}
-{{- range $who, $policy := dict "jupyterhub.hub.networkPolicy" .Values.jupyterhub.hub.networkPolicy "jupyterhub.proxy.chp.networkPolicy" .Values.jupyterhub.proxy.chp.networkPolicy }}
+{{- range $who, $policy := dict "jupyterhub.hub.networkPolicy" .Values.jupyterhub.hub.networkPolicy "jupyterhub.proxy.chp.networkPolicy" .Values.jupyterhub.proxy.chp.networkPolicy "jupyterhub.singleuser.networkPolicy" .Values.jupyterhub.singleuser.networkPolicy }}
 {{- $open := false }}
 {{- range $policy.egress }}
 {{- range .ports }}{{ if eq (toString .port) (toString $.Values.egs.port) }}{{ $open = true }}{{ end }}{{ end }}
