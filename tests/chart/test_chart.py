@@ -501,6 +501,10 @@ BAD_VALUES = {
         {"egs.port": "9090", "jupyterhub.hub.services.egs.url": "http://egs:9090"},
         "jupyterhub.hub.networkPolicy.egress must let it reach the egs pods on egs.port (9090)",
     ),
+    "per-user volumes": (
+        {"jupyterhub.singleuser.storage.type": "dynamic"},
+        'jupyterhub.singleuser.storage.type must be none, not "dynamic"',
+    ),
     "unknown key": ({"egs.databse.url": "x"}, "at '/egs': additional properties 'databse' not allowed"),
     "bad port": ({"egs.port": "0"}, "at '/egs/port'"),
     "bad cluster name": ({"egs.cluster.name": "Home_1"}, "at '/egs/cluster/name'"),

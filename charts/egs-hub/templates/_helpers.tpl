@@ -102,6 +102,10 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- fail (printf "%s.egress must let it reach the egs pods on egs.port (%v), as values.yaml does" $who $.Values.egs.port) }}
 {{- end }}
 {{- end }}
+{{- $storage := dig "storage" "type" "none" (.Values.jupyterhub.singleuser | default dict) }}
+{{- if ne $storage "none" }}
+{{- fail (printf "jupyterhub.singleuser.storage.type must be none, not %q: SliceKubeSpawner starts servers in their workspace's namespaces, where per-user volumes (and the rights to make them) are not set up" $storage) }}
+{{- end }}
 {{- if and .Values.egs.database.url .Values.egs.database.existingSecret }}
 {{- fail "egs.database.url and egs.database.existingSecret are both set: give the PostgreSQL URL one way" }}
 {{- end }}
