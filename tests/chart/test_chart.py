@@ -361,6 +361,16 @@ def test_metrics_slack_and_the_service_monitor(rendered, defaults):
     assert "hub.services.egs-prometheus.apiToken" in of_kind(docs, "Secret", "hub")["data"]
     role = hub_values(docs)["hub"]["loadRoles"]["egs-prometheus"]
     assert (role["scopes"], role["services"]) == (["custom:egs:admin"], ["egs-prometheus"])
+
+    # Prometheus (any namespace) may reach the egs pod's HTTP port; without the ServiceMonitor, not.
+    def scrapers(docs: list[dict]) -> list[dict]:
+        (http, _) = of_kind(docs, "NetworkPolicy", "egs")["spec"]["ingress"]
+        return [f for f in http["from"] if f["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}]
+
+    assert scrapers(docs) == [
+        {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    ]
+    assert scrapers(defaults) == []
     # Without the Prometheus Operator's CRDs there is none, and none by default.
     assert not [d for d in defaults if d["kind"] == "ServiceMonitor"]
     assert "EGS_SLACK_WEBHOOK_URL" not in env_of(egs_container(defaults))
