@@ -13,11 +13,13 @@ kmock's object handlers, which keep no metadata, ignore selectors and
 resourceVersion, and merge every PATCH the same way.
 
 Emulates:
+- API discovery of the resources in ``RESOURCES`` and ``DISCOVERED_ONLY`` (the latter
+  answer 404 to every request);
 - the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
   pods, events, PodDisruptionBudgets, ServiceAccounts, Roles, RoleBindings,
-  ResourceQuotas, and the custom resource ``gpuprovisionrequests.egs.io/v1`` with
-  its status subresource, listed and watched in one namespace or all); others
-  answer 404 as on a real server;
+  ResourceQuotas, Secrets and ConfigMaps (helm's ``lookup`` reads them), and the
+  custom resource ``gpuprovisionrequests.egs.io/v1`` with its status subresource,
+  listed and watched in one namespace or all); others answer 404 as on a real server;
 - ``metadata.generation`` on custom resources: 1 at create, one more whenever
   anything but metadata and status changes (so never through ``status``);
 - bearer-token authentication: the emulator's own ``token`` may do anything
@@ -39,6 +41,7 @@ Emulates:
   subresource changes only ``.status`` and the main resource never does;
 - DELETE with finalizers (deletionTimestamp until they are gone); deleting a
   namespace deletes what is in it;
+- ``/version``: the Kubernetes version ``kubernetes_version`` (helm checks a chart's kubeVersion against it);
 - the Eviction API (``pods/{name}/eviction``): 429 when a PodDisruptionBudget
   selecting the pod allows no disruption, otherwise the pod is deleted at once;
 - an outage switch (``outage``) that ends every watch and answers 503.
@@ -86,9 +89,25 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True, ("status",)),
     ("", "v1", "serviceaccounts"): ("ServiceAccount", True, ("token",)),
     ("", "v1", "resourcequotas"): ("ResourceQuota", True, ("status",)),
+    ("", "v1", "secrets"): ("Secret", True, ()),
+    ("", "v1", "configmaps"): ("ConfigMap", True, ()),
     ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True, ()),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True, ()),
     ("egs.io", "v1", "gpuprovisionrequests"): ("GpuProvisionRequest", True, ("status",)),
+}
+# Listed in API discovery but not served (404), as kinds a real cluster has: helm maps every kind of a
+# chart to its resource through discovery before it renders with --dry-run=server (tests/chart/test_upgrade.py).
+DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
+    ("", "v1", "services"): ("Service", True),
+    ("", "v1", "persistentvolumeclaims"): ("PersistentVolumeClaim", True),
+    ("apps", "v1", "deployments"): ("Deployment", True),
+    ("apps", "v1", "statefulsets"): ("StatefulSet", True),
+    ("apps", "v1", "daemonsets"): ("DaemonSet", True),
+    ("batch", "v1", "jobs"): ("Job", True),
+    ("networking.k8s.io", "v1", "networkpolicies"): ("NetworkPolicy", True),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles"): ("ClusterRole", False),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
+    ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"): ("MutatingWebhookConfiguration", False),
 }
 # Custom resources (CRDs installed): they get metadata.generation, as the API server gives them.
 CUSTOM_GROUPS = ("egs.io",)
@@ -155,6 +174,7 @@ class ClusterEmulator(KubernetesEmulator):
     token: str = attrs.field(factory=lambda: secrets.token_urlsafe(16))
     history_limit: int = 10_000  # watch events kept; a watch from an older resourceVersion gets 410 Gone
     outage: bool = False
+    kubernetes_version: str = "1.32.0"
 
     _rv: int = attrs.field(default=0, init=False)
     _compacted_rv: int = attrs.field(default=0, init=False)
@@ -169,6 +189,10 @@ class ClusterEmulator(KubernetesEmulator):
             self.resources[resource(group, version, plural)] = ResourceInfo(
                 kind=kind, namespaced=namespaced, verbs=set(VERBS), subresources=set(subresources)
             )
+        for (group, version, plural), (kind, namespaced) in DISCOVERED_ONLY.items():
+            self.resources[resource(group, version, plural)] = ResourceInfo(
+                kind=kind, namespaced=namespaced, verbs=set(VERBS), subresources=set()
+            )
         self.fallback[method.POST, subresource("eviction")] << self._serve_eviction
         self.fallback[method.POST, subresource("token")] << self._serve_token
         self.fallback[method.PUT] << self._serve_replace
@@ -178,6 +202,16 @@ class ClusterEmulator(KubernetesEmulator):
         self.fallback[action.CREATE] << self._serve_create
         self.fallback[action.UPDATE] << self._serve_patch
         self.fallback[action.DELETE] << self._serve_delete
+
+    async def _serve_server_version(self, request) -> dict:
+        major, minor, _ = self.kubernetes_version.split(".")
+        return {"major": major, "minor": minor, "gitVersion": f"v{self.kubernetes_version}", "platform": "linux/amd64"}
+
+    async def _serve_version(self, request) -> dict:
+        # kmock names the core group's version "/v1"; the API server (and client-go, which then finds
+        # no core kinds) has "v1".
+        listed = await super()._serve_version(request)
+        return {**listed, "groupVersion": listed["groupVersion"].lstrip("/")}
 
     async def __call__(self, raw_request):
         if _NAMESPACE_PATH.match(raw_request.path):

@@ -93,6 +93,19 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- if ne (trimSuffix "/" ($services.egs.url | default "")) $want }}
 {{- fail (printf "jupyterhub.hub.services.egs.url must be %s (the egs Service and egs.port), not %q" $want ($services.egs.url | default "")) }}
 {{- end }}
+{{- range $who, $policy := dict "jupyterhub.hub.networkPolicy" .Values.jupyterhub.hub.networkPolicy "jupyterhub.proxy.chp.networkPolicy" .Values.jupyterhub.proxy.chp.networkPolicy "jupyterhub.singleuser.networkPolicy" .Values.jupyterhub.singleuser.networkPolicy }}
+{{- $open := false }}
+{{- range $policy.egress }}
+{{- range .ports }}{{ if eq (toString .port) (toString $.Values.egs.port) }}{{ $open = true }}{{ end }}{{ end }}
+{{- end }}
+{{- if not $open }}
+{{- fail (printf "%s.egress must let it reach the egs pods on egs.port (%v), as values.yaml does" $who $.Values.egs.port) }}
+{{- end }}
+{{- end }}
+{{- $storage := dig "storage" "type" "none" (.Values.jupyterhub.singleuser | default dict) }}
+{{- if ne $storage "none" }}
+{{- fail (printf "jupyterhub.singleuser.storage.type must be none, not %q: SliceKubeSpawner starts servers in their workspace's namespaces, where per-user volumes (and the rights to make them) are not set up" $storage) }}
+{{- end }}
 {{- if and .Values.egs.database.url .Values.egs.database.existingSecret }}
 {{- fail "egs.database.url and egs.database.existingSecret are both set: give the PostgreSQL URL one way" }}
 {{- end }}
