@@ -141,6 +141,8 @@ async def api_server(tmp: Path) -> AsyncIterator[tuple[ApiServer, client.ApiClie
         configuration.api_key = {"BearerToken": f"Bearer {emulator.token}"}
         async with client.ApiClient(configuration) as api:
             yield ApiServer("127.0.0.1", server.port, emulator.token, pem), api
+        # The watches of the processes, which are gone, would keep the server's shutdown waiting (60 s).
+        await emulator.set_outage(True)
 
 
 @contextlib.asynccontextmanager
