@@ -83,5 +83,5 @@ test: install-test jest
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-test
-	$(BIN)/ruff check egs_hub tests
-	$(BIN)/ruff format --check egs_hub tests
+	$(BIN)/ruff check egs_hub tests hub_config charts
+	$(BIN)/ruff format --check egs_hub tests hub_config charts

@@ -52,11 +52,12 @@ SERVICE_OPTIONS = {
 }
 
 
-def configure_roles(c, admin_users: Iterable[str]) -> None:
+def configure_roles(c, admin_users: Iterable[str], admin_groups: Iterable[str] = ()) -> None:
     """The admin scope, the egs-admin and egs-service roles, and every user's access to the service.
 
-    Roles of the same name already in ``c.JupyterHub.load_roles`` are replaced; others are kept
-    (Zero to JupyterHub puts its idle culler's there)."""
+    egs-admin goes to ``admin_users`` and to the members of the hub groups ``egs-admins`` and
+    ``admin_groups``. Roles of the same name already in ``c.JupyterHub.load_roles`` are replaced;
+    others are kept (Zero to JupyterHub puts its idle culler's there)."""
     c.JupyterHub.custom_scopes = {
         **dict(c.JupyterHub.get("custom_scopes") or {}),
         ADMIN_SCOPE: {"description": "Administer egs-hub: slices, members, approvals, priorities."},
@@ -70,7 +71,7 @@ def configure_roles(c, admin_users: Iterable[str]) -> None:
             "description": "egs-hub administrators",
             "scopes": [ADMIN_SCOPE],
             "users": sorted(admin_users),
-            "groups": [ADMIN_GROUP],
+            "groups": sorted({ADMIN_GROUP, *admin_groups}),
         },
         {
             "name": "egs-service",

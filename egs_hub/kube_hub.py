@@ -1,13 +1,15 @@
 """The hub's configuration on Kubernetes, inside Zero to JupyterHub's hub pod (charts/egs-hub).
 
 Vocabulary: *settings* are what the chart renders from its values into
-``settings.json`` beside ``hub_config/egs_hub.py`` (the cluster's name in
-egs-hub, the namespace the release is in); the *egs entry* is the service that
+``egs_hub_settings.json`` beside ``hub_config/egs_hub.py``: ``cluster`` (this
+cluster's name in egs-hub), ``namespace`` (the release's), ``admin_groups``
+(hub groups whose members are egs-hub admins besides ``egs-admins``, e.g. groups
+an OAuth authenticator brings from the identity provider); the *egs entry* is the service that
 Zero to JupyterHub put into ``c.JupyterHub.services`` from ``hub.services.egs``
 (its ``url`` and the ``api_token`` from the hub's Secret).
 
 ``configure_kube_hub`` runs after Zero to JupyterHub's own configuration (from
-``jupyterhub_config.d``), so ``c.Authenticator.admin_users`` and the egs entry
+``hub.extraConfig``), so ``c.Authenticator.admin_users`` and the egs entry
 are already there; it adds what egs-hub needs: SliceKubeSpawner, the service's
 options, scopes and roles (``hub_settings``, shared with the embedded default).
 """
@@ -69,4 +71,4 @@ def configure_kube_hub(c, settings: Mapping) -> None:
     c.SliceKubeSpawner.egs_pod_api_url = in_namespace(url, settings["namespace"]) + SERVICE_API_PATH
     # Land on the hub home after login instead of starting a server before any GPUs are bound.
     c.JupyterHub.redirect_to_server = False
-    configure_roles(c, c.Authenticator.get("admin_users") or ())
+    configure_roles(c, c.Authenticator.get("admin_users") or (), settings.get("admin_groups") or ())

@@ -50,7 +50,8 @@ def helm() -> str:
 def put_dependencies(chart: pathlib.Path, vendor: pathlib.Path) -> list[pathlib.Path]:
     """Copy each dependency of Chart.yaml from ``vendor`` into ``chart/charts/`` as ``<name>-<version>.tgz``.
 
-    Atomic (a copy then a rename), so parallel test workers never see half a file."""
+    Atomic (a copy beside the chart, then a rename), so parallel test workers never see half a file; helm
+    would take any file in charts/, a partial one too, for a subchart."""
     dependencies = yaml.safe_load((chart / "Chart.yaml").read_text()).get("dependencies") or []
     target = chart / "charts"
     target.mkdir(exist_ok=True)
@@ -66,7 +67,7 @@ def put_dependencies(chart: pathlib.Path, vendor: pathlib.Path) -> list[pathlib.
             )
         destination = target / name
         if not destination.is_file() or destination.read_bytes() != source.read_bytes():
-            with tempfile.NamedTemporaryFile(dir=target, suffix=".part", delete=False) as part:
+            with tempfile.NamedTemporaryFile(dir=chart.parent, suffix=".part", delete=False) as part:
                 part.write(source.read_bytes())
             os.replace(part.name, destination)
         placed.append(destination)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from .conftest import CHART, NAMESPACE, ROOT, VALUES, of_kind, run, template_args
+from .conftest import CHART, NAMESPACE, ROOT, VALUES, of_kind, put_dependencies, run, template_args
 
 KUBERNETES_VERSION = "1.32.0"
 SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
@@ -198,7 +198,16 @@ def test_egs_config_passes_through_and_cluster_settings(render):
     hook = of_kind(docs, "MutatingWebhookConfiguration")["webhooks"][0]
     assert hook["clientConfig"]["service"]["path"] == "/services/egs/webhooks/pods/east"
     settings = json.loads(of_kind(docs, "ConfigMap", "egs-hub-config")["data"]["egs_hub_settings.json"])
-    assert settings == {"cluster": "east", "namespace": NAMESPACE}
+    assert settings == {"cluster": "east", "namespace": NAMESPACE, "admin_groups": []}
+
+
+def test_kubeconfigs_of_more_clusters_are_mounted_from_a_secret(render, defaults):
+    docs = render(set_values={"egs.kubeconfigSecret": "egs-kubeconfigs"})
+    volume = next(v for v in egs_pod(docs)["spec"]["volumes"] if v["name"] == "kubeconfigs")
+    assert volume["secret"]["secretName"] == "egs-kubeconfigs"
+    mount = next(m for m in egs_container(docs)["volumeMounts"] if m["name"] == "kubeconfigs")
+    assert (mount["mountPath"], mount["readOnly"]) == ("/etc/egs/kubeconfigs", True)
+    assert "kubeconfigs" not in {v["name"] for v in egs_pod(defaults)["spec"]["volumes"]}
 
 
 def test_the_egs_pod_is_probed_limited_and_unprivileged(defaults):
@@ -307,6 +316,7 @@ def test_cert_manager_issues_the_certificate_and_injects_its_ca(rendered):
     serving = of_kind(docs, "Certificate", name)
     assert namespace == NAMESPACE
     assert serving["spec"]["secretName"] == "egs-webhook-tls"
+    assert serving["spec"]["duration"] == "87600h"  # webhook.certValidityDays
     assert "egs.egs.svc" in serving["spec"]["dnsNames"]
     # Signed by the release's CA issuer, whose CA comes from a self-signed root.
     issuer = of_kind(docs, "Issuer", serving["spec"]["issuerRef"]["name"])
@@ -351,6 +361,16 @@ def test_metrics_slack_and_the_service_monitor(rendered, defaults):
     assert "hub.services.egs-prometheus.apiToken" in of_kind(docs, "Secret", "hub")["data"]
     role = hub_values(docs)["hub"]["loadRoles"]["egs-prometheus"]
     assert (role["scopes"], role["services"]) == (["custom:egs:admin"], ["egs-prometheus"])
+
+    # Prometheus (any namespace) may reach the egs pod's HTTP port; without the ServiceMonitor, not.
+    def scrapers(docs: list[dict]) -> list[dict]:
+        (http, _) = of_kind(docs, "NetworkPolicy", "egs")["spec"]["ingress"]
+        return [f for f in http["from"] if f["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}]
+
+    assert scrapers(docs) == [
+        {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    ]
+    assert scrapers(defaults) == []
     # Without the Prometheus Operator's CRDs there is none, and none by default.
     assert not [d for d in defaults if d["kind"] == "ServiceMonitor"]
     assert "EGS_SLACK_WEBHOOK_URL" not in env_of(egs_container(defaults))
@@ -413,7 +433,9 @@ def test_hub_config_is_mounted_into_the_hub_as_in_the_repository(defaults):
     hub = of_kind(defaults, "Deployment", "hub")["spec"]["template"]["spec"]
     volume = next(v["name"] for v in hub["volumes"] if v.get("configMap", {}).get("name") == "egs-hub-config")
     mounts = {m["name"]: m["mountPath"] for m in hub["containers"][0]["volumeMounts"]}
-    assert mounts[volume] == "/usr/local/etc/jupyterhub/jupyterhub_config.d"
+    assert mounts[volume] == "/usr/local/etc/jupyterhub/egs"
+    # Zero to JupyterHub runs hub.extraConfig after its own settings; ours runs the mounted files.
+    assert "/usr/local/etc/jupyterhub/egs/*.py" in hub_values(defaults)["hub"]["extraConfig"]["egs-hub"]
 
 
 # Network policy
@@ -431,8 +453,26 @@ def test_the_network_policy_lets_the_hub_proxy_and_api_server_in(defaults):
     selectors = [f["podSelector"]["matchLabels"] for f in http["from"] if "namespaceSelector" not in f]
     # The selectors match Zero to JupyterHub's hub and proxy pods, as its own policies select them.
     hub, proxy = pod_labels(defaults, "Deployment", "hub"), pod_labels(defaults, "Deployment", "proxy")
-    assert [s.items() <= hub.items() for s in selectors] == [True, False]
-    assert [s.items() <= proxy.items() for s in selectors] == [False, True]
+    assert [s.items() <= hub.items() for s in selectors] == [True, False, False]
+    assert [s.items() <= proxy.items() for s in selectors] == [False, True, False]
+    # Servers: Zero to JupyterHub's singleuser labels, in the release's namespace and in slices' ones.
+    server = {"component": "singleuser-server", "app": "jupyterhub", "release": "egs"}
+    assert selectors[2] == server
+    (in_slices,) = [f for f in http["from"] if "namespaceSelector" in f and f["podSelector"]["matchLabels"] == server]
+    assert in_slices["namespaceSelector"] == {"matchExpressions": [{"key": "egs.io/slice", "operator": "Exists"}]}
+    # Zero to JupyterHub's hub, proxy and singleuser policies let them out to the egs pod's port.
+    for name in ("hub", "proxy", "singleuser"):
+        egress = of_kind(defaults, "NetworkPolicy", name)["spec"]["egress"]
+        assert any(
+            {"port": 8080} in rule.get("ports", [])
+            and any(
+                t.get("podSelector", {}).get("matchLabels", {}).items()
+                <= egs_pod(defaults)["metadata"]["labels"].items()
+                for t in rule.get("to", [])
+                if "podSelector" in t
+            )
+            for rule in egress
+        ), name
     # Zero to JupyterHub's hub policy lets the egs pod in (its network-access-hub label).
     hub_policy = of_kind(defaults, "NetworkPolicy", "hub")["spec"]
     allowed = [
@@ -459,6 +499,22 @@ BAD_VALUES = {
         "jupyterhub.hub.services.egs.url must be http://egs:8080",
     ),
     # values.schema.json names the place as a JSON pointer
+    "hub config not run": (
+        {"jupyterhub.hub.extraConfig.egs-hub": "pass"},
+        "jupyterhub.hub.extraConfig.egs-hub must run the Python files in /usr/local/etc/jupyterhub/egs",
+    ),
+    "hub config not mounted": (
+        {"jupyterhub.hub.extraVolumeMounts": "null"},
+        "must mount the ConfigMap egs-hub-config as the volume egs-hub-config at /usr/local/etc/jupyterhub/egs",
+    ),
+    "port the hub may not reach": (
+        {"egs.port": "9090", "jupyterhub.hub.services.egs.url": "http://egs:9090"},
+        "jupyterhub.hub.networkPolicy.egress must let it reach the egs pods on egs.port (9090)",
+    ),
+    "per-user volumes": (
+        {"jupyterhub.singleuser.storage.type": "dynamic"},
+        'jupyterhub.singleuser.storage.type must be none, not "dynamic"',
+    ),
     "unknown key": ({"egs.databse.url": "x"}, "at '/egs': additional properties 'databse' not allowed"),
     "bad port": ({"egs.port": "0"}, "at '/egs/port'"),
     "bad cluster name": ({"egs.cluster.name": "Home_1"}, "at '/egs/cluster/name'"),
@@ -478,3 +534,48 @@ def test_values_files_exist():
     assert {f for files, _, _ in SETUPS.values() for f in files} <= {
         p.name for p in pathlib.Path(VALUES).glob("*.yaml")
     }
+
+
+def test_put_dependencies_copies_the_vendored_chart_once(tmp_path):
+    chart, vendor = tmp_path / "charts" / "c", tmp_path / "vendor"
+    chart.mkdir(parents=True)
+    vendor.mkdir()
+    (chart / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: c\nversion: 0.1.0\n"
+        "dependencies: [{name: dep, version: 1.0.0, repository: https://example.org/charts/}]\n"
+    )
+    (vendor / "dep-1.0.0.tgz").write_bytes(b"released")
+    assert put_dependencies(chart, vendor) == [chart / "charts" / "dep-1.0.0.tgz"]
+    assert (chart / "charts" / "dep-1.0.0.tgz").read_bytes() == b"released"
+    assert [p.name for p in (chart / "charts").iterdir()] == ["dep-1.0.0.tgz"]  # nothing else for helm to load
+    (vendor / "dep-1.0.0.tgz").write_bytes(b"re-released")
+    put_dependencies(chart, vendor)
+    assert (chart / "charts" / "dep-1.0.0.tgz").read_bytes() == b"re-released"
+    (vendor / "dep-1.0.0.tgz").unlink()
+    with pytest.raises(pytest.fail.Exception, match=r"dep-1\.0\.0\.tgz is missing"):
+        put_dependencies(chart, vendor)
+
+
+def notes(helm: str, chart, *sets: str) -> str:
+    """NOTES.txt as `helm install` prints it (client-side dry run: no cluster needed)."""
+    out = run(helm, "install", "egs", str(chart), "-n", NAMESPACE, "--dry-run=client", *(f"--set={s}" for s in sets))
+    return out[out.index("NOTES:") :]
+
+
+def test_the_notes_tell_the_admin_how_to_log_in_and_start(helm, chart_with_dependency):
+    text = notes(helm, chart_with_dependency)
+    assert "kubectl -n egs port-forward service/proxy-public" in text
+    assert "Log in as an admin: admin." in text and 'Zero to JupyterHub\'s "dummy"' in text
+    assert "/services/egs/" in text and "/hub/admin" in text
+    assert "kubectl label node <gpu-node> egs.io/slice=free" in text and "home: team-a" in text
+    assert "GPU metrics are off" in text
+    text = notes(
+        helm,
+        chart_with_dependency,
+        "jupyterhub.hub.config.Authenticator.admin_users={alice,bob}",
+        "jupyterhub.hub.config.JupyterHub.authenticator_class=github",
+        "egs.cluster.name=east",
+        "egs.metrics.prometheusUrl=http://prometheus:9090",
+    )
+    assert "Log in as an admin: alice, bob." in text and "dummy" not in text
+    assert "east: team-a" in text and "GPU metrics are off" not in text

@@ -6,6 +6,7 @@ the hub's Secret, hub.loadRoles), and the settings it shares with the embedded d
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 import yaml
@@ -18,9 +19,16 @@ from egs_hub.roles import ADMIN_SCOPE
 from ..test_cli import hub_env
 from .conftest import NAMESPACE, of_kind
 
+MOUNT_PATH = "/usr/local/etc/jupyterhub/egs"
+
+
+def hub_values(docs: list[dict]) -> dict:
+    secret = of_kind(docs, "Secret", "hub")["data"]
+    return yaml.safe_load(base64.b64decode(secret["values.yaml"]))["hub"]
+
 
 def z2jh_config(docs: list[dict]) -> tuple[Config, dict[str, str]]:
-    """What Zero to JupyterHub's jupyterhub_config.py has put in ``c`` before jupyterhub_config.d runs,
+    """What Zero to JupyterHub's jupyterhub_config.py has put in ``c`` before it runs hub.extraConfig,
     and the hub Secret's data (decoded)."""
     secret = {k: base64.b64decode(v).decode() for k, v in of_kind(docs, "Secret", "hub")["data"].items()}
     values = yaml.safe_load(secret["values.yaml"])["hub"]
@@ -37,16 +45,18 @@ def z2jh_config(docs: list[dict]) -> tuple[Config, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def hub(render, tmp_path_factory) -> tuple[Config, dict[str, str]]:
-    """The hub's config after the rendered hub_config/ ran in it, as the hub pod's files have it."""
+    """The hub's config after hub.extraConfig ran the rendered hub_config/, as the hub pod's files have it."""
     docs = render()
     c, secret = z2jh_config(docs)
-    mounted = tmp_path_factory.mktemp("jupyterhub_config.d")
+    mounted = tmp_path_factory.mktemp("egs")
     for name, text in of_kind(docs, "ConfigMap", "egs-hub-config")["data"].items():
         (mounted / name).write_text(text)
+    extra_config = hub_values(docs)["extraConfig"]["egs-hub"]
+    assert MOUNT_PATH in extra_config
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EGS_HUB_SETTINGS", str(mounted / "egs_hub_settings.json"))
-        for script in sorted(mounted.glob("*.py")):  # as Zero to JupyterHub runs jupyterhub_config.d
-            exec(compile(script.read_text(), script.name, "exec"), {"c": c})
+        # As Zero to JupyterHub runs hub.extraConfig: in its config file's namespace, with c.
+        exec(compile(extra_config.replace(MOUNT_PATH, str(mounted)), "egs-hub", "exec"), {"c": c})
     return c, secret
 
 
@@ -86,6 +96,15 @@ def test_the_kubernetes_hub_and_the_embedded_default_share_their_roles_and_servi
         return roles, options, c.JupyterHub.custom_scopes, c.Spawner.server_token_scopes, c.JupyterHub.extra_user_scopes
 
     assert shared(kube) == shared(embedded)
+
+
+def test_admin_groups_from_the_values_hold_the_admin_role(render, tmp_path):
+    docs = render(set_values=["egs.adminGroups={gpu-admins}"])
+    c, _ = z2jh_config(docs)
+    data = of_kind(docs, "ConfigMap", "egs-hub-config")["data"]
+    configure_kube_hub(c, json.loads(data["egs_hub_settings.json"]))
+    (role,) = [r for r in c.JupyterHub.load_roles if r["name"] == "egs-admin"]
+    assert role["groups"] == ["egs-admins", "gpu-admins"]
 
 
 HUB_CONFIG_ERRORS = {

@@ -14,6 +14,7 @@ from kubernetes_asyncio import client, config
 
 from .emulator import ClusterEmulator
 
+HARNESS_USER_AGENT = "egs-hub-tests"
 # kubernetes_asyncio's method names per kind: read_namespaced_<name>, list_namespaced_<name>
 SNAKE = {
     "ServiceAccount": "service_account",
@@ -38,6 +39,7 @@ class KubeCluster:
             config_file=self.kubeconfig, context=self.context, client_configuration=configuration
         )
         self.api = client.ApiClient(configuration)
+        self.api.user_agent = HARNESS_USER_AGENT  # not the code under test (tests/chart/api_requests.py)
         self.core = client.CoreV1Api(self.api)
         self.policy = client.PolicyV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)

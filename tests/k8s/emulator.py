@@ -20,7 +20,8 @@ Emulates:
   answer 404 as on a real server;
 - ``metadata.generation`` on custom resources: 1 at create, one more whenever
   anything but metadata and status changes (so never through ``status``);
-- bearer-token authentication: the emulator's own ``token`` may do anything,
+- bearer-token authentication: the emulator's own ``token`` may do anything
+  (and each such request is shown to ``OBSERVERS``),
   a token issued by the TokenRequest API (``serviceaccounts/{name}/token``) is
   valid until it expires or its ServiceAccount is deleted, and may do what the
   Roles bound to its ServiceAccount allow (rbac.py; 403 otherwise); 401 for
@@ -59,7 +60,7 @@ import math
 import re
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -102,6 +103,9 @@ SERVICE_ACCOUNTS = resource("", "v1", "serviceaccounts")
 ROLES = resource("rbac.authorization.k8s.io", "v1", "roles")
 ROLE_BINDINGS = resource("rbac.authorization.k8s.io", "v1", "rolebindings")
 MIN_TOKEN_SECONDS = 600
+# Called with (attributes, User-Agent) for every request the emulator's own token makes (what the code
+# under test does with its cluster credentials); tests/chart/api_requests.py records them this way.
+OBSERVERS: list[Callable[[rbac.Attributes, str], None]] = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,10 +200,25 @@ class ClusterEmulator(KubernetesEmulator):
 
     # Authentication and authorization
 
+    def _attributes(self, request) -> rbac.Attributes:
+        res = request.resource
+        plural = res.plural if request.subresource is None else f"{res.plural}/{request.subresource}"
+        watch = request.params.get("watch", "").lower() in ("true", "1")
+        return rbac.Attributes(
+            verb=rbac.verb_of(request.method.value, request.name, watch),
+            group=res.group,
+            resource=plural,
+            namespace=request.namespace if self._kind_of(res)[1] else None,
+            name=request.name,
+        )
+
     def _authorize(self, request) -> None:
         """The emulator's token may do anything; an issued token what its ServiceAccount's Roles allow."""
         given = _header(request, "Authorization").removeprefix("Bearer ")
+        attributes = self._attributes(request)
         if given == self.token:
+            for observe in OBSERVERS:
+                observe(attributes, _header(request, "User-Agent"))
             return
         issued = self.issued.get(given)
         account = None if issued is None else self.get(SERVICE_ACCOUNTS, issued.namespace, issued.name)
@@ -207,15 +226,7 @@ class ClusterEmulator(KubernetesEmulator):
         if issued is None or account is None or account["metadata"]["uid"] != issued.uid or now >= issued.expires:
             raise _status(401, "Unauthorized", "Unauthorized")
         res = request.resource
-        plural = res.plural if request.subresource is None else f"{res.plural}/{request.subresource}"
-        watch = request.params.get("watch", "").lower() in ("true", "1")
-        attributes = rbac.Attributes(
-            verb=rbac.verb_of(request.method.value, request.name, watch),
-            group=res.group,
-            resource=plural,
-            namespace=request.namespace if self._kind_of(res)[1] else None,
-            name=request.name,
-        )
+        plural = attributes.resource
         namespace = attributes.namespace
         roles = self._live(ROLES, namespace) if namespace else []
         bindings = self._live(ROLE_BINDINGS, namespace) if namespace else []

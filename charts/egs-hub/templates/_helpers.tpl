@@ -28,6 +28,11 @@ app.kubernetes.io/component: egs
 {{- include "jupyterhub.fullname.dash" . }}egs-hub-config
 {{- end -}}
 
+{{/* Where the hub finds hub_config/ (jupyterhub.hub.extraVolumeMounts, extraConfig). */}}
+{{- define "egs-hub.hubConfig.mountPath" -}}
+/usr/local/etc/jupyterhub/egs
+{{- end -}}
+
 {{- define "egs-hub.webhookTLS.fullname" -}}
 {{- include "jupyterhub.fullname.dash" . }}egs-webhook-tls
 {{- end -}}
@@ -88,6 +93,19 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- if ne (trimSuffix "/" ($services.egs.url | default "")) $want }}
 {{- fail (printf "jupyterhub.hub.services.egs.url must be %s (the egs Service and egs.port), not %q" $want ($services.egs.url | default "")) }}
 {{- end }}
+{{- range $who, $policy := dict "jupyterhub.hub.networkPolicy" .Values.jupyterhub.hub.networkPolicy "jupyterhub.proxy.chp.networkPolicy" .Values.jupyterhub.proxy.chp.networkPolicy "jupyterhub.singleuser.networkPolicy" .Values.jupyterhub.singleuser.networkPolicy }}
+{{- $open := false }}
+{{- range $policy.egress }}
+{{- range .ports }}{{ if eq (toString .port) (toString $.Values.egs.port) }}{{ $open = true }}{{ end }}{{ end }}
+{{- end }}
+{{- if not $open }}
+{{- fail (printf "%s.egress must let it reach the egs pods on egs.port (%v), as values.yaml does" $who $.Values.egs.port) }}
+{{- end }}
+{{- end }}
+{{- $storage := dig "storage" "type" "none" (.Values.jupyterhub.singleuser | default dict) }}
+{{- if ne $storage "none" }}
+{{- fail (printf "jupyterhub.singleuser.storage.type must be none, not %q: SliceKubeSpawner starts servers in their workspace's namespaces, where per-user volumes (and the rights to make them) are not set up" $storage) }}
+{{- end }}
 {{- if and .Values.egs.database.url .Values.egs.database.existingSecret }}
 {{- fail "egs.database.url and egs.database.existingSecret are both set: give the PostgreSQL URL one way" }}
 {{- end }}
@@ -98,7 +116,7 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- end }}
 {{- $mounted := false }}
 {{- range .Values.jupyterhub.hub.extraVolumeMounts }}
-{{- if and (eq .name "egs-hub-config") (eq .mountPath "/usr/local/etc/jupyterhub/jupyterhub_config.d") }}
+{{- if and (eq .name "egs-hub-config") (eq .mountPath (include "egs-hub.hubConfig.mountPath" $)) }}
 {{- $mounted = true }}
 {{- end }}
 {{- end }}
@@ -109,7 +127,10 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- end }}
 {{- end }}
 {{- if not (and $mounted $volume) }}
-{{- fail (printf "jupyterhub.hub.extraVolumes and extraVolumeMounts must mount the ConfigMap %s as the volume egs-hub-config at /usr/local/etc/jupyterhub/jupyterhub_config.d (hub_config/), as values.yaml does" (include "egs-hub.hubConfig.fullname" .)) }}
+{{- fail (printf "jupyterhub.hub.extraVolumes and extraVolumeMounts must mount the ConfigMap %s as the volume egs-hub-config at %s (hub_config/), as values.yaml does" (include "egs-hub.hubConfig.fullname" .) (include "egs-hub.hubConfig.mountPath" .)) }}
+{{- end }}
+{{- if not (contains (include "egs-hub.hubConfig.mountPath" .) (dig "egs-hub" "" (.Values.jupyterhub.hub.extraConfig | default dict))) }}
+{{- fail (printf "jupyterhub.hub.extraConfig.egs-hub must run the Python files in %s (hub_config/), as values.yaml does" (include "egs-hub.hubConfig.mountPath" .)) }}
 {{- end }}
 {{- end -}}
 
