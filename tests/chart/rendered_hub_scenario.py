@@ -30,11 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import fcntl
 import ipaddress
 import os
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import time
@@ -65,9 +67,14 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 
 @pytest.fixture(autouse=True)
 def own_network() -> None:
+    """The network namespace's loopback up (a new one starts down), as `ip link set lo up` does."""
     if os.environ.get("EGS_RENDERED_NETNS") != "1":
         pytest.fail("run this file through tests/chart/test_rendered_config_runs.py (it needs its own namespaces)")
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1  # linux/sockios.h, linux/if.h
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sh22x", b"lo", 0)  # struct ifreq: name, flags, the rest of the union
+        flags = struct.unpack("16sh22x", fcntl.ioctl(s, siocgifflags, request))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sh22x", b"lo", flags | iff_up))
 
 
 # --- rendering ---------------------------------------------------------------------------------
