@@ -1,7 +1,7 @@
 """The release as ``helm template`` renders it, run: hub, proxy and egs service against the API emulator.
 
-Run only by test_rendered_config_runs.py, inside a network, mount and user
-namespace of its own (``unshare``), which is why this file's name does not
+Run only by test_rendered_config_runs.py, inside user, network, mount and PID
+namespaces of its own (``unshare``), which is why this file's name does not
 start with ``test_``. In there, as in the release's namespace of a cluster:
 
 - every Service name (``hub``, ``proxy-api``, ``egs``, ``egs.<ns>.svc``...)
@@ -18,9 +18,11 @@ start with ``test_``. In there, as in the release's namespace of a cluster:
   the values from the hub Secret at their absolute paths, the chart's
   hub_config/ from jupyterhub_config.d, the egs service its env and config file;
   init containers run first. What the images would hold comes from this
-  checkout (the virtualenv, configurable-http-proxy). Nothing runs as a kubelet
-  would beyond that: the security context is not applied, and a user's server
-  pod is only created, never started.
+  checkout (the virtualenv, configurable-http-proxy);
+- the test plays the kubelet for the user's server pod that SliceKubeSpawner
+  creates: it runs the pod's container the same way and sets the pod Running.
+  Security contexts, resource limits and NetworkPolicies are not applied, and
+  nothing schedules: the node selector and tolerations are checked, not obeyed.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import fcntl
 import ipaddress
 import os
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import time
@@ -57,17 +61,20 @@ from .conftest import NAMESPACE
 from .pods import ROOT, ApiServer, LocalPod, Manifests, RenderedError
 
 CHP_BIN = ROOT / ".cache" / "node" / "node_modules" / ".bin"
-# The release's pods this scenario runs: Zero to JupyterHub's proxy and hub, and egs-hub's service.
-WORKLOADS = ("proxy", "hub", "egs")
 DEADLINE = 60.0  # seconds any one condition may take
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 @pytest.fixture(autouse=True)
 def own_network() -> None:
+    """The network namespace's loopback up (a new one starts down), as `ip link set lo up` does."""
     if os.environ.get("EGS_RENDERED_NETNS") != "1":
         pytest.fail("run this file through tests/chart/test_rendered_config_runs.py (it needs its own namespaces)")
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1  # linux/sockios.h, linux/if.h
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sh22x", b"lo", 0)  # struct ifreq: name, flags, the rest of the union
+        flags = struct.unpack("16sh22x", fcntl.ioctl(s, siocgifflags, request))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sh22x", b"lo", flags | iff_up))
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -141,6 +148,8 @@ async def api_server(tmp: Path) -> AsyncIterator[tuple[ApiServer, client.ApiClie
         configuration.api_key = {"BearerToken": f"Bearer {emulator.token}"}
         async with client.ApiClient(configuration) as api:
             yield ApiServer("127.0.0.1", server.port, emulator.token, pem), api
+        # The watches of the processes, which are gone, would keep the server's shutdown waiting (60 s).
+        await emulator.set_outage(True)
 
 
 @contextlib.asynccontextmanager
@@ -192,7 +201,8 @@ class Pods:
         self.logs.mkdir()
         self.processes: dict[str, subprocess.Popen] = {}
         self.base_env = {
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(CHP_BIN), "/usr/bin", "/bin"]),
+            # The images' executables: this virtualenv's, the proxy `make` installs, else what is on PATH.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(CHP_BIN), os.environ["PATH"]]),
             "PYTHONPATH": str(ROOT),  # egs-hub as the images install it: this checkout's
             "HOME": str(tmp / "home"),
             "LANG": "C.UTF-8",

@@ -33,7 +33,7 @@ LIMIT = 240  # seconds for the whole scenario; it takes about 20 on 2 cores
 def test_the_rendered_release_runs(tmp_path: Path) -> None:
     unshare = shutil.which("unshare")
     assert unshare, "unshare (util-linux) is needed to give the release its own network and mount namespaces"
-    assert shutil.which("ip"), "ip (iproute2) is needed to bring up the namespace's loopback"
+    assert shutil.which("mount"), "mount (util-linux) is needed to put the rendered files at their paths"
     # A user namespace maps this user to root in there: the mounts and port 80 need no privilege here.
     # In its own PID namespace, every process it started ends with it, even when the time limit kills it.
     command = [unshare, "--user", "--map-root-user", "--net", "--mount", "--propagation", "private"]
