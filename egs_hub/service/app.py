@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import signal
+import sys
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlparse
 
@@ -49,6 +50,7 @@ from .telemetry import Telemetry
 
 HERE = os.path.dirname(__file__)
 LOCAL_CLUSTER = "local"
+GIL_SWITCH_SECONDS = 0.0005
 
 
 class EGSService(Application):
@@ -540,6 +542,7 @@ class EGSService(Application):
             kube_events=self.kube_events,
         )
         self.commands = Commands(self.sessions, self.planning, self.clock, self.reconciler.wake)
+        self.planning.on_displaced = self.reconciler.wake
         self.gpr_sync = GPRSync(
             self.sessions,
             self.registry.backends,
@@ -573,6 +576,10 @@ class EGSService(Application):
         return None
 
     async def serve(self) -> None:
+        # The reconcile pass plans in a worker thread. A thread waiting for the GIL gets it
+        # after at most this long (5 ms by default): the event loop's thread gives up the GIL
+        # at every socket and database call, and would wait that long each time a plan is made.
+        sys.setswitchinterval(GIL_SWITCH_SECONDS)
         await self.setup()
         url = urlparse(self.service_url)
         server = HTTPServer(self.make_app(), xheaders=True)

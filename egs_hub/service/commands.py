@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -39,6 +39,7 @@ from .planning import Planning, eviction_proposals, issue_eviction, week_gpu_hou
 
 log = logging.getLogger(__name__)
 
+START_NOW = timedelta(milliseconds=1)  # an arrival estimated to start this soon starts now
 Authorize = Callable[[SliceRow], None]
 Also = Callable[[Session, core.GPR], None]  # more to write in a command's transaction
 
@@ -154,14 +155,18 @@ class Commands:
                 self.planning.mark_arrivals(session)
         except Exception as e:
             return [e if answer is None else answer for answer in answers]
-        self.wake()
         try:
             with self.sessions() as session:
                 estimates = self.planning.place_arrivals(session, list(gprs.values()), now)
         except Exception:
             # They are committed: answer them (the next plan gives their estimates), never an error.
             log.exception("placing GPRs %s on the plan failed", [gpr.id for gpr in gprs.values()])
+            self.wake()
             estimates = {}
+        # The reconcile loop acts on an arrival only when it may start now; a later one starts
+        # when it is due (the loop sleeps no longer than until the next planned start).
+        if any(e.start is not None and e.start <= now + START_NOW for e in estimates.values()):
+            self.wake()
         for i, gpr in gprs.items():
             answers[i] = Submitted(gpr, estimates.get(gpr.id))
         return answers

@@ -742,7 +742,21 @@ def _paths() -> dict:
         "/queue": {
             "get": {
                 "summary": "Queued GPRs in order, with position, estimated start, band and fair share",
-                "responses": _responses("queue", _list("queue", "QueueEntry"), *AUTH_ERRORS),
+                "responses": _responses(
+                    "queue",
+                    _obj(
+                        {
+                            "queue": {"type": "array", "items": _ref("QueueEntry")},
+                            "planned_at": {
+                                **TIME,
+                                "description": "when the plan the positions and estimates come from was made "
+                                "(GPRs submitted since are placed on it; other changes show from the next plan, "
+                                "made within a reconcile pass)",
+                            },
+                        }
+                    ),
+                    *AUTH_ERRORS,
+                ),
             }
         },
         "/queue/evictions": {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from .hub import until_status
+from .hub import until_status, wait_for
 
 A100 = {"gpus": 4, "shape": "A100"}
 
@@ -18,8 +18,15 @@ def parse(value: str) -> datetime:
 
 
 def queued(client, *gprs: dict) -> list[dict]:
-    """These GPRs as /queue shows them now."""
-    by_id = {q["id"]: q for q in client.get("queue", expect=200)["queue"]}
+    """These GPRs as /queue shows them, from a plan made after the last of them changed (a GPR
+    that went ahead of others displaced them: they show where they go from the next plan)."""
+    changed = max(parse(g["updated_at"]) for g in gprs)
+
+    def planned_since():
+        answer = client.get("queue", expect=200)
+        return answer if parse(answer["planned_at"]) >= changed else None
+
+    by_id = {q["id"]: q for q in wait_for(planned_since, 30, "a plan made after the last change")["queue"]}
     return [by_id[g["id"]] for g in gprs]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...core import model as core
 from ...core.queue import band
 from ...core.requests import EvictionConfirm, parse_body
+from ...core.units import format_time
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ..planning import BAND_NAMES, eviction_proposals, factors
@@ -24,7 +25,7 @@ class QueueHandler(GPRBase):
     def get(self) -> None:
         now = self.now()
         with self.egs.sessions() as session:
-            snapshot, plan, _ = self.egs.planning.plan_now(session, now)
+            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now)
             member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
             rows = queries.gpr_rows(session, statuses=[core.Status.QUEUED])
             views = [self.view(queries.to_gpr(r), plan, r.slice in member_of) for r in rows]
@@ -33,7 +34,7 @@ class QueueHandler(GPRBase):
             view["band"] = BAND_NAMES[band(view["priority"])]
             view["fair_share_factor"] = round(factor_of.get(view["slice"], 1.0), 6)
         views.sort(key=lambda v: (v["queue_position"] is None, v["queue_position"] or 0, v["id"]))
-        self.write_json({"queue": views})
+        self.write_json({"queue": views, "planned_at": format_time(planned_at)})
 
 
 class EvictionsHandler(GPRBase):
