@@ -129,25 +129,23 @@ def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Pla
     return sorted(options, key=lambda o: (o.start, o.cluster, o.shape.name))
 
 
-def place_arrival(current: Plan, request: Request, now: datetime) -> tuple[Estimate, bool]:
+def place_arrival(current: Plan, request: Request, now: datetime) -> Estimate:
     """Place a request just submitted into ``current`` (a plan whose queue did not have it),
     as the next plan would if nothing else changed: the earliest of its ``wait_times``
     options. Its window is put on ``current``'s views (its band's timeline and every lower
     band's), so the next arrival and query wait for it. Its position counts the placed
-    requests ahead of it. Also returns whether it *displaced* a request: its window
-    overlaps one planned for a request behind it (in its band, or a lower one), whose
-    estimate and position are then out of date until the next pass plans it again."""
+    requests ahead of it. A request it displaced (planned behind it, in its band or a
+    lower one, on GPUs it now takes) keeps its estimate and position until the next pass
+    plans it again."""
     views = current.views
     spec = request.spec
     place, windows = _arrival_windows(views, spec, now, request)
     b = band(spec.priority)
     position = sum(len(views.placed[higher]) for higher in BANDS if higher > b) + place + 1
     if not windows:
-        return Estimate(request.gpr_id, position, None, None, None), False
+        return Estimate(request.gpr_id, position, None, None, None)
     best = min(windows, key=lambda w: (w.start, w.pool.cluster, w.pool.shape.name))
     held = views.after_band[b].translate(best)
-    final = views.after_band[BANDS[-1]]  # every band planned
-    displaced = not final.fits(final.translate(held))
     views.placed[b].insert(place, (request, held))
     timelines = {id(views.after_band[lower]): views.after_band[lower] for lower in BANDS if lower <= b}
     for timeline in timelines.values():
@@ -158,7 +156,7 @@ def place_arrival(current: Plan, request: Request, now: datetime) -> tuple[Estim
         if lower <= b:
             views.rewinds.pop(lower, None)
     start = views.now + timedelta(seconds=best.start)
-    return Estimate(request.gpr_id, position, start, start + spec.duration, _placement(held, ())), displaced
+    return Estimate(request.gpr_id, position, start, start + spec.duration, _placement(held, ()))
 
 
 def _arrival_windows(views: Views, spec: GPRSpec, now: datetime, request: Request | None = None) -> tuple[int, list]:

@@ -542,7 +542,6 @@ class EGSService(Application):
             kube_events=self.kube_events,
         )
         self.commands = Commands(self.sessions, self.planning, self.clock, self.reconciler.wake)
-        self.planning.on_displaced = self.reconciler.wake
         self.gpr_sync = GPRSync(
             self.sessions,
             self.registry.backends,

@@ -23,8 +23,9 @@ is marked (``mark_arrivals``) and does not make reads plan again; instead
 the submit answers, and every read shows, the estimate the next plan gives when
 nothing else changes, at the cost of one wait-time query. An arrival that displaces
 requests planned behind it (it went ahead of them in the queue and took their
-windows) calls ``on_displaced`` (the reconcile loop's wake): until the next pass
-has planned them again, reads show their old estimates and positions.
+windows) does not wake the reconcile loop: until its next pass (at most
+``reconcile_interval`` and a plan's time later) has planned them again, reads show
+their old estimates and positions.
 
 Evictions: ``eviction_proposals`` (pure) picks the plan's evictions worth acting
 on; ``issue_eviction`` (I/O) begins releasing the victims.
@@ -35,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -96,8 +97,6 @@ class Planning:
         self._arrivals: list[core.GPR] = []  # placed on the last plan, in order
         self._dropped: set[int] = set()  # promises dropped since the last snapshot
         self._aside = False  # a plan is being made in a worker thread
-        # Called when an arrival displaced planned work: the next plan (the reconcile pass's) plans it again.
-        self.on_displaced: Callable[[], None] | None = None
 
     def watch(self, sessions: sessionmaker[Session], reuse_for: timedelta) -> None:
         """Count the commits of ``sessions`` that wrote something, and reuse a plan for ``reuse_for``
@@ -219,10 +218,7 @@ class Planning:
         for gpr in gprs:
             if gpr.id not in current.estimates and self.state.is_queued(gpr.id):
                 request = Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes))
-                estimate, displaced = planner.place_arrival(current, request, now)
-                current.estimates[gpr.id] = estimate
-                if displaced and self.on_displaced is not None:
-                    self.on_displaced()
+                estimate = current.estimates[gpr.id] = planner.place_arrival(current, request, now)
                 if estimate.start is not None:
                     self._first_starts.setdefault(gpr.id, estimate.start)
             self._arrivals.append(gpr)
