@@ -80,6 +80,7 @@ class Hub:
     admin_token: str
     process: subprocess.Popen
     log_path: str
+    db_url: str = ""
 
     @property
     def api(self) -> str:
@@ -187,7 +188,7 @@ def start_hub(
     ]
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
-    hub = Hub(f"http://127.0.0.1:{port}", data_dir, admin_token, process, log_path)
+    hub = Hub(f"http://127.0.0.1:{port}", data_dir, admin_token, process, log_path, db_url)
 
     def healthy() -> bool:
         if process.poll() is not None:

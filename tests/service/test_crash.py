@@ -221,33 +221,47 @@ def due(estimate: datetime, outages: list[Outage]) -> datetime:
     return estimate
 
 
-def check_database(db_url: str, load: Load, outages: list[Outage]) -> dict[int, GPRRow]:
-    """Exactly once, no double booking, nothing bound past its window; returns the GPRs by id."""
+@dataclass
+class Store:
+    rows: dict[int, GPRRow]
+    allocations: list[tuple[str, int]]  # (GPU, GPR) of every GPR that was given GPUs
+    bindings: list[tuple[str, int]]  # (GPU, GPR) bound now
+    submitted: set[int]  # GPRs with a 'submitted' event
+
+
+def read_store(db_url: str) -> Store:
     engine = make_engine(db_url)
     try:
         with make_sessions(engine)() as session:
             rows = {r.id: r for r in session.scalars(select(GPRRow))}
-            allocations = session.execute(select(Allocation.gpu_uuid, Allocation.gpr_id)).all()
-            bindings = session.execute(select(Binding.gpu_uuid, Binding.gpr_id)).all()
-            events = session.scalars(select(EventRow).order_by(EventRow.id)).all()
+            allocations = [tuple(a) for a in session.execute(select(Allocation.gpu_uuid, Allocation.gpr_id))]
+            bindings = [tuple(b) for b in session.execute(select(Binding.gpu_uuid, Binding.gpr_id))]
+            submitted = set(session.scalars(select(EventRow.gpr_id).where(EventRow.kind == "submitted")))
             session.expunge_all()
     finally:
         engine.dispose()
+    return Store(rows, allocations, bindings, submitted)
 
+
+def check_exactly_once(store: Store, acked: dict[str, int]) -> None:
+    """Every GPR stored once per name; every acknowledged one there, with its id and its 'submitted' event."""
     by_name: dict[str, list[int]] = {}
-    for row in rows.values():
+    for row in store.rows.values():
         by_name.setdefault(row.name, []).append(row.id)
     twice = {name: ids for name, ids in by_name.items() if len(ids) > 1}
     assert not twice, f"submitted once, stored more than once: {twice}"
-    for name, gpr_id in load.acked.items():
+    for name, gpr_id in acked.items():
         assert by_name.get(name) == [gpr_id], f"GPR {name} was acknowledged as {gpr_id}, stored as {by_name.get(name)}"
-    kinds = {(e.gpr_id, e.kind) for e in events}
-    for gpr_id in load.acked.values():
-        assert (gpr_id, "submitted") in kinds, f"GPR {gpr_id} has no 'submitted' event"
+        assert gpr_id in store.submitted, f"GPR {gpr_id} has no 'submitted' event"
 
+
+def check_held(store: Store, outages: list[Outage], gpr_ids: set[int] | None = None) -> None:
+    """No GPU held by two GPRs at once, bound GPUs held by GPRs that hold GPUs, and (of ``gpr_ids``,
+    default all) nothing held past its window but for the service's outages."""
+    rows = store.rows
     # Each GPU's holders, one after the other: [window start, end), the end being when it gave the GPUs back.
     held: dict[str, list[tuple[datetime, datetime, int]]] = {}
-    for uuid, gpr_id in allocations:
+    for uuid, gpr_id in store.allocations:
         row = rows[gpr_id]
         assert row.window_start is not None, f"GPR {gpr_id} has GPUs but no window"
         held.setdefault(uuid, []).append((row.window_start, row.ended_at or datetime.max.replace(tzinfo=UTC), gpr_id))
@@ -256,17 +270,24 @@ def check_database(db_url: str, load: Load, outages: list[Outage]) -> dict[int, 
         for (_, end, first), (start, _, second) in itertools.pairwise(windows):
             assert start >= end, f"GPU {uuid} held by GPRs {first} and {second} at once (from {start} to {end})"
 
-    for uuid, gpr_id in bindings:
+    for uuid, gpr_id in store.bindings:
         row = rows[gpr_id]
         assert row.status in HOLDING, f"GPU {uuid} is bound to GPR {gpr_id}, which is {row.status}"
     for row in rows.values():
-        if row.window_end is None or row.ended_at is None:
+        if row.window_end is None or row.ended_at is None or (gpr_ids is not None and row.id not in gpr_ids):
             continue
         deadline = due(row.window_end, outages) + GRACE
         assert row.ended_at <= deadline, (
             f"GPR {row.id} held its GPUs until {row.ended_at}, past its window's end {row.window_end}"
         )
-    return rows
+
+
+def check_database(db_url: str, load: Load, outages: list[Outage]) -> dict[int, GPRRow]:
+    """Exactly once, no double booking, nothing bound past its window; returns the GPRs by id."""
+    store = read_store(db_url)
+    check_exactly_once(store, load.acked)
+    check_held(store, outages)
+    return store.rows
 
 
 def overdue(db_url: str, now: datetime) -> list[int]:
