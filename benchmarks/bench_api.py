@@ -373,18 +373,22 @@ class Bench:
             return "GET", f"gprs/{self.rng.choice(self.gpr_ids)}", None, 200
         return "GET", "queue", None, 200
 
-    async def health_s(self, session: aiohttp.ClientSession) -> float:
+    async def health_s(self, session: aiohttp.ClientSession, timeout: float = 60.0) -> float:
+        """How long /health took to answer; ``timeout`` when it did not answer within it."""
         started = time.perf_counter()
-        async with session.get(self.stack.api + "health") as response:
-            await response.read()
+        try:
+            async with session.get(self.stack.api + "health", timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+                await response.read()
+        except TimeoutError:
+            return timeout
         return time.perf_counter() - started
 
     async def quiet(self, session: aiohttp.ClientSession, usual_s: float) -> bool:
         """Wait until /health answers about as fast as before the run: requests given up on in the last
         level are done with. False when it did not within ``--quiet-timeout``."""
         deadline = time.monotonic() + self.args.quiet_timeout
-        while time.monotonic() < deadline:
-            if await self.health_s(session) <= max(0.2, 2 * usual_s):
+        while (left := deadline - time.monotonic()) > 0:
+            if await self.health_s(session, left) <= max(0.2, 2 * usual_s):
                 return True
         return False
 

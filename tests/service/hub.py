@@ -29,6 +29,7 @@ from ..metrics.prometheus_server import (
 )
 
 HERE = os.path.dirname(__file__)
+UNMANAGED_SERVICE_CONFIG = "hub_unmanaged_service.py"
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
@@ -79,6 +80,7 @@ class Hub:
     admin_token: str
     process: subprocess.Popen
     log_path: str
+    db_url: str = ""
 
     @property
     def api(self) -> str:
@@ -147,9 +149,18 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
 
 
 def start_hub(
-    data_dir: str, db_url: str, port: int, *, inventory: str = "inventory.yaml", env: dict[str, str] | None = None
+    data_dir: str,
+    db_url: str,
+    port: int,
+    *,
+    inventory: str = "inventory.yaml",
+    env: dict[str, str] | None = None,
+    config: str = "hub_test_config.py",
 ) -> Hub:
-    """egs-hub up with the test config, the declared ``inventory`` (a file beside this one) and extra ``env``."""
+    """egs-hub up with the test ``config``, the declared ``inventory`` (files beside this one) and extra ``env``.
+
+    Returns once the EGS service answers /health through the proxy; with a config that runs the
+    service unmanaged (hub_unmanaged_service.py), once the hub's API answers."""
     admin_token = secrets.token_hex(16)
     env = {
         **os.environ,
@@ -173,21 +184,22 @@ def start_hub(
         "--inventory",
         os.path.join(HERE, inventory),
         "--config",
-        os.path.join(HERE, "hub_test_config.py"),
+        os.path.join(HERE, config),
     ]
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
-    hub = Hub(f"http://127.0.0.1:{port}", data_dir, admin_token, process, log_path)
+    hub = Hub(f"http://127.0.0.1:{port}", data_dir, admin_token, process, log_path, db_url)
 
     def healthy() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"egs-hub up exited with {process.returncode}:\n{hub.log()[-3000:]}")
         try:
-            return requests.get(hub.api + "health", timeout=2).status_code == 200
+            return requests.get(ready_url, timeout=2).status_code == 200
         except requests.ConnectionError:
             return False
 
-    wait_for(healthy, 60, "egs-hub to answer /health")
+    ready_url = f"{hub.url}/hub/api/" if config == UNMANAGED_SERVICE_CONFIG else hub.api + "health"
+    wait_for(healthy, 60, f"egs-hub to answer {ready_url}")
     return hub
 
 
