@@ -129,12 +129,6 @@ def full_plan(db_url: str) -> dict[int, datetime | None]:
     return {gpr_id: e.start for gpr_id, e in planner.plan(snapshot, now).estimates.items()}
 
 
-@pytest.mark.xfail(
-    reason="known, issue 18: replanned with its own estimates as promises, the planner swaps two GPRs on "
-    "every pass (core/planner.py); and arrivals that displace planned work leave those estimates stale "
-    "until the next reconcile pass",
-    strict=False,
-)
 async def test_concurrent_submits_edits_and_releases_agree_with_a_full_replan(hub, admin, make_slice, user):
     (alice, as_alice), (bob, as_bob) = user("alice"), user("bob")
     team = make_slice(members=(alice, bob), policy={"max_active_gprs": 20})["name"]
@@ -157,7 +151,9 @@ async def test_concurrent_submits_edits_and_releases_agree_with_a_full_replan(hu
         for gpr_id, g in listed.items()
         if g["status"] == "queued" and parse(g["estimated_start"]) != replanned.get(gpr_id)
     }
-    assert not differ, f"the service's estimates differ from a full replan of the store: {differ}"
+    known = []
+    if differ:
+        known.append(f"the service's estimates differ from a full replan of the store: {differ}")
 
     # 3. Every estimate a submit answered was kept, or an event says why not.
     events = admin.get(f"events?slice={team}&limit=5000", expect=200)["events"]
@@ -170,4 +166,11 @@ async def test_concurrent_submits_edits_and_releases_agree_with_a_full_replan(hu
             continue
         if not any(e["kind"] in EXPLAINING and parse(e["time"]) >= answered_at for e in events):
             broken.append((gpr_id, str(estimate), str(starts(gpr))))
-    assert not broken, f"estimates answered at submit and not kept, unexplained: {broken[:5]}"
+    if broken:
+        known.append(f"estimates answered at submit and not kept, unexplained: {broken[:5]}")
+    if known:  # the checks known to fail (2 and 3): the others above held
+        pytest.xfail(
+            "known, issue 18: replanned with its own estimates as promises, the planner swaps GPRs on every "
+            "pass (core/planner.py); a submit placed on the last plan while a reconcile pass or another write "
+            f"is under way may start later than it answered: {' / '.join(k[:1000] for k in known)}"
+        )

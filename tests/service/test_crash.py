@@ -306,8 +306,9 @@ def starts(gpr: dict) -> datetime:
     return parse(gpr["window_start"] or gpr["estimated_start"])
 
 
-def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, datetime]], outage: Outage) -> None:
-    """Every estimate seen before the kill (``seen``) is honoured, or an event explains why not.
+def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, datetime]], outage: Outage) -> list[str]:
+    """Every estimate seen before the kill (``seen``) is honoured, or an event explains why not:
+    what is not.
 
     The service was away for the outage: every start after it may be later by that much (the
     windows that were to end or start meanwhile did so when it came back), by GRACE (a
@@ -320,6 +321,7 @@ def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, dateti
     since = min(at for _, at in seen.values()).isoformat().replace("+00:00", "Z")
     events = hub.admin().get("events", params={"since": since, "limit": 5000}, expect=200)["events"]
     assert len(events) < 5000, "too many events to judge the estimates by"
+    broken = []
     for gpr_id, (estimate, at) in seen.items():
         windows = (estimate - at) / timedelta(seconds=min(DURATIONS))
         shift = outage.back - outage.killed + GRACE + LAG_PER_WINDOW * max(0.0, windows)
@@ -331,18 +333,15 @@ def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, dateti
             continue
         explained = [e for e in events if e["kind"] in EXPLAINING and parse(e["time"]) >= at and e["gpr_id"] != gpr_id]
         behind = sorted(i for i, g in listed.items() if i > gpr_id and g["status"] == "queued" and starts(g) < start)
-        assert explained, (
-            f"GPR {gpr_id} was estimated at {at} to start at {estimate}; after a {outage.back - outage.killed} "
-            f"outage it is {gpr['status']} and starts at {start}, and no event explains it "
-            f"(GPRs submitted after it that start before it: {behind})"
-        )
+        if not explained:
+            broken.append(
+                f"GPR {gpr_id} was estimated at {at} to start at {estimate}; after a {outage.back - outage.killed} "
+                f"outage it is {gpr['status']} and starts at {start}, and no event explains it "
+                f"(GPRs submitted after it that start before it: {behind})"
+            )
+    return broken
 
 
-@pytest.mark.xfail(
-    reason="known, issue 18: after an outage a queued GPR whose promise no longer fits is planned behind "
-    "GPRs queued after it (core/planner.py _hold_promises), so a kept estimate moves later unexplained",
-    strict=False,
-)
 async def test_killing_the_service_under_load_loses_duplicates_and_double_books_nothing(crash_hub):
     hub, service, db_url = crash_hub
     rng = random.Random(SEED)
@@ -354,6 +353,7 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     load = Load(hub.api, hub.user_token(alice), slice_name, rng)
     clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
     outages: list[Outage] = []
+    broken: list[str] = []
     started = time.monotonic()
     try:
         for _ in range(CYCLES):
@@ -367,7 +367,7 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
             seen = {gpr_id: seen for gpr_id, seen in load.seen.items() if seen[1] <= killed}
             service.start()
             outages.append(Outage(killed, await until_back(hub, service)))
-            check_estimates(hub, load, seen, outages[-1])
+            broken += check_estimates(hub, load, seen, outages[-1])
 
             # Windows that ended during the outage end now, at once.
             wait_for(lambda: not overdue(db_url, datetime.now(UTC)), 10, "overdue windows to end")
@@ -390,3 +390,8 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     ended = [r for r in rows.values() if r.status == "complete"]
     assert ended, "no GPR was provisioned and ended during the test"
     assert time.monotonic() - started < 120
+    if broken:  # the one check known to fail: every other one above held
+        pytest.xfail(
+            "known, issue 18: after an outage a queued GPR whose promise no longer fits is planned behind GPRs "
+            f"queued after it (core/planner.py _hold_promises); {len(broken)} estimate(s), e.g. {broken[0]}"
+        )
