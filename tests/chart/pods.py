@@ -1,12 +1,11 @@
 """Run the containers that ``helm template`` renders as local processes, as the kubelet would start them.
 
 Vocabulary: *manifests* are the rendered objects; a *workload* is a rendered
-Deployment or StatefulSet whose pod template holds the *container*; the *image
-defaults* are what an image gives a container that does not say (its command
-and working folder), read from our Dockerfiles; *cluster-local* means all of
-it happens inside one network namespace (see rendered_hub_scenario.py), where
-every Service's name resolves to 127.0.0.1 and the processes listen on their
-container ports.
+Deployment or StatefulSet whose pod template holds the *container* (a pod read
+from the API runs the same way); the *image defaults* are what an image gives a
+container that does not say (its command and working folder), read from our
+Dockerfiles. Where the processes meet (one network namespace in which every
+Service name resolves to 127.0.0.1) is rendered_hub_scenario.py's part.
 
 What a container gets, as in a pod:
 - the files of its ``configMap``, ``secret``, ``persistentVolumeClaim`` and

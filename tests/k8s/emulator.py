@@ -179,7 +179,10 @@ class ClusterEmulator(KubernetesEmulator):
     _rv: int = attrs.field(default=0, init=False)
     _compacted_rv: int = attrs.field(default=0, init=False)
     _log: list[WatchEvent] = attrs.field(factory=list, init=False)
-    _changed: asyncio.Condition = attrs.field(factory=asyncio.Condition, init=False)
+    # Set by the next write (or outage) and then replaced: watches wait on it without a lock, because a
+    # watch cancelled in asyncio.Condition.wait (its client gone) can leave the lock held on Python 3.11
+    # and block every later write.
+    _changed: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
     issued: dict[str, IssuedToken] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -308,8 +311,11 @@ class ClusterEmulator(KubernetesEmulator):
     async def set_outage(self, down: bool) -> None:
         """Take the API down (every watch ends, every request gets 503) or bring it back."""
         self.outage = down
-        async with self._changed:
-            self._changed.notify_all()
+        self._wake_watches()
+
+    def _wake_watches(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def compact(self) -> None:
         """Forget every watch event so far: a watch from an older resourceVersion gets 410 Gone."""
@@ -342,12 +348,11 @@ class ClusterEmulator(KubernetesEmulator):
         ]
 
     async def _record(self, res: resource, kind: str, old: dict | None, new: dict) -> None:
-        async with self._changed:
-            self._log.append(WatchEvent(self._rv, res, kind, copy.deepcopy(old), copy.deepcopy(new)))
-            if len(self._log) > self.history_limit:
-                dropped = self._log.pop(0)
-                self._compacted_rv = dropped.rv
-            self._changed.notify_all()
+        self._log.append(WatchEvent(self._rv, res, kind, copy.deepcopy(old), copy.deepcopy(new)))
+        if len(self._log) > self.history_limit:
+            dropped = self._log.pop(0)
+            self._compacted_rv = dropped.rv
+        self._wake_watches()
 
     async def _write(self, res: resource, old: dict | None, new: dict) -> dict:
         """Store a new version of an object (creating it when ``old`` is None) and log the event."""
@@ -472,6 +477,7 @@ class ClusterEmulator(KubernetesEmulator):
                 }
                 return
         while not self.outage:
+            changed = self._changed  # taken before reading the log: a write after this sets it
             pending = [e for e in self._log if e.rv > last and e.resource == request.resource]
             for event in pending:
                 last = event.rv
@@ -483,11 +489,10 @@ class ClusterEmulator(KubernetesEmulator):
             remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
             if remaining is not None and remaining <= 0:
                 return
-            async with self._changed:
-                try:
-                    await asyncio.wait_for(self._changed.wait(), remaining)
-                except TimeoutError:
-                    return
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                return
 
     async def _serve_create(self, request) -> dict:
         _, namespaced = self._kind_of(request.resource)
