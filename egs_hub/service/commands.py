@@ -163,9 +163,14 @@ class Commands:
             log.exception("placing GPRs %s on the plan failed", [gpr.id for gpr in gprs.values()])
             self.wake()
             estimates = {}
-        # The reconcile loop acts on an arrival only when it may start now; a later one starts
-        # when it is due (the loop sleeps no longer than until the next planned start).
-        if any(e.start is not None and e.start <= now + START_NOW for e in estimates.values()):
+        # The reconcile loop acts on an arrival only when it may start now, or when GPUs may be
+        # evicted for it; a later one starts when it is due (the loop sleeps no longer than until
+        # the next planned start).
+        state, gprs_by_id = self.planning.state, {gpr.id: gpr for gpr in gprs.values()}
+        if any(
+            e.start is not None and (e.start <= now + START_NOW or state.may_evict_for(gprs_by_id[e.gpr_id].spec))
+            for e in estimates.values()
+        ):
             self.wake()
         for i, gpr in gprs.items():
             answers[i] = Submitted(gpr, estimates.get(gpr.id))

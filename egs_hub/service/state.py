@@ -199,6 +199,13 @@ class PlanningState:
     def is_queued(self, gpr_id: int) -> bool:
         return gpr_id in self._queue
 
+    def may_evict_for(self, spec: core.GPRSpec) -> bool:
+        """Whether a GPR of ``spec`` could have GPUs evicted for it: its slice's policy allows it and
+        a preemptible GPR of lower priority holds GPUs."""
+        if self.policies.get(spec.slice, core.SlicePolicy()).eviction == "off":
+            return False
+        return any(b.preemptible and b.priority < spec.priority for b in self._bookings.values())
+
     def servability(self, spec: core.GPRSpec) -> Servability:
         """Whether the inventory can ever serve ``spec`` and how many GPUs it would hold: worked out
         once per kind of request (cluster, shape and size) and inventory, as the planner does."""

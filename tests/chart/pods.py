@@ -40,6 +40,7 @@ from dockerfile_parse import DockerfileParser
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+_RUNS_FROM = (str(ROOT), sys.prefix)  # what the processes run from: this checkout and its Python
 # Zero to JupyterHub's hub image (images/hub/Dockerfile of its 4.3.2 tag), the base of docker/hub.
 Z2JH_HUB_DEFAULTS = (["jupyterhub", "--config", "/usr/local/etc/jupyterhub/jupyterhub_config.py"], "/srv/jupyterhub")
 # Jupyter Docker Stacks' images (docker-stacks-foundation: WORKDIR the notebook user's home), the base of
@@ -191,6 +192,7 @@ class LocalPod:
         self.own = self.root / "containers" / container
         self.api = api
         self.where = f"{pod}/{container}"
+        self.tmpdir: Path | None = None  # the pod's /tmp, where it cannot be mounted there (files)
 
     @classmethod
     def of_workload(cls, manifests: Manifests, workload: str, container: str, root: Path, api: ApiServer) -> LocalPod:
@@ -230,7 +232,13 @@ class LocalPod:
                 source = source / mount["subPath"]
                 if not source.exists():  # as the kubelet does, a missing subPath of a volume is a new folder
                     source.mkdir(parents=True)
-            placed[mount["mountPath"].rstrip("/")] = source
+            target = mount["mountPath"].rstrip("/")
+            if target == "/tmp" and any(kept.startswith("/tmp/") for kept in _RUNS_FROM):
+                # The checkout or its Python lives under /tmp (a CI clone): a mount there would hide them,
+                # so the pod's /tmp (an emptyDir) is given as its TMPDIR instead.
+                self.tmpdir = source
+                continue
+            placed[target] = source
         if self.template["spec"].get("automountServiceAccountToken", True):
             account = self.root / "serviceaccount"
             account.mkdir(parents=True, exist_ok=True)
@@ -299,6 +307,8 @@ class LocalPod:
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         env = dict(base)
+        if self.tmpdir is not None:
+            env["TMPDIR"] = str(self.tmpdir)
         env.update(self.manifests.service_env())
         env.update(
             KUBERNETES_SERVICE_HOST=self.api.host,
@@ -336,9 +346,10 @@ class LocalPod:
         return argv, self.container.get("workingDir") or image_dir
 
     def start(self, base_env: dict[str, str], log: Path) -> subprocess.Popen:
+        placed = self.files()
         env = self.env(base_env)
         argv, workdir = self.argv(env)
-        binds, covers = self._mounts(self.files(), workdir)
+        binds, covers = self._mounts(placed, workdir)
         self.own.mkdir(parents=True, exist_ok=True)
         spec = self.own / "pod.json"
         spec.write_text(json.dumps({"binds": binds, "covers": covers, "cwd": workdir, "env": env, "argv": argv}))

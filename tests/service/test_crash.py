@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from egs_hub.embedded import free_port
 from egs_hub.store.db import make_engine, make_sessions
@@ -230,17 +230,24 @@ class Store:
 
 
 def read_store(db_url: str) -> Store:
+    """The store as of one moment, while the service may be writing: read until no event was
+    written during the read (every change of a GPR, its GPUs and its window is one)."""
     engine = make_engine(db_url)
     try:
-        with make_sessions(engine)() as session:
-            rows = {r.id: r for r in session.scalars(select(GPRRow))}
-            allocations = [tuple(a) for a in session.execute(select(Allocation.gpu_uuid, Allocation.gpr_id))]
-            bindings = [tuple(b) for b in session.execute(select(Binding.gpu_uuid, Binding.gpr_id))]
-            submitted = set(session.scalars(select(EventRow.gpr_id).where(EventRow.kind == "submitted")))
-            session.expunge_all()
+        for _ in range(50):
+            with make_sessions(engine)() as session:
+                before = session.scalar(select(func.max(EventRow.id)))
+                rows = {r.id: r for r in session.scalars(select(GPRRow))}
+                allocations = [tuple(a) for a in session.execute(select(Allocation.gpu_uuid, Allocation.gpr_id))]
+                bindings = [tuple(b) for b in session.execute(select(Binding.gpu_uuid, Binding.gpr_id))]
+                submitted = set(session.scalars(select(EventRow.gpr_id).where(EventRow.kind == "submitted")))
+                session.expunge_all()
+            with make_sessions(engine)() as session:
+                if session.scalar(select(func.max(EventRow.id))) == before:
+                    return Store(rows, allocations, bindings, submitted)
     finally:
         engine.dispose()
-    return Store(rows, allocations, bindings, submitted)
+    raise AssertionError("the store changed during every one of 50 reads")
 
 
 def check_exactly_once(store: Store, acked: dict[str, int]) -> None:

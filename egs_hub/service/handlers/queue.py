@@ -44,7 +44,9 @@ class EvictionsHandler(GPRBase):
     def get(self) -> None:
         now = self.now()
         with self.egs.sessions() as session:
-            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now)
+            # Planned afresh: a GPR that just arrived is only placed on the last plan, which proposes
+            # no eviction for it (the reconcile pass, woken by it, evicts where the policy is auto).
+            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now, fresh=True)
             evicting = bool(queries.evictions_in_flight(session))
             views = [self._json(session, e) for e in eviction_proposals(snapshot, plan, planned_at, evicting)]
         self.write_json({"evictions": views})
