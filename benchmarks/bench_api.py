@@ -625,14 +625,13 @@ def main() -> int:
     if args.provisioned is None:
         args.provisioned = args.nodes
 
-    results: dict = {}
+    results: dict = {"targets": {key: {"target": t, "kind": k} for key, (t, k) in TARGETS.items()}}
     for kind in args.databases:
         results[kind] = bench_database(kind, args)
-    results["targets"] = {key: {"target": t, "kind": k} for key, (t, k) in TARGETS.items()}
+        if args.json:  # after each database, so that a long run's first half is kept
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
     print_report(results)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
     return 0
 
 
