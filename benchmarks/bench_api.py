@@ -3,7 +3,8 @@
 The scenario (issue 18): ``egs-hub up`` with a declared inventory of 2,000 nodes x 8
 H100 (16,000 GPUs) and 10,000 queued GPRs in the store; an async client measures, at
 1, 8, 32 and 64 concurrent clients, POST /gprs (submit), POST /wait-times (estimate),
-GET /gprs?limit=100 (list: a page of 100), GET /gprs/{id} (get) and GET /queue (what
+GET /gprs?limit=100 (list: a page of 100; ``--list-query``; the level's ``items`` say how
+many GPRs the answer held), GET /gprs/{id} (get) and GET /queue (what
 the portal's GPU requests page fetches besides the list: static/requests.js), on
 SQLite and on PostgreSQL. Targets at 32 clients: submit >= 500/s with p99 <= 50 ms;
 estimate, list and get p99 <= 20 ms; the service's RSS <= 1 GB.
