@@ -3,7 +3,8 @@
 The scenario (issue 18): ``egs-hub up`` with a declared inventory of 2,000 nodes x 8
 H100 (16,000 GPUs) and 10,000 queued GPRs in the store; an async client measures, at
 1, 8, 32 and 64 concurrent clients, POST /gprs (submit), POST /wait-times (estimate),
-GET /gprs?limit=100 (list: a page of 100), GET /gprs/{id} (get) and GET /queue (what
+GET /gprs?limit=100 (list: a page of 100; ``--list-query``; the level's ``items`` say how
+many GPRs the answer held), GET /gprs/{id} (get) and GET /queue (what
 the portal's GPU requests page fetches besides the list: static/requests.js), on
 SQLite and on PostgreSQL. Targets at 32 clients: submit >= 500/s with p99 <= 50 ms;
 estimate, list and get p99 <= 20 ms; the service's RSS <= 1 GB.
@@ -31,11 +32,12 @@ How a run goes, per database:
    on and count in the percentiles with the time they had waited (a lower bound). Before
    each level the service is let go quiet: /health answers about as fast as it did
    before the run (within ``--quiet-timeout``), so the service is done with the last
-   level's requests.
+   level's requests. Each operation runs on a freshly started stack (same data), so
+   what one operation left the service busy with does not count against the next.
    ``rps`` is answers / time until the last answer. Submits run last, so the reads see
    the preloaded store; submitted GPRs stay queued too.
 
-The service's RSS is its peak resident set (VmHWM of /proc/PID/status) over the run;
+The service's RSS is its peak resident set (VmHWM of /proc/PID/status), the highest of its runs;
 ``service_cpu`` the service process's CPU seconds per wall second in each level (1.0:
 one core busy). ``reference_loop_s`` is the machine's speed at the time (as in
 bench_planner.py): compare figures taken on different days through it. Client, proxy,
@@ -434,7 +436,7 @@ class Bench:
         result.cpu_s = cpu_seconds(pid) - cpu_before
         return result
 
-    async def run(self) -> dict[str, list[dict]]:
+    async def run(self, operations: tuple[str, ...]) -> dict[str, list[dict]]:
         pid = self.stack.service_pid()
         levels: dict[str, list[dict]] = {}
         connector = aiohttp.TCPConnector(limit=max(self.args.clients) + 1)
@@ -446,7 +448,7 @@ class Bench:
                     raise RuntimeError(f"GET queue answered {response.status} before the run")
             usual_s = statistics.median([await self.health_s(session) for _ in range(3)])
             log(f"  /health answers in {1000 * usual_s:.0f} ms before the run")
-            for operation in OPERATIONS:
+            for operation in operations:
                 levels[operation] = []
                 for clients in self.args.clients:
                     quiet = await self.quiet(session, usual_s)
@@ -504,15 +506,19 @@ def bench_database(kind: str, args) -> dict:
         upgrade(make_engine(db_url))
         gpr_ids = preload(db_url, slices, args)
         preload_s = time.perf_counter() - started
-        try:
-            log(f"{kind}: egs-hub up again; measuring {', '.join(OPERATIONS)} at {args.clients} clients")
-            stack.start(args.start_timeout)
-            pid = stack.service_pid()
-            levels = asyncio.run(Bench(stack, token, slices, gpr_ids, args).run())
-            memory = memory_mb(pid)
-            reference = bench_reference()
-        finally:
-            stack.stop()
+        levels, peaks = {}, []
+        for operation in OPERATIONS:
+            # A fresh service per operation: one that could not keep up with the last operation's
+            # requests would still be answering them (a quiet wait bounds that only within one).
+            try:
+                log(f"{kind}: egs-hub up again; measuring {operation} at {args.clients} clients")
+                stack.start(args.start_timeout)
+                pid = stack.service_pid()
+                levels |= asyncio.run(Bench(stack, token, slices, gpr_ids, args).run((operation,)))
+                peaks.append(memory_mb(pid)["VmHWM"])
+            finally:
+                stack.stop()
+        reference = bench_reference()
         queued = count_queued(db_url)
     finally:
         if pg_name is not None:
@@ -522,8 +528,7 @@ def bench_database(kind: str, args) -> dict:
         else:
             shutil.rmtree(work, ignore_errors=True)
     return summarize(levels, args) | {
-        "service_rss_mb": memory["VmHWM"],
-        "service_rss_end_mb": memory["VmRSS"],
+        "service_rss_mb": max(peaks),
         "nodes": args.nodes,
         "gpus": args.nodes * 8,
         "preloaded": args.preload,
@@ -621,14 +626,13 @@ def main() -> int:
     if args.provisioned is None:
         args.provisioned = args.nodes
 
-    results: dict = {}
+    results: dict = {"targets": {key: {"target": t, "kind": k} for key, (t, k) in TARGETS.items()}}
     for kind in args.databases:
         results[kind] = bench_database(kind, args)
-    results["targets"] = {key: {"target": t, "kind": k} for key, (t, k) in TARGETS.items()}
+        if args.json:  # after each database, so that a long run's first half is kept
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
     print_report(results)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
     return 0
 
 

@@ -323,6 +323,8 @@ def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, dateti
     starts. A GPR estimated to start by then has started by then, and one still queued is
     estimated no later.
     """
+    if not seen:
+        return
     listed = {g["id"]: g for g in hub.client(load.token).get(f"gprs?slice={load.slice}", expect=200)["gprs"]}
     # Every event since the earliest estimate: capacity lost concerns no slice, so not only the slice's.
     since = min(at for _, at in seen.values()).isoformat().replace("+00:00", "Z")
