@@ -324,7 +324,7 @@ def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, dateti
     estimated no later.
     """
     if not seen:
-        return
+        return []
     listed = {g["id"]: g for g in hub.client(load.token).get(f"gprs?slice={load.slice}", expect=200)["gprs"]}
     # Every event since the earliest estimate: capacity lost concerns no slice, so not only the slice's.
     since = min(at for _, at in seen.values()).isoformat().replace("+00:00", "Z")
