@@ -6,7 +6,7 @@ import os
 
 import httpx
 
-from .api import Call, Operations, Result, read_answer
+from .api import Call, Operations, Pages, Result, read_answer
 from .config import resolve_settings
 from .transport import connection_error, headers
 
@@ -32,6 +32,12 @@ class AsyncEGSClient(Operations):
         except httpx.TransportError as e:
             raise connection_error(url, self.settings.timeout, e) from None
         return read_answer(call, url, response.status_code, response.headers.get("content-type", ""), response.content)
+
+    async def _send_pages(self, pages: Pages[Result]) -> Result:
+        answers = [await self._send(pages.page(None, self.page_limit))]
+        while not pages.done(answers):
+            answers.append(await self._send(pages.page(answers[-1]["next_cursor"], self.page_limit)))
+        return pages.join(answers)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -55,6 +55,53 @@ class Call(Generic[Result]):
     parse: Callable[[Any], Result]
     params: dict[str, str] = field(default_factory=dict)
     body: dict | None = None
+
+
+# Items asked for per page when following cursors: within every list endpoint's maximum.
+PAGE_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Pages(Generic[Result]):
+    """A list call made page by page, following ``next_cursor`` (the service's cursor pages).
+
+    The pages' ``key`` items are joined into one answer, which ``call.parse`` reads. ``most``:
+    stop once this many items are in (None: every page). ``backwards``: pages go back in time
+    and each lists its items oldest first (the audit log); the joined answer is oldest first,
+    and ``most`` keeps the newest.
+    """
+
+    call: Call[Result]
+    key: str
+    most: int | None = None
+    backwards: bool = False
+
+    def page(self, cursor: str | None, page_limit: int = PAGE_LIMIT) -> Call[dict]:
+        """The call of the page after ``cursor`` (None: the first), of at most ``page_limit`` items."""
+        limit = page_limit if self.most is None else min(self.most, page_limit)
+        params = {**self.call.params, "limit": str(limit)}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return replace(self.call, parse=self._check, params=params)
+
+    def _check(self, data: Any) -> dict:
+        if not (isinstance(data, Mapping) and isinstance(data.get(self.key), list) and "next_cursor" in data):
+            raise EGSError(
+                200, f"GET {self.call.path} answered no page of {self.key}; is the service older than this client?"
+            )
+        return dict(data)
+
+    def done(self, answers: list[dict]) -> bool:
+        if answers[-1]["next_cursor"] is None:
+            return True
+        return self.most is not None and sum(len(a[self.key]) for a in answers) >= self.most
+
+    def join(self, answers: list[dict]) -> Result:
+        ordered = reversed(answers) if self.backwards else answers
+        items = [item for answer in ordered for item in answer[self.key]]
+        if self.most is not None:
+            items = items[-self.most :] if self.backwards else items[: self.most]
+        return self.call.parse({**answers[-1], self.key: items, "next_cursor": None})
 
 
 def read_answer(call: Call[Result], url: str, status: int, content_type: str, content: bytes) -> Result:
@@ -135,11 +182,22 @@ def _one(cls: type) -> Callable[[Any], Any]:
 
 
 class Operations(ABC):
-    """One method per API operation; the client class supplies the transport, ``_send``."""
+    """One method per API operation; the client class supplies the transport, ``_send``.
+
+    List methods answer every item, following the service's cursor pages of ``page_limit``
+    items (at most 1000).
+    """
+
+    page_limit: int = PAGE_LIMIT
 
     @abstractmethod
     def _send(self, call: Call[Result]) -> Result:
         """Make the call and return its result (the async client: an awaitable of it)."""
+
+    @abstractmethod
+    def _send_pages(self, pages: Pages[Result]) -> Result:
+        """Make the list call page by page until ``pages.done`` and return ``pages.join`` of the
+        answers (the async client: an awaitable of it)."""
 
     # health and the document
 
@@ -262,7 +320,9 @@ class Operations(ABC):
         return self._send(Call("POST", "wait-times", _one(WaitTimes), body=body))
 
     def gprs(self, slice: str | None = None, status: str | None = None) -> list[GPR]:
-        return self._send(Call("GET", "gprs", _list_of(GPR, "gprs"), _query(slice=slice, status=status)))
+        """Every GPR of the caller's slices (or of ``slice``) in id order, all pages."""
+        call = Call("GET", "gprs", _list_of(GPR, "gprs"), _query(slice=slice, status=status))
+        return self._send_pages(Pages(call, "gprs"))
 
     def gpr(self, gpr_id: int) -> GPR:
         return self._send(Call("GET", f"gprs/{_segment(gpr_id)}", _one(GPR)))
@@ -324,7 +384,7 @@ class Operations(ABC):
 
     def queue(self) -> list[QueuedGPR]:
         """Queued GPRs in the planner's order (others' names hidden)."""
-        return self._send(Call("GET", "queue", _list_of(QueuedGPR, "queue")))
+        return self._send_pages(Pages(Call("GET", "queue", _list_of(QueuedGPR, "queue")), "queue"))
 
     def evictions(self) -> list[Eviction]:
         """Admins: the evictions the planner proposes now."""
@@ -340,9 +400,9 @@ class Operations(ABC):
     def events(
         self, gpr: int | None = None, slice: str | None = None, since: Time | None = None, limit: int | None = None
     ) -> list[Event]:
-        """Audit events, oldest first (the newest ``limit``, 500 by default)."""
-        query = _query(gpr=gpr, slice=slice, since=since, limit=limit)
-        return self._send(Call("GET", "events", _list_of(Event, "events"), query))
+        """Audit events, oldest first: every one that matches, or the newest ``limit``."""
+        call = Call("GET", "events", _list_of(Event, "events"), _query(gpr=gpr, slice=slice, since=since))
+        return self._send_pages(Pages(call, "events", most=limit, backwards=True))
 
     # GPU metrics
 
@@ -361,11 +421,15 @@ class Operations(ABC):
         return self._send(Call("GET", f"gpus/{_segment(uuid)}/metrics", _one(GPUMetrics), query))
 
     def workloads(self, slice: str | None = None) -> Workloads:
-        return self._send(Call("GET", "workloads", _one(Workloads), _query(slice=slice)))
+        """Every workload on the caller's slices (or ``slice``), all pages."""
+        return self._send_pages(Pages(Call("GET", "workloads", _one(Workloads), _query(slice=slice)), "workloads"))
 
-    def alerts(self, slice: str | None = None, since: Time | None = None, active: bool | None = None) -> Alerts:
-        query = _query(slice=slice, since=since, active=active)
-        return self._send(Call("GET", "alerts", _one(Alerts), query))
+    def alerts(
+        self, slice: str | None = None, since: Time | None = None, active: bool | None = None, limit: int | None = None
+    ) -> Alerts:
+        """Alerts newest first: every one that matches, or the newest ``limit``."""
+        call = Call("GET", "alerts", _one(Alerts), _query(slice=slice, since=since, active=active))
+        return self._send_pages(Pages(call, "alerts", most=limit))
 
     # servers (the spawner's side)
 

@@ -23,6 +23,7 @@ from ..core.requests import (
     WaitTimeQuery,
     body_schema,
 )
+from . import cursors
 from .clusters import ORIGINS as CLUSTER_ORIGINS
 
 TIME = {"type": "string", "format": "date-time"}
@@ -535,6 +536,27 @@ def _path(name: str, schema: dict | None = None) -> dict:
     return {"name": name, "in": "path", "required": True, "schema": schema or {"type": "string"}}
 
 
+def _paged(listing: cursors.Listing, order: str) -> list[dict]:
+    """The ``limit`` and ``cursor`` parameters of a list endpoint (service/cursors.py)."""
+    return [
+        _query(
+            "limit",
+            f"at most this many per page (default {listing.default_limit})",
+            {"type": "integer", "minimum": 1, "maximum": listing.max_limit},
+        ),
+        _query(
+            "cursor",
+            f"the next_cursor of the page before ({order}); leave out for the first page",
+            {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
+        ),
+    ]
+
+
+def _page(key: str, items: dict, **more: dict) -> dict:
+    """A page of a list: its items under ``key``, and ``next_cursor`` (null on the last page)."""
+    return _obj({**more, key: {"type": "array", "items": items}, "next_cursor": NULLABLE_STR})
+
+
 GPR_ID = _path("id", {"type": "integer", "minimum": 1, "maximum": ID_MAX})
 SLICE_NAME = _path("name")
 AUTH_ERRORS = ("401",)
@@ -689,8 +711,9 @@ def _paths() -> dict:
                 "parameters": [
                     _query("slice", "only this slice"),
                     _query("status", "only this status", {"type": "string", "enum": [s.value for s in Status]}),
+                    *_paged(cursors.GPRS, "in id order"),
                 ],
-                "responses": _responses("GPRs", _list("gprs", "GPR"), "400", "401", "403", "404"),
+                "responses": _responses("a page of GPRs", _page("gprs", gpr), "400", "401", "403", "404"),
             },
             "post": {
                 "summary": "Ask for GPUs",
@@ -742,20 +765,21 @@ def _paths() -> dict:
         "/queue": {
             "get": {
                 "summary": "Queued GPRs in order, with position, estimated start, band and fair share",
+                "parameters": _paged(cursors.QUEUE, "in queue position order, then by id"),
                 "responses": _responses(
-                    "queue",
-                    _obj(
-                        {
-                            "queue": {"type": "array", "items": _ref("QueueEntry")},
-                            "planned_at": {
-                                **TIME,
-                                "description": "when the plan the positions and estimates come from was made "
-                                "(GPRs submitted since are placed on it; other changes show from the next plan, "
-                                "made within a reconcile pass)",
-                            },
-                        }
+                    "a page of the queue",
+                    _page(
+                        "queue",
+                        _ref("QueueEntry"),
+                        planned_at={
+                            **TIME,
+                            "description": "when the plan the positions and estimates come from was made "
+                            "(GPRs submitted since are placed on it; other changes show from the next plan, "
+                            "made within a reconcile pass)",
+                        },
                     ),
-                    *AUTH_ERRORS,
+                    "400",
+                    "401",
                 ),
             }
         },
@@ -772,18 +796,15 @@ def _paths() -> dict:
         },
         "/events": {
             "get": {
-                "summary": "The audit log, newest last",
+                "summary": "The audit log: the newest events first, each page newest last",
+                "description": "Pages go back in time: next_cursor gives the events before the oldest of this page.",
                 "parameters": [
                     _query("gpr", "only this GPR", {"type": "integer", "minimum": 1, "maximum": ID_MAX}),
                     _query("slice", "only this slice"),
                     _query("since", "only events at or after", TIME),
-                    _query(
-                        "limit",
-                        "at most this many (default 500)",
-                        {"type": "integer", "minimum": 1, "maximum": 5000},
-                    ),
+                    *_paged(cursors.EVENTS, "older events"),
                 ],
-                "responses": _responses("events", _list("events", "Event"), "400", "401", "403", "404"),
+                "responses": _responses("a page of events", _page("events", _ref("Event")), "400", "401", "403", "404"),
             }
         },
         "/gpus": {
@@ -865,10 +886,13 @@ def _paths() -> dict:
         "/workloads": {
             "get": {
                 "summary": "Servers, pods and processes on the caller's slices' GPUs, with hotspots",
-                "parameters": [_query("slice", "only this slice")],
+                "parameters": [
+                    _query("slice", "only this slice"),
+                    *_paged(cursors.WORKLOADS, "by slice, kind (server, pod, process), name"),
+                ],
                 "responses": _responses(
-                    "workloads",
-                    _obj({"source": _ref("MetricSource"), "workloads": {"type": "array", "items": _ref("Workload")}}),
+                    "a page of workloads",
+                    _page("workloads", _ref("Workload"), source=_ref("MetricSource")),
                     "400",
                     "401",
                     "403",
@@ -887,10 +911,11 @@ def _paths() -> dict:
                         "only active (true) or cleared (false) ones",
                         {"type": "string", "enum": ["true", "false"]},
                     ),
+                    *_paged(cursors.ALERTS, "older alerts"),
                 ],
                 "responses": _responses(
-                    "alerts",
-                    _obj({"source": _ref("MetricSource"), "alerts": {"type": "array", "items": _ref("Alert")}}),
+                    "a page of alerts, newest first",
+                    _page("alerts", _ref("Alert"), source=_ref("MetricSource")),
                     "400",
                     "401",
                     "403",

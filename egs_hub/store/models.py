@@ -241,9 +241,10 @@ class Server(Base):
 
 class EventRow(Base):
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_slice_time", "slice", "time"),)
+    # (time, id): the order GET /events pages on (keyset, service/cursors.py).
+    __table_args__ = (Index("ix_events_slice_time", "slice", "time"), Index("ix_events_time_id", "time", "id"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    time: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    time: Mapped[datetime] = mapped_column(UTCDateTime)
     kind: Mapped[str] = mapped_column(String(64))
     actor: Mapped[str] = mapped_column(String(255))
     reason: Mapped[str] = mapped_column(Text, default="")
@@ -261,7 +262,11 @@ class AlertRow(Base):
     """
 
     __tablename__ = "alerts"
-    __table_args__ = (Index("ix_alerts_slice_raised", "slice", "raised_at"),)
+    # (raised_at, id): the order GET /alerts pages on (keyset, service/cursors.py).
+    __table_args__ = (
+        Index("ix_alerts_slice_raised", "slice", "raised_at"),
+        Index("ix_alerts_raised_at_id", "raised_at", "id"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
     gpu_uuid: Mapped[str] = mapped_column(String(96), index=True)
@@ -272,7 +277,7 @@ class AlertRow(Base):
     message: Mapped[str] = mapped_column(Text)
     value: Mapped[float | None] = mapped_column(Float, nullable=True)
     threshold: Mapped[float | None] = mapped_column(Float, nullable=True)
-    raised_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    raised_at: Mapped[datetime] = mapped_column(UTCDateTime)
     cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from ..core import fairshare
@@ -196,12 +196,19 @@ def gpr_rows(
     *,
     slices: Iterable[str] | None = None,
     statuses: Iterable[str] | None = None,
+    after_id: int | None = None,
+    limit: int | None = None,
 ) -> list[GPRRow]:
+    """In id order; ``after_id`` and ``limit``: the page after that id (keyset, on the primary key)."""
     query = select(GPRRow).options(selectinload(GPRRow.allocations)).order_by(GPRRow.id)
     if slices is not None:
         query = query.where(GPRRow.slice.in_(list(slices)))
     if statuses is not None:
         query = query.where(GPRRow.status.in_(list(statuses)))
+    if after_id is not None:
+        query = query.where(GPRRow.id > after_id)
+    if limit is not None:
+        query = query.limit(limit)
     return list(session.scalars(query))
 
 
@@ -723,11 +730,23 @@ def active_alert_rows(session: Session) -> list[AlertRow]:
 
 
 def alert_rows(
-    session: Session, *, slices: Iterable[str] | None, since: datetime | None, active: bool | None, limit: int
+    session: Session,
+    *,
+    slices: Iterable[str] | None,
+    since: datetime | None,
+    active: bool | None,
+    limit: int,
+    before: tuple[datetime, int] | None = None,
 ) -> list[AlertRow]:
-    """Newest first; ``since``: those active at some time from then on. ``slices`` None: every
-    alert, also on GPUs nobody held."""
+    """Newest first, (raised_at, id) descending; ``before``: only those after that key in this
+    order (keyset pages). ``since``: those active at some time from then on. ``slices`` None:
+    every alert, also on GPUs nobody held."""
     query = select(AlertRow).order_by(AlertRow.raised_at.desc(), AlertRow.id.desc()).limit(limit)
+    if before is not None:
+        raised_at, alert_id = before
+        query = query.where(
+            or_(AlertRow.raised_at < raised_at, and_(AlertRow.raised_at == raised_at, AlertRow.id < alert_id))
+        )
     if slices is not None:
         query = query.where(AlertRow.slice.in_(list(slices)))
     if since is not None:

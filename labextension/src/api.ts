@@ -20,6 +20,14 @@ import {
 } from './tokens';
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' };
+/** Items asked for per page of a list endpoint (every endpoint's maximum is at least this). */
+export const PAGE_LIMIT = 1000;
+
+/** A page of a list endpoint: its items under one key, and where the next page starts (null: none). */
+interface IPage<T> {
+  next_cursor: string | null;
+  [key: string]: T[] | string | null | unknown;
+}
 
 export class EgsApi {
   constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
@@ -32,8 +40,9 @@ export class EgsApi {
     return (await this.get<{ slices: ISlice[] }>('slices')).slices;
   }
 
-  async gprs(): Promise<IGpr[]> {
-    return (await this.get<{ gprs: IGpr[] }>('gprs')).gprs;
+  /** Every GPR of the user's slices, following the API's cursor pages. */
+  gprs(): Promise<IGpr[]> {
+    return this.getAll<IGpr>('gprs', 'gprs');
   }
 
   inventory(): Promise<IInventory> {
@@ -50,8 +59,9 @@ export class EgsApi {
     return this.get<IGpuMetrics>(`gpus/${encodeURIComponent(uuid)}/metrics?${query}`);
   }
 
-  async events(limit: number): Promise<IEvent[]> {
-    return (await this.get<{ events: IEvent[] }>(`events?limit=${limit}`)).events;
+  /** The newest ``limit`` audit events, oldest first (pages of the audit log go back in time). */
+  events(limit: number): Promise<IEvent[]> {
+    return this.getAll<IEvent>('events', 'events', { most: limit, backwards: true });
   }
 
   waitTimes(body: IGprRequest): Promise<IWaitTimes> {
@@ -73,6 +83,32 @@ export class EgsApi {
   /** Ask the EGS service to restart this server, so that it comes back with its slice's GPUs. */
   restartServer(): Promise<{ restarting: boolean }> {
     return requestAPI('restart', { method: 'POST', headers: JSON_HEADERS, body: '{}' }, this.settings);
+  }
+
+  /**
+   * The ``key`` items of a list endpoint, page by page: each page asks for at most ``PAGE_LIMIT``
+   * (or what is left of ``most``) after the previous page's ``next_cursor``, until it is null or
+   * ``most`` items are in. ``backwards``: pages go back in time, each oldest first (events), so a
+   * later page's items go first and ``most`` keeps the newest.
+   */
+  private async getAll<T>(
+    path: string,
+    key: string,
+    { most = Infinity, backwards = false }: { most?: number; backwards?: boolean } = {}
+  ): Promise<T[]> {
+    let items: T[] = [];
+    let cursor: string | null = null;
+    do {
+      const query = new URLSearchParams({ limit: String(Math.min(PAGE_LIMIT, most - items.length)) });
+      if (cursor !== null) {
+        query.set('cursor', cursor);
+      }
+      const page: IPage<T> = await this.get<IPage<T>>(`${path}?${query}`);
+      const found = page[key] as T[];
+      items = backwards ? [...found, ...items] : [...items, ...found];
+      cursor = page.next_cursor;
+    } while (cursor !== null && items.length < most);
+    return items.length <= most ? items : backwards ? items.slice(items.length - most) : items.slice(0, most);
   }
 
   private get<T>(path: string): Promise<T> {

@@ -72,6 +72,18 @@ class Client:
     def post(self, path: str, body: object = None, **kw):
         return self.call("POST", path, body, **kw)
 
+    def get_all(self, path: str, key: str) -> list:
+        """Every item of a list endpoint: its pages' ``key`` items, following ``next_cursor``."""
+        items, cursor = [], None
+        separator = "&" if "?" in path else "?"
+        for _ in range(10_000):
+            page = self.get(path + (f"{separator}cursor={cursor}" if cursor else ""), expect=200)
+            items.extend(page[key])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return items
+        raise AssertionError(f"GET {path} kept answering a next_cursor")
+
 
 @dataclass
 class Hub:

@@ -64,6 +64,17 @@ CASES = {
     "events since not a time": Bad("GET", "events?since=yesterday", want_field="since"),
     "events limit zero": Bad("GET", "events?limit=0", want_field="limit"),
     "events limit too big": Bad("GET", "events?limit=99999", want_field="limit"),
+    "events cursor garbage": Bad("GET", "events?cursor=not-a-cursor", want_field="cursor", want_message="next_cursor"),
+    "gprs limit zero": Bad("GET", "gprs?limit=0", want_field="limit", want_message="from 1 to 1000"),
+    "gprs limit too big": Bad("GET", "gprs?limit=1001", want_field="limit", want_message="from 1 to 1000"),
+    "gprs limit not a number": Bad("GET", "gprs?limit=all", want_field="limit", want_message="whole number"),
+    "gprs cursor garbage": Bad("GET", "gprs?cursor=%25%25", want_field="cursor"),
+    "queue limit too big": Bad("GET", "queue?limit=5000", want_field="limit"),
+    "queue cursor garbage": Bad("GET", "queue?cursor=e30", want_field="cursor"),
+    "alerts limit zero": Bad("GET", "alerts?limit=0", want_field="limit"),
+    "alerts cursor garbage": Bad("GET", "alerts?cursor=abc", want_field="cursor"),
+    "workloads limit negative": Bad("GET", "workloads?limit=-1", want_field="limit"),
+    "workloads cursor garbage": Bad("GET", "workloads?cursor=W10", want_field="cursor"),
     "schedule start garbage": Bad("GET", "inventory/schedule?start=x", want_field="start"),
     "schedule end before start": Bad(
         "GET", "inventory/schedule?start=2030-01-02T00:00:00Z&end=2030-01-01T00:00:00Z", want_field="end"
@@ -185,10 +196,10 @@ def state(hub, admin) -> tuple:
     """What bad input must not change: GPRs, slices, hub groups and events."""
     since = datetime(2000, 1, 1, tzinfo=UTC).isoformat().replace("+00:00", "Z")
     return (
-        [(g["id"], g["status"], g["updated_at"]) for g in admin.get("gprs")["gprs"]],
+        [(g["id"], g["status"], g["updated_at"]) for g in admin.get_all("gprs?limit=1000", "gprs")],
         [s["name"] for s in admin.get("slices")["slices"]],
         sorted((g["name"], tuple(sorted(g["users"]))) for g in hub.hub_api("GET", "groups")),
-        len(admin.get(f"events?since={since}&limit=5000")["events"]),
+        len(admin.get_all(f"events?since={since}&limit=5000", "events")),
     )
 
 

@@ -15,6 +15,7 @@ from ...core.snapshot import Estimate, Plan
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.models import GPRRow
+from .. import cursors
 from ..commands import slice_of
 from ..serialize import gpr_json, option_json
 from .base import APIHandler, authenticated, needs_scope
@@ -53,10 +54,13 @@ def estimate_of(gpr: core.GPR, plan: Plan) -> Estimate | None:
 class GPRsHandler(GPRBase):
     @authenticated
     def get(self) -> None:
+        """A page of the caller's GPRs in id order (cursors.py)."""
         slice_name = self.get_argument("slice", None)
         status = self.get_argument("status", None)
         if status is not None and status not in STATUS_VALUES:
             raise InvalidRequest("status", f"status must be one of {', '.join(STATUS_VALUES)}")
+        limit = cursors.GPRS.limit(self.get_argument("limit", None))
+        after = cursors.GPRS.after(self.get_argument("cursor", None))
         with self.egs.sessions() as session:
             if slice_name is not None:
                 slices = [self.member_slice(session, slice_name).name]
@@ -64,10 +68,17 @@ class GPRsHandler(GPRBase):
                 slices = None
             else:
                 slices = [r.name for r in queries.all_slices(session) if self.is_member(r)]
-            rows = queries.gpr_rows(session, slices=slices, statuses=[status] if status else None)
+            rows = queries.gpr_rows(
+                session,
+                slices=slices,
+                statuses=[status] if status else None,
+                after_id=after[0] if after else None,
+                limit=limit + 1,
+            )
+            rows, next_cursor = cursors.GPRS.page(rows, limit, key=lambda r: (r.id,))
             plan = self.plan_now(session)
             views = [self.view(queries.to_gpr(r), plan) for r in rows]
-        self.write_json({"gprs": views})
+        self.write_json({"gprs": views, "next_cursor": next_cursor})
 
     @authenticated
     async def post(self) -> None:

@@ -17,6 +17,7 @@ from ...core.units import format_duration, format_time, parse_duration, parse_ti
 from ...core.workloads import ServerInSlice, hotspots, slice_workloads
 from ...store import queries
 from ...store.models import GPU, Binding
+from .. import cursors
 from ..serialize import alert_json, sample_json
 from .base import APIHandler, authenticated
 
@@ -29,7 +30,6 @@ SORT_KEYS = {
 }
 SERIES_MAX_STEP = timedelta(hours=1)
 USED_MAX_STEP = timedelta(hours=24)
-ALERTS_LIMIT = 1000
 
 
 class MetricsBase(APIHandler):
@@ -175,11 +175,15 @@ class GPUMetricsHandler(MetricsBase):
 
 
 class WorkloadsHandler(MetricsBase):
-    """GET /workloads?slice=: per slice, its servers, pods and processes with their GPUs and hotspots."""
+    """GET /workloads?slice=&limit=&cursor=: per slice, its servers, pods and processes with their GPUs
+    and hotspots, a page at a time. Workloads are made from live telemetry, not stored: the slices
+    (by name) before the cursor's are skipped, and those of a page are made and ordered in memory."""
 
     @authenticated
     def get(self) -> None:
         wanted = self.get_argument("slice", None)
+        limit = cursors.WORKLOADS.limit(self.get_argument("limit", None))
+        after = cursors.WORKLOADS.after(self.get_argument("cursor", None))
         fresh = self.egs.telemetry.fresh()
         with self.egs.sessions() as session:
             if wanted is not None:
@@ -189,6 +193,11 @@ class WorkloadsHandler(MetricsBase):
             holders = queries.gpu_holders(session)
             answer = []
             for row in slices:
+                if len(answer) > limit:
+                    break  # the page and one more are known; later slices' workloads come after them
+                if after is not None and row.name < after[0]:
+                    continue  # every workload of this slice was on an earlier page
+                workloads = []
                 servers = [
                     ServerInSlice(s.user, s.server_name, tuple(s.gpus))
                     for s in queries.slice_servers(session, row.name)
@@ -197,7 +206,7 @@ class WorkloadsHandler(MetricsBase):
                 namespaces = [ns.namespace for ns in row.namespaces]
                 for workload in slice_workloads(servers, slice_gpus, namespaces, fresh):
                     spots = hotspots(workload.gpus, fresh)
-                    answer.append(
+                    workloads.append(
                         {
                             "slice": row.name,
                             "kind": workload.kind,
@@ -210,7 +219,20 @@ class WorkloadsHandler(MetricsBase):
                             "most_power_gpu": _spot(spots.most_power, "power_w"),
                         }
                     )
-        self.write_json({"source": self.source_json(), "workloads": answer})
+                workloads.sort(key=workload_key)
+                answer.extend(w for w in workloads if after is None or workload_key(w) > after)
+        answer, next_cursor = cursors.WORKLOADS.page(answer, limit, key=workload_key)
+        self.write_json({"source": self.source_json(), "workloads": answer, "next_cursor": next_cursor})
+
+
+WORKLOAD_KINDS = ("server", "pod", "process")
+
+
+def workload_key(workload: dict) -> tuple[str, int, str, str]:
+    """Workloads' order: slice name, kind (servers, pods, processes), name, first GPU (two stray
+    processes may share a pid on different GPUs)."""
+    gpus = workload["gpus"]
+    return (workload["slice"], WORKLOAD_KINDS.index(workload["kind"]), workload["name"], gpus[0] if gpus else "")
 
 
 def _spot(sample, field: str) -> dict | None:
@@ -220,7 +242,8 @@ def _spot(sample, field: str) -> dict | None:
 
 
 class AlertsHandler(MetricsBase):
-    """GET /alerts?slice=&since=&active=: newest first."""
+    """GET /alerts?slice=&since=&active=&limit=&cursor=: newest first, a page at a time (keyset on
+    (raised_at, id), the index ix_alerts_raised_at_id)."""
 
     @authenticated
     def get(self) -> None:
@@ -230,6 +253,8 @@ class AlertsHandler(MetricsBase):
         active = self.get_argument("active", None)
         if active not in (None, "true", "false"):
             raise InvalidRequest("active", "active must be true or false")
+        limit = cursors.ALERTS.limit(self.get_argument("limit", None))
+        before = cursors.ALERTS.after(self.get_argument("cursor", None))
         with self.egs.sessions() as session:
             slices = self.visible_slices(session) if wanted is None else [self.member_slice(session, wanted).name]
             rows = queries.alert_rows(
@@ -237,7 +262,9 @@ class AlertsHandler(MetricsBase):
                 slices=slices,
                 since=since,
                 active=None if active is None else active == "true",
-                limit=ALERTS_LIMIT,
+                limit=limit + 1,
+                before=before,
             )
+            rows, next_cursor = cursors.ALERTS.page(rows, limit, key=lambda r: (r.raised_at, r.id))
             alerts = [alert_json(r) for r in rows]
-        self.write_json({"source": self.source_json(), "alerts": alerts})
+        self.write_json({"source": self.source_json(), "alerts": alerts, "next_cursor": next_cursor})

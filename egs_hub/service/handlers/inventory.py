@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select, text
+from sqlalchemy import and_, or_, select, text
 
 from ...core.errors import InvalidRequest
 from ...core.snapshot import Placement
 from ...core.units import format_time, parse_time
 from ...store import queries
 from ...store.models import GPU, Allocation, EventRow, GPRRow, Node
+from .. import cursors
 from ..openapi import openapi_document
 from ..serialize import event_json, inventory_json, window_json
 from .base import APIHandler, authenticated
@@ -122,15 +123,21 @@ class ScheduleHandler(APIHandler):
 
 
 class EventsHandler(APIHandler):
+    """GET /events: a page of the audit log. Pages go back in time: the first holds the newest
+    events, ``next_cursor`` the ones before them; each page lists its events newest last. Keyset
+    on (time, id), the index ix_events_time_id."""
+
     @authenticated
     def get(self) -> None:
         gpr_arg = self.get_argument("gpr", None)
         slice_name = self.get_argument("slice", None)
         since = self.get_argument("since", None)
-        limit = self.int_argument("limit", self.get_argument("limit", "500"))
-        if limit > 5000:
-            raise InvalidRequest("limit", "limit must be at most 5000")
-        query = select(EventRow).order_by(EventRow.time.desc(), EventRow.id.desc()).limit(limit)
+        limit = cursors.EVENTS.limit(self.get_argument("limit", None))
+        before = cursors.EVENTS.after(self.get_argument("cursor", None))
+        query = select(EventRow).order_by(EventRow.time.desc(), EventRow.id.desc()).limit(limit + 1)
+        if before is not None:
+            time, event_id = before
+            query = query.where(or_(EventRow.time < time, and_(EventRow.time == time, EventRow.id < event_id)))
         with self.egs.sessions() as session:
             if gpr_arg is not None:
                 gpr_id = self.int_argument("gpr", gpr_arg)
@@ -155,5 +162,6 @@ class EventsHandler(APIHandler):
             if not self.is_admin:
                 mine = [r.name for r in queries.all_slices(session) if self.is_member(r)]
                 query = query.where(EventRow.slice.in_(mine))
-            events = [event_json(e) for e in session.scalars(query)]
-        self.write_json({"events": events[::-1]})
+            rows, next_cursor = cursors.EVENTS.page(list(session.scalars(query)), limit, key=lambda e: (e.time, e.id))
+            events = [event_json(e) for e in rows]
+        self.write_json({"events": events[::-1], "next_cursor": next_cursor})

@@ -14,6 +14,7 @@ from ...core.requests import EvictionConfirm, parse_body
 from ...core.units import format_time
 from ...roles import ADMIN_SCOPE
 from ...store import queries
+from .. import cursors
 from ..planning import BAND_NAMES, eviction_proposals, factors
 from ..serialize import eviction_json
 from .base import authenticated, needs_scope
@@ -23,18 +24,33 @@ from .gprs import GPRBase
 class QueueHandler(GPRBase):
     @authenticated
     def get(self) -> None:
+        """A page of the queue in the planner's order: by queue position, then GPRs without one, by id.
+
+        The order is the plan's, not a column: the queued GPRs (index on status) are read and
+        ordered in memory, and a page starts after the cursor's (no position, position, id).
+        """
+        limit = cursors.QUEUE.limit(self.get_argument("limit", None))
+        after = cursors.QUEUE.after(self.get_argument("cursor", None))
         now = self.now()
         with self.egs.sessions() as session:
             snapshot, plan, planned_at = self.egs.planning.plan_now(session, now)
             member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
             rows = queries.gpr_rows(session, statuses=[core.Status.QUEUED])
             views = [self.view(queries.to_gpr(r), plan, r.slice in member_of) for r in rows]
+        views.sort(key=queue_key)
+        if after is not None:
+            views = [v for v in views if queue_key(v) > after]
+        views, next_cursor = cursors.QUEUE.page(views, limit, key=queue_key)
         factor_of = factors(snapshot)
         for view in views:
             view["band"] = BAND_NAMES[band(view["priority"])]
             view["fair_share_factor"] = round(factor_of.get(view["slice"], 1.0), 6)
-        views.sort(key=lambda v: (v["queue_position"] is None, v["queue_position"] or 0, v["id"]))
-        self.write_json({"queue": views, "planned_at": format_time(planned_at)})
+        self.write_json({"queue": views, "next_cursor": next_cursor, "planned_at": format_time(planned_at)})
+
+
+def queue_key(view: dict) -> tuple[bool, int, int]:
+    """Planner order: queue position (those without one last), then id."""
+    return (view["queue_position"] is None, view["queue_position"] or 0, view["id"])
 
 
 class EvictionsHandler(GPRBase):

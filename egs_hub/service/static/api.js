@@ -41,6 +41,26 @@ export async function apiOptional(path, missing = null) {
   }
 }
 
+// GET a list endpoint (gprs, events, queue, alerts, workloads) page by page, following its
+// next_cursor: one answer whose `key` holds every page's items. `pages`: stop after this many (the
+// answer's next_cursor then says where the rest starts, else it is null); `backwards`: pages go back
+// in time and each lists its items oldest first (events), so a later page's items go first;
+// `limit`: items per page (the endpoint's default when left out).
+export async function apiAll(path, key, { pages = Infinity, backwards = false, limit } = {}) {
+  const [base, search = ""] = path.split("?");
+  const params = new URLSearchParams(search);
+  if (limit !== undefined) params.set("limit", String(limit));
+  let answer = null;
+  let items = [];
+  for (let n = 0; n < pages && (answer === null || answer.next_cursor); n++) {
+    if (answer) params.set("cursor", answer.next_cursor);
+    const text = params.toString();
+    answer = await api("GET", text ? `${base}?${text}` : base);
+    items = backwards ? [...answer[key], ...items] : [...items, ...answer[key]];
+  }
+  return { ...answer, [key]: items };
+}
+
 export function query(params) {
   const pairs = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "");
   return pairs.length ? "?" + new URLSearchParams(pairs).toString() : "";

@@ -1,7 +1,7 @@
 // The admin dashboard: capacity, utilisation, queue, approvals, alerts and the week's top users.
 "use strict";
 
-import { api, el, hours, live, localTime, page, patch, query, span } from "./api.js";
+import { api, apiAll, el, hours, live, localTime, page, patch, query, span } from "./api.js";
 import { clustersTable, loadClusters } from "./kubernetes.js";
 import { lineChart } from "./chart.js";
 import { capacity, gpuSecondsBy, percent, top } from "./usage.js";
@@ -13,9 +13,9 @@ async function load() {
   const now = Date.now();
   const week = query({ start: new Date(now - 7 * DAY).toISOString(), end: new Date(now).toISOString() });
   const [inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters] = await Promise.all([
-    api("GET", "inventory"), api("GET", "queue"), api("GET", "gprs?status=pending-approval"),
-    api("GET", "alerts?active=true"), api("GET", "gpus"), api("GET", "gpus/utilization"), api("GET", "slices"),
-    api("GET", `inventory/schedule${week}`), api("GET", "gprs"), loadClusters(),
+    api("GET", "inventory"), apiAll("queue", "queue"), apiAll("gprs?status=pending-approval", "gprs"),
+    apiAll("alerts?active=true", "alerts"), api("GET", "gpus"), api("GET", "gpus/utilization"), api("GET", "slices"),
+    api("GET", `inventory/schedule${week}`), apiAll("gprs", "gprs"), loadClusters(),
   ]);
   return { now, inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters };
 }

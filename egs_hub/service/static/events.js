@@ -1,9 +1,13 @@
 // The audit log: GET /events by workspace and GPR (server side), by actor and kind (here).
 "use strict";
 
-import { adminView, api, el, live, localTime, page, patch, query } from "./api.js";
+import { adminView, api, apiAll, el, live, localTime, page, patch, query } from "./api.js";
 
+// Pages of the audit log (GET /events goes back in time a page at a time): the newest LIMIT at
+// first, LIMIT more each time "Show older events" is pressed, until its next_cursor is null.
 const LIMIT = 1000;
+let pages = 1;
+const older = document.getElementById("older");
 const f = document.getElementById("event-filters").elements;
 const params = new URLSearchParams(location.search);
 for (const name of ["gpr", "actor"]) if (params.has(name)) f[name].value = params.get(name);
@@ -14,13 +18,14 @@ let last = null;
 async function load() {
   const [slices, events] = await Promise.all([
     api("GET", "slices"),
-    api("GET", `events${query({ slice: f.slice.value || initial.slice, gpr: f.gpr.value, limit: LIMIT })}`),
+    apiAll(`events${query({ slice: f.slice.value || initial.slice, gpr: f.gpr.value })}`, "events",
+      { pages, backwards: true, limit: LIMIT }),
   ]);
-  return { slices: slices.slices, events: events.events };
+  return { slices: slices.slices, events: events.events, more: events.next_cursor !== null };
 }
 
 function draw() {
-  const { slices, events } = last;
+  const { slices, events, more } = last;
   const wantedSlice = f.slice.value || initial.slice;
   patch(f.slice, [el("option", { value: "" }, "any"), ...slices.map((s) => el("option", { value: s.name }, s.name))]);
   f.slice.value = wantedSlice;
@@ -39,12 +44,15 @@ function draw() {
     el("td", {}, e.to_status ? `${e.from_status || ""} → ${e.to_status}` : ""), el("td", {}, e.reason)))
     : [el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No events match."))]);
   document.getElementById("shown").textContent =
-    `${shown.length} of the latest ${events.length} events${events.length === LIMIT ? ` (the API's last ${LIMIT})` : ""}.`;
+    `${shown.length} of ${more ? `the latest ${events.length}` : `all ${events.length}`} events.`;
+  older.hidden = !more;
 }
 
 const refreshNow = live(load, (data) => { last = data; draw(); });
-f.slice.addEventListener("change", () => refreshNow());
-f.gpr.addEventListener("change", () => refreshNow());
+const refilter = () => { pages = 1; refreshNow(); };
+f.slice.addEventListener("change", refilter);
+f.gpr.addEventListener("change", refilter);
+older.addEventListener("click", () => { pages += 1; refreshNow(); });
 f.actor.addEventListener("input", () => last && draw());
 f.kind.addEventListener("change", () => last && draw());
-document.getElementById("event-filters").addEventListener("submit", (e) => { e.preventDefault(); refreshNow(); });
+document.getElementById("event-filters").addEventListener("submit", (e) => { e.preventDefault(); refilter(); });

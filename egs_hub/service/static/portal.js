@@ -1,7 +1,7 @@
 // The egs-hub portal: the caller's workspaces, asking for GPUs, their GPRs and the GPUs.
 "use strict";
 
-import { act, api, asNodes, el, hours, isAdmin, live, patch, span } from "./api.js";
+import { act, api, apiAll, asNodes, el, hours, isAdmin, live, patch, span } from "./api.js";
 import { FINISHED, asked, gprButtons, when } from "./gpr.js";
 import { kubeconfigControls } from "./kubeconfig.js";
 import { loadClusters } from "./kubernetes.js";
@@ -106,7 +106,7 @@ if (sliceForm) {
 }
 setUpRequestForm();
 live(
-  () => Promise.all([api("GET", "slices"), api("GET", "gprs"), api("GET", "inventory"), loadClusters()]),
+  () => Promise.all([api("GET", "slices"), apiAll("gprs", "gprs"), api("GET", "inventory"), loadClusters()]),
   ([slices, gprs, inventory, clusters]) => {
     renderSlices(slices.slices, clusters);
     renderRequestChoices(slices.slices, inventory);

@@ -2,7 +2,7 @@
 // actions on admin pages (priority, queue moves, approve/deny with a reason, evictions).
 "use strict";
 
-import { act, adminView, api, el, live, localTime, notify, patch, span } from "./api.js";
+import { act, adminView, api, apiAll, el, live, localTime, notify, patch, span } from "./api.js";
 import { FINISHED, approve, asked, deny, gprButtons, setPriority, when } from "./gpr.js";
 import { priorityToFallBehind, priorityToPass } from "./queue-moves.js";
 import { renderRequestChoices, setUpRequestForm } from "./request-form.js";
@@ -25,11 +25,11 @@ if (params.has("gpr")) {
 
 async function load() {
   const [gprs, slices, inventory, queue, evictions] = await Promise.all([
-    api("GET", "gprs"), api("GET", "slices"), api("GET", "inventory"), api("GET", "queue"),
+    apiAll("gprs", "gprs"), api("GET", "slices"), api("GET", "inventory"), apiAll("queue", "queue"),
     adminView ? api("GET", "queue/evictions") : null,
   ]);
   const events = new Map(await Promise.all([...open].map(async (id) =>
-    [id, (await api("GET", `events?gpr=${id}`).catch(() => ({ events: [] }))).events])));
+    [id, (await apiAll(`events?gpr=${id}`, "events", { backwards: true }).catch(() => ({ events: [] }))).events])));
   return { gprs: gprs.gprs, slices: slices.slices, inventory, queue: queue.queue, evictions, events };
 }
 

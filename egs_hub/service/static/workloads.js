@@ -2,7 +2,7 @@
 // the hottest first, and one GPU's time series as an inline SVG chart.
 "use strict";
 
-import { api, el, live, patch, query } from "./api.js";
+import { api, apiAll, el, live, patch, query } from "./api.js";
 import { lineChart } from "./chart.js";
 
 const filter = document.getElementById("workload-filter").elements.slice;
@@ -19,7 +19,7 @@ const gpuName = (g) => `${g.node} #${g.index}`;
 async function load() {
   const wanted = filter.value;
   const [slices, workloads, gpus] = await Promise.all([
-    api("GET", "slices"), api("GET", `workloads${query({ slice: wanted })}`), api("GET", "gpus?sort=temperature"),
+    api("GET", "slices"), apiAll(`workloads${query({ slice: wanted })}`, "workloads"), api("GET", "gpus?sort=temperature"),
   ]);
   const uuid = series.gpu.value;
   const points = uuid && gpus.gpus.some((g) => g.uuid === uuid)

@@ -40,10 +40,41 @@ describe('EgsApi', () => {
   });
 
   it('reads the GPRs from egs/api/gprs with the XSRF token', async () => {
-    const { api, seen } = stubbed(() => json({ gprs: [gpr({ id: 3 })] }));
+    const { api, seen } = stubbed(() => json({ gprs: [gpr({ id: 3 })], next_cursor: null }));
     const gprs = await api.gprs();
     expect(gprs.map(g => g.id)).toEqual([3]);
-    expect(seen).toEqual([{ method: 'GET', url: `${BASE}egs/api/gprs`, body: '', xsrf: 'token-123' }]);
+    expect(seen).toEqual([{ method: 'GET', url: `${BASE}egs/api/gprs?limit=1000`, body: '', xsrf: 'token-123' }]);
+  });
+
+  it('follows next_cursor through every page of GPRs', async () => {
+    const pages: Record<string, unknown> = {
+      '': { gprs: [gpr({ id: 1 }), gpr({ id: 2 })], next_cursor: 'c1' },
+      c1: { gprs: [gpr({ id: 3 }), gpr({ id: 4 })], next_cursor: 'c-2_' },
+      'c-2_': { gprs: [gpr({ id: 5 })], next_cursor: null }
+    };
+    const { api, seen } = stubbed(request => json(pages[new URL(request.url).searchParams.get('cursor') ?? '']));
+    const gprs = await api.gprs();
+    expect(gprs.map(g => g.id)).toEqual([1, 2, 3, 4, 5]);
+    expect(seen.map(s => s.url.slice(BASE.length))).toEqual([
+      'egs/api/gprs?limit=1000',
+      'egs/api/gprs?limit=1000&cursor=c1',
+      'egs/api/gprs?limit=1000&cursor=c-2_'
+    ]);
+  });
+
+  it('reads the newest events back in time until it has enough, oldest first', async () => {
+    const event = (id: number) => ({ id, time: `2024-05-14T12:00:0${id}Z`, kind: 'submitted' });
+    const pages: Record<string, unknown> = {
+      '': { events: [event(4), event(5)], next_cursor: 'older' },
+      older: { events: [event(3)], next_cursor: 'oldest' }
+    };
+    const { api, seen } = stubbed(request => json(pages[new URL(request.url).searchParams.get('cursor') ?? '']));
+    const events = await api.events(3);
+    expect(events.map(e => e.id)).toEqual([3, 4, 5]);
+    expect(seen.map(s => s.url.slice(BASE.length))).toEqual([
+      'egs/api/events?limit=3',
+      'egs/api/events?limit=1&cursor=older'
+    ]);
   });
 
   it('posts a GPR request as JSON', async () => {
