@@ -109,7 +109,7 @@ class Clients:
 
 def settled(hub: Hub, token: str, slice_name: str) -> list[dict] | None:
     """The slice's GPRs once nothing is binding or unbinding and no queued GPR is due within 2 s."""
-    gprs = hub.client(token).get(f"gprs?slice={slice_name}", expect=200)["gprs"]
+    gprs = hub.client(token).get_all(f"gprs?slice={slice_name}&limit=1000", "gprs")
     soon = datetime.now(UTC) + timedelta(seconds=2)
     busy = [g for g in gprs if g["status"] in ("provisioning", "releasing")]
     due = [g for g in gprs if g["status"] == "queued" and parse(g["estimated_start"]) <= soon]

@@ -325,7 +325,7 @@ def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, dateti
     """
     if not seen:
         return []
-    listed = {g["id"]: g for g in hub.client(load.token).get(f"gprs?slice={load.slice}", expect=200)["gprs"]}
+    listed = {g["id"]: g for g in hub.client(load.token).get_all(f"gprs?slice={load.slice}&limit=1000", "gprs")}
     # Every event since the earliest estimate: capacity lost concerns no slice, so not only the slice's.
     since = min(at for _, at in seen.values()).isoformat().replace("+00:00", "Z")
     events = hub.admin().get("events", params={"since": since, "limit": 5000}, expect=200)["events"]
