@@ -50,7 +50,7 @@ def end_gprs(admin: Client, slice_name: str) -> bool:
 
     Called until it holds: a queued GPR may be admitted between the listing and the cancel.
     """
-    gprs = admin.get(f"gprs?slice={slice_name}")["gprs"]
+    gprs = admin.get_all(f"gprs?slice={slice_name}&limit=1000", "gprs")
     for gpr in gprs:
         if gpr["status"] in ("pending-approval", "queued"):
             admin.call("DELETE", f"gprs/{gpr['id']}")
