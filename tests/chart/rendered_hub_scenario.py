@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import fcntl
-import ipaddress
 import os
 import signal
 import socket
@@ -47,16 +45,12 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from aiohttp.test_utils import RawTestServer
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from kmock import Server
 from kubernetes_asyncio import client
 
 from ..k8s.builders import gpu_node
 from ..k8s.emulator import ClusterEmulator
+from ..k8s.tls import self_signed, tls_server
 from .conftest import NAMESPACE
 from .pods import ROOT, ApiServer, LocalPod, Manifests, RenderedError
 
@@ -102,44 +96,10 @@ def private_hosts(manifests: Manifests, tmp: Path) -> None:
     subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
 
 
-def self_signed(tmp: Path) -> tuple[Path, Path, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    (tmp / "api.crt").write_bytes(pem)
-    (tmp / "api.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return tmp / "api.crt", tmp / "api.key", pem
-
-
-def tls_server(context: ssl.SSLContext) -> type[RawTestServer]:
-    class TLSServer(RawTestServer):
-        async def start_server(self, loop=None, **kwargs) -> None:
-            await super().start_server(loop=loop, ssl=context, **kwargs)
-
-    return TLSServer
-
-
 @contextlib.asynccontextmanager
 async def api_server(tmp: Path) -> AsyncIterator[tuple[ApiServer, client.ApiClient]]:
-    cert, key, pem = self_signed(tmp)
+    cert, key = self_signed(tmp, "kubernetes")
+    pem = cert.read_bytes()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     async with ClusterEmulator() as emulator, Server(emulator, server_cls=tls_server(context)) as server:

@@ -24,10 +24,11 @@ from kmock import Server
 from .emulator import ClusterEmulator
 
 
-def self_signed(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    """A certificate (and its key) for 127.0.0.1, valid for an hour: (cert path, key path)."""
+def self_signed(directory: pathlib.Path, stem: str = "api-server") -> tuple[pathlib.Path, pathlib.Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost, valid for an hour, and its key, written
+    to ``directory``/``stem``.crt and .key: (cert path, key path)."""
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "emulated-api-server")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, stem)])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
@@ -37,11 +38,14 @@ def self_signed(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    cert_path, key_path = directory / "api-server.crt", directory / "api-server.key"
+    cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -49,7 +53,9 @@ def self_signed(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     return cert_path, key_path
 
 
-def _tls_server(context: ssl.SSLContext) -> type[aiohttp.test_utils.RawTestServer]:
+def tls_server(context: ssl.SSLContext) -> type[aiohttp.test_utils.RawTestServer]:
+    """A kmock server class that serves over TLS with ``context``."""
+
     class TLSServer(aiohttp.test_utils.RawTestServer):
         async def start_server(self, loop=None, **kwargs) -> None:
             await super().start_server(loop=loop, ssl=context, **kwargs)
@@ -63,7 +69,7 @@ async def serve_https(emulator: ClusterEmulator, directory: pathlib.Path) -> Asy
     cert, key = self_signed(directory)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
-    async with Server(emulator, server_cls=_tls_server(context)) as server:
+    async with Server(emulator, server_cls=tls_server(context)) as server:
         config = {
             "apiVersion": "v1",
             "kind": "Config",

@@ -7,17 +7,12 @@ this is the listener the API server calls (EGSService.webhook_port).
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import json
 import pathlib
 import ssl
 
 import pytest
 import tornado.httpclient
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from traitlets import TraitError
 
 from egs_hub.embedded import free_port
@@ -25,34 +20,10 @@ from egs_hub.service.app import EGSService
 from egs_hub.service.clusters import Clusters, ClusterState
 
 from ..k8s.test_webhook import patched
+from ..k8s.tls import self_signed
 from .stores import store_with_slice
 
 ADMISSION = pathlib.Path(__file__).parents[1] / "k8s" / "admission"
-
-
-def self_signed(directory: pathlib.Path) -> tuple[str, str]:
-    """(certificate, key) PEM files for 127.0.0.1, valid for a day."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "egs-hub-webhook")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "webhook.crt", directory / "webhook.key"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return str(cert_path), str(key_path)
 
 
 class StoreOnlyService(EGSService):
@@ -70,9 +41,14 @@ def service(tmp_path):
     registry = Clusters(sessions, datetime.datetime.now)
     for name in ("east", "west"):
         registry.states[name] = ClusterState(name, backend=None, origin="config", where="test")
-    cert, key = self_signed(tmp_path)
+    cert, key = self_signed(tmp_path, "egs-hub-webhook")
     yield StoreOnlyService(
-        sessions, registry, webhook_port=free_port(), webhook_ip="127.0.0.1", webhook_certfile=cert, webhook_keyfile=key
+        sessions,
+        registry,
+        webhook_port=free_port(),
+        webhook_ip="127.0.0.1",
+        webhook_certfile=str(cert),
+        webhook_keyfile=str(key),
     )
     sessions.kw["bind"].dispose()
 
