@@ -10,11 +10,14 @@
 #                      egs-hub/hub, egs-hub/egs and egs-hub/singleuser, tagged $(VERSION) (the version in
 #                      pyproject.toml, the chart's appVersion). Needs Docker with BuildKit (DOCKER=podman works too).
 # Options: ARGS="--port 8001 ..." for `make up`; PYTEST_ARGS="-k walkthrough" for `make test`;
-# PYTEST_WORKERS=0 runs the tests in one process (default: 2 workers, a test file per worker at a time).
+# PYTEST_WORKERS=0 runs the tests in one process (default: 2 workers, a test file per worker at a time);
+# SOAK_SECONDS=60 shortens the churn soak that runs beside them (default 600).
 
 PYTHON ?= python3
 DOCKER ?= docker
 PYTEST_WORKERS ?= 2
+SOAK_SECONDS ?= 600
+SOAK_LOG ?= tests/artifacts/soak.log
 VENV := .venv
 NODE_PREFIX := .cache/node
 BIN := $(CURDIR)/$(VENV)/bin
@@ -79,8 +82,16 @@ up: install
 jest: labextension/node_modules/.yarn-state.yml
 	cd labextension && $(BIN)/jlpm test
 
+# The churn soak (tests/service/test_churn.py) runs for SOAK_SECONDS beside the rest of the suite, its
+# output in $(SOAK_LOG), shown at the end; the target fails when either fails.
 test: install-test jest
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	@mkdir -p $(dir $(SOAK_LOG))
+	@EGS_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -p no:cacheprovider tests/service/test_churn.py \
+	  > $(SOAK_LOG) 2>&1 & soak=$$!; \
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/service/test_churn.py $(PYTEST_ARGS); \
+	suite=$$?; wait $$soak; soaked=$$?; \
+	echo "--- churn soak ($(SOAK_SECONDS) s), $(SOAK_LOG):"; tail -n 30 $(SOAK_LOG); \
+	test $$suite = 0 && test $$soaked = 0
 
 lint: install-test
 	$(BIN)/ruff check egs_hub tests hub_config charts

@@ -198,7 +198,7 @@ def configure_hub(c, env: dict[str, str] | None = None) -> None:
         service_entry(
             service_url,
             token,
-            command=[sys.executable, "-m", "egs_hub.service"],
+            command=[sys.executable, "-m", "egs_hub.service.supervise"],
             environment={
                 key: value
                 for key, value in {

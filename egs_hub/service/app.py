@@ -9,6 +9,7 @@ settings); egs-hub's own options come from ``EGS_*`` variables, a config file
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import os
 import secrets
@@ -622,4 +623,7 @@ class EGSService(Application):
         return server
 
     def start(self) -> None:
+        # A crash in a C extension prints every thread's Python stack to the log before the
+        # supervisor (supervise.py) starts the service again.
+        faulthandler.enable(all_threads=True)
         asyncio.run(self.serve())

@@ -27,6 +27,13 @@ windows) does not wake the reconcile loop: until its next pass (at most
 ``reconcile_interval`` and a plan's time later) has planned them again, reads show
 their old estimates and positions.
 
+The cyclic garbage collector is off while a plan is made aside. A collection runs in
+whichever thread allocates when one is due, with the finalizers and weakref callbacks
+of what it frees: the planner's thread would run SQLAlchemy's (a session's identity
+map, a pooled connection) while the event loop's thread uses the same session or
+connection, and SQLAlchemy's sessions and connections are not thread-safe. Garbage
+made meanwhile is collected after the pass, on the event loop's thread.
+
 Evictions: ``eviction_proposals`` (pure) picks the plan's evictions worth acting
 on; ``issue_eviction`` (I/O) begins releasing the victims.
 """
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -179,10 +187,14 @@ class Planning:
         with sessions() as session:
             taken = self.take(session, now, fresh=True)
         self._aside = True
+        collecting = gc.isenabled()
+        gc.disable()  # see the module doc: no garbage collection in the worker thread
         try:
             made = await asyncio.to_thread(self.decide, taken)
         finally:
             self._aside = False
+            if collecting:
+                gc.enable()
         return self.adopt(taken, made)
 
     def take(self, session: Session, now: datetime, *, fresh: bool) -> Taken:

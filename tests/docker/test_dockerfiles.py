@@ -108,7 +108,7 @@ def test_runs_as_a_numeric_non_root_user(image: str) -> None:
 def test_egs_image_creates_its_user_and_runs_the_service() -> None:
     uid = values("egs", "USER")[-1].split(":")[0]
     assert any(re.search(rf"useradd .*--uid {uid}\b", run) for run in values("egs", "RUN")), "user not created"
-    assert values("egs", "CMD") == ['["python", "-m", "egs_hub.service"]']
+    assert values("egs", "CMD") == ['["python", "-m", "egs_hub.service.supervise"]']
     assert not values("egs", "ENTRYPOINT")
 
 

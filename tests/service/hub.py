@@ -125,15 +125,20 @@ class Hub:
             return f.read()
 
     def service_running(self) -> bool:
-        try:
-            self.service_pid()
-        except AssertionError:
-            return False
-        return True
+        """Whether this hub's EGS service, or its supervisor, runs."""
+        for module in ("egs_hub.service", "egs_hub.service.supervise"):
+            try:
+                self.service_pid(module)
+            except AssertionError:
+                continue
+            return True
+        return False
 
-    def service_pid(self) -> int:
-        """The pid of this hub's EGS service process."""
+    def service_pid(self, module: str = "egs_hub.service") -> int:
+        """The pid of this hub's EGS service process (``python -m module``; its supervisor's with
+        ``egs_hub.service.supervise``)."""
         marker = f"EGS_DATA_DIR={self.data_dir}".encode()
+        argument = f"\0{module}\0".encode()
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -144,9 +149,9 @@ class Hub:
                     environment = f.read().split(b"\0")
             except OSError:
                 continue
-            if b"egs_hub.service" in command and marker in environment:
+            if argument in command and marker in environment:
                 return int(entry)
-        raise AssertionError("the EGS service process is not running")
+        raise AssertionError(f"no {module} process is running")
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
