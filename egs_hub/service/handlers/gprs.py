@@ -7,6 +7,8 @@ the queue and evictions are in queue.py.
 
 from __future__ import annotations
 
+import logging
+
 from ...core import model as core
 from ...core import planner
 from ...core.errors import InvalidRequest
@@ -21,6 +23,7 @@ from ..serialize import gpr_json, option_json
 from .base import APIHandler, authenticated, needs_scope
 
 STATUS_VALUES = [s.value for s in core.Status]
+log = logging.getLogger(__name__)
 
 
 class GPRBase(APIHandler):
@@ -37,13 +40,17 @@ class GPRBase(APIHandler):
         return gpr_json(gpr, estimate_of(gpr, plan), redact=not member)
 
     def answer(self, gpr: core.GPR, status: int = 200) -> None:
-        """The GPR a command returned, with its estimate when it is queued."""
+        """The GPR a command returned (and committed), with its estimate when it is queued. The change
+        is made: a plan that fails now is logged, and the GPR answered without its estimate (GET shows
+        it once a plan has it), never with a 5xx that would tell the caller nothing changed."""
+        estimate = None
         if gpr.status is core.Status.QUEUED:
-            with self.egs.sessions() as session:
-                view = self.view(gpr, self.plan_now(session))
-        else:
-            view = gpr_json(gpr, None)
-        self.write_json(view, status)
+            try:
+                with self.egs.sessions() as session:
+                    estimate = estimate_of(gpr, self.plan_now(session))
+            except Exception:
+                log.exception("GPR %d is changed; planning its estimate failed", gpr.id)
+        self.write_json(gpr_json(gpr, estimate), status)
 
 
 def estimate_of(gpr: core.GPR, plan: Plan) -> Estimate | None:
