@@ -20,6 +20,7 @@ import httpx
 
 from egs_hub.embedded import free_port
 
+from ..conftest import DEFAULT_POSTGRES_URL, PostgresDatabases, new_db_url
 from .hub import Hub, start_hub, stop_hub
 
 SLICES = ("churn-a", "churn-b", "churn-c", "churn-d")
@@ -147,18 +148,15 @@ async def churn(hub: Hub, seconds: float, seed: int = 25) -> Tally:
 def main() -> None:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60
     database = sys.argv[2] if len(sys.argv) > 2 else "sqlite"
+    postgres = PostgresDatabases(os.environ.get("EGS_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL))
     with tempfile.TemporaryDirectory() as data_dir:
-        db_url = (
-            f"sqlite:///{data_dir}/egs.sqlite"
-            if database == "sqlite"
-            else os.environ.get("EGS_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-        )
-        hub = start_hub(data_dir, db_url, free_port())
+        hub = start_hub(data_dir, new_db_url(database, data_dir, postgres), free_port())
         try:
             tally = asyncio.run(churn(hub, seconds))
         finally:
             log = hub.log()
             stop_hub(hub)
+            postgres.drop_all()
     for key, count in sorted(tally.answers.items()):
         print(f"{key:30} {count}")
     print(f"service processes: {tally.service_pids} (restarts: {tally.restarts}); proxy 5xx: {tally.gateway}")
