@@ -160,6 +160,23 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
+def restart_service(hub: Hub) -> None:
+    """SIGKILL the hub's EGS service (no clean shutdown); return once JupyterHub has started it
+    again and it answers /health. The new service reads everything from the store."""
+    old_pid = hub.service_pid()
+    os.kill(old_pid, signal.SIGKILL)
+
+    def back() -> bool:
+        try:
+            return requests.get(hub.api + "health", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    wait_for(lambda: not back(), 10, "the service to go down")
+    wait_for(back, 90, "JupyterHub to restart the service", interval=0.5)
+    assert hub.service_pid() != old_pid
+
+
 def start_hub(
     data_dir: str,
     db_url: str,

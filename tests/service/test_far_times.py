@@ -7,17 +7,14 @@ existed) is failed with the reason, and every read and every other GPR goes on.
 
 from __future__ import annotations
 
-import os
-import signal
 from datetime import UTC, datetime, timedelta
 
-import requests
 from sqlalchemy import update
 
 from egs_hub.store.db import make_engine, make_sessions, transaction
 from egs_hub.store.models import GPRRow
 
-from .hub import Client, Hub, until_status, wait_for
+from .hub import Client, restart_service, until_status
 
 FAR = "9999-12-31T23:59:59Z"
 
@@ -48,21 +45,6 @@ def write_start_after(db_url: str, gpr_id: int, start_after: datetime) -> None:
             session.execute(update(GPRRow).where(GPRRow.id == gpr_id).values(start_after=start_after))
     finally:
         engine.dispose()
-
-
-def restart_service(hub: Hub) -> None:
-    """SIGKILL the EGS service; JupyterHub starts it again, and it reads the store afresh."""
-    old_pid = hub.service_pid()
-    os.kill(old_pid, signal.SIGKILL)
-
-    def back() -> bool:
-        try:
-            return requests.get(hub.api + "health", timeout=2).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    wait_for(lambda: hub.service_pid() != old_pid if hub.service_running() else False, 90, "a new service", 0.5)
-    wait_for(back, 90, "JupyterHub to restart the service", interval=0.5)
 
 
 def reads_answer(client: Client, slice_name: str) -> None:

@@ -9,14 +9,10 @@ queued GPR still queued with the same estimate, and every event once.
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import Counter
 from datetime import datetime, timedelta
 
-import requests
-
-from .hub import wait_for
+from .hub import restart_service, wait_for
 
 
 def parse(value: str) -> datetime:
@@ -37,18 +33,7 @@ def test_service_killed_mid_window_resumes_from_the_database(hub, admin, make_sl
     assert queued["status"] == "queued" and queued["estimated_start"] == long_before["window_end"]
     inventory_before = as_alice.get("inventory")["gpus"]
 
-    old_pid = hub.service_pid()
-    os.kill(old_pid, signal.SIGKILL)
-
-    def back() -> bool:
-        try:
-            return requests.get(hub.api + "health", timeout=2).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    wait_for(lambda: not back(), 10, "the service to go down")
-    wait_for(back, 90, "JupyterHub to restart the service", interval=0.5)
-    assert hub.service_pid() != old_pid
+    restart_service(hub)
 
     # The window that ended while the service was down is ended now, not forgotten.
     short_after = wait_for(
