@@ -4,7 +4,8 @@ Each function checks that the move is legal from the GPR's status, and
 returns the new GPR and the audit event to record (actor, reason, time).
 
     pending-approval -> queued -> provisioning -> provisioned -> releasing -> complete
-    side exits: rejected, cancelled (before provisioning), failed; and a
+    side exits: rejected, cancelled (before provisioning), failed (a queued GPR
+    the planner cannot place, a provisioning one that could not be bound); and a
     provisioned GPR leaves through releasing with an end reason: window-ended,
     released-early, idle-released or evicted. An evicted GPR goes from
     releasing back to queued when its slice re-queues evicted work; a
@@ -28,7 +29,7 @@ _UNPLACED = {"window_start": None, "window_end": None, "bound_gpus": (), "bound_
 # status -> the statuses it may move to
 TRANSITIONS: dict[Status, frozenset[Status]] = {
     Status.PENDING_APPROVAL: frozenset({Status.QUEUED, Status.REJECTED, Status.CANCELLED}),
-    Status.QUEUED: frozenset({Status.PROVISIONING, Status.CANCELLED}),
+    Status.QUEUED: frozenset({Status.PROVISIONING, Status.CANCELLED, Status.FAILED}),
     Status.PROVISIONING: frozenset({Status.PROVISIONED, Status.FAILED, Status.RELEASING, Status.QUEUED}),
     Status.PROVISIONED: frozenset({Status.RELEASING}),
     Status.RELEASING: frozenset({Status.COMPLETE, Status.QUEUED}),
@@ -161,6 +162,7 @@ def mark_provisioned(gpr: GPR, actor: str, now: datetime) -> tuple[GPR, Event]:
 
 
 def fail(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
+    """Binding failed (provisioning), or the planner could not place a queued GPR (issue 25)."""
     return _move(gpr, Status.FAILED, kind="failed", actor=actor, reason=reason, now=now, ended_at=now)
 
 

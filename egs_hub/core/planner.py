@@ -21,6 +21,12 @@ The wait-time query for a request not yet submitted answers from what the pass
 leaves (``Views``): the start the next pass would give it, wherever it sorts in
 its band, read off the band's timeline taken back to its place in the queue.
 
+One GPR never stops planning (issue 25): when placing a queued request raises, the
+pass is made again without it, and the plan names it in ``unplaced`` with the reason
+(the service fails it). No window is planned to end after ``units.LATEST_TIME``: a
+request that would need one is refused that way, so no time the planner computes can
+overflow, whatever a stored GPR's ``start_after`` or ``duration`` is.
+
 Also here: the baselines the simulator compares against (``easy``: only the
 head of the queue holds a reservation; ``none``: strict order), and the
 eviction that would let a blocked top of the queue start now. Pure: no I/O,
@@ -29,6 +35,8 @@ no clock, deterministic (``Views`` keeps what a query makes, for the next).
 
 from __future__ import annotations
 
+import dataclasses
+import traceback
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -40,8 +48,9 @@ from .model import GPRSpec, Node
 from .pool import Pool
 from .profile import INF
 from .queue import PriorityQueue, band, queue_key
-from .snapshot import Booking, Estimate, Eviction, Option, Placement, Plan, Request, Snapshot
+from .snapshot import Booking, Estimate, Eviction, Option, Placement, Plan, Request, Snapshot, Unplaced
 from .timeline import Rewind, Timeline, Window, earliest_window
+from .units import LATEST_TIME, format_duration, format_time
 
 BACKFILL = ("conservative", "easy", "none")
 BANDS = (2, 1, 0)
@@ -82,10 +91,42 @@ class Views:
         return self.rewinds[b]
 
 
+class TooLate(Exception):
+    """A request's window would end after ``LATEST_TIME``: the planner does not place it."""
+
+
+class _NotPlaced(Exception):
+    """Placing the request ``gpr_id`` raised ``error``."""
+
+    def __init__(self, gpr_id: int, error: Exception):
+        super().__init__(gpr_id, error)
+        self.gpr_id = gpr_id
+        self.error = error
+
+
 def plan(snapshot: Snapshot, now: datetime, *, backfill: str = "conservative") -> Plan:
-    """Windows to end, GPRs to admit now, an estimate for every queued GPR, and evictions."""
+    """Windows to end, GPRs to admit now, an estimate for every queued GPR, and evictions.
+
+    A queued request whose placing raises is left out: the pass is made again without it
+    (so the plan is exactly the plan without it), and ``Plan.unplaced`` names it."""
     if backfill not in BACKFILL:
         raise ValueError(f"backfill must be one of {', '.join(BACKFILL)}, not {backfill!r}")
+    unplaced: list[Unplaced] = []
+    while True:
+        try:
+            return _plan_pass(snapshot, now, backfill, tuple(unplaced))
+        except _NotPlaced as e:
+            error = e.error
+            if error.__traceback__ is not None:  # keep the traceback's lines, not the pass it held
+                traceback.clear_frames(error.__traceback__)
+            reason = str(error) if isinstance(error, TooLate) else f"{type(error).__name__}: {error}"
+            unplaced.append(Unplaced(e.gpr_id, reason, error))
+            queue = tuple(r for r in snapshot.queue if r.gpr_id != e.gpr_id)
+            snapshot = dataclasses.replace(snapshot, queue=queue)
+
+
+def _plan_pass(snapshot: Snapshot, now: datetime, backfill: str, unplaced: tuple[Unplaced, ...]) -> Plan:
+    """One pass over the snapshot; _NotPlaced when placing one of its requests raises."""
     state = _Pass(snapshot, now)
     ends = tuple(
         b.gpr_id for b in sorted(snapshot.bookings, key=lambda b: (b.end, b.gpr_id)) if not b.releasing and b.end <= now
@@ -98,15 +139,31 @@ def plan(snapshot: Snapshot, now: datetime, *, backfill: str = "conservative") -
         state.strict()
     admits = tuple(e for e in state.estimates.values() if e.start == now)
     approvals = tuple(r.gpr_id for r in PriorityQueue(snapshot.pending, state.factors))
-    evictions = state.evictions() if backfill == "conservative" else ()
+    try:
+        evictions = state.evictions() if backfill == "conservative" else ()
+    except Exception as e:  # weighed for the top of the queue alone
+        raise _NotPlaced(state.queue[0].gpr_id, e) from e
     return Plan(
         admits=admits,
         ends=ends,
         estimates=state.estimates,
         approvals=approvals,
         evictions=evictions,
+        unplaced=unplaced,
         views=Views(now, state.after_band, state.placed, state.factors),
     )
+
+
+def window_times(base: datetime, start: float, spec: GPRSpec) -> tuple[datetime, datetime]:
+    """A window for ``spec`` starting ``start`` seconds after ``base``, as times. TooLate
+    when it would end after LATEST_TIME: no time is computed past it, so none overflows."""
+    if start + spec.duration.total_seconds() > (LATEST_TIME - base).total_seconds():
+        asked = f"duration {format_duration(spec.duration)}"
+        if spec.start_after is not None:
+            asked = f"start_after {format_time(spec.start_after)}, {asked}"
+        raise TooLate(f"its window would end after {format_time(LATEST_TIME)}, the latest time planned ({asked})")
+    begins = base + timedelta(seconds=start)
+    return begins, begins + spec.duration
 
 
 def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Plan | None = None) -> list[Option]:
@@ -124,7 +181,7 @@ def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Pla
     base = current.views.now
     options = []
     for window in _arrival_windows(current.views, spec, now)[1]:
-        start = base + timedelta(seconds=window.start)
+        start, _ = window_times(base, window.start, spec)
         options.append(Option(window.pool.cluster, window.pool.shape, start, start - now, _placement(window, ())))
     return sorted(options, key=lambda o: (o.start, o.cluster, o.shape.name))
 
@@ -145,6 +202,7 @@ def place_arrival(current: Plan, request: Request, now: datetime) -> Estimate:
     if not windows:
         return Estimate(request.gpr_id, position, None, None, None)
     best = min(windows, key=lambda w: (w.start, w.pool.cluster, w.pool.shape.name))
+    start, end = window_times(views.now, best.start, spec)
     held = views.after_band[b].translate(best)
     views.placed[b].insert(place, (request, held))
     timelines = {id(views.after_band[lower]): views.after_band[lower] for lower in BANDS if lower <= b}
@@ -155,14 +213,14 @@ def place_arrival(current: Plan, request: Request, now: datetime) -> Estimate:
     for lower in BANDS:
         if lower <= b:
             views.rewinds.pop(lower, None)
-    start = views.now + timedelta(seconds=best.start)
-    return Estimate(request.gpr_id, position, start, start + spec.duration, _placement(held, ()))
+    return Estimate(request.gpr_id, position, start, end, _placement(held, ()))
 
 
 def _arrival_windows(views: Views, spec: GPRSpec, now: datetime, request: Request | None = None) -> tuple[int, list]:
     """A request for ``spec`` submitted ``now`` (``request``, once it has its GPR id): its
     place among its band's placed requests, and its earliest window on each pool that could
-    serve it, on its band's timeline without the windows of those behind it."""
+    serve it, on its band's timeline without the windows of those behind it; none that ends
+    after LATEST_TIME."""
     b = band(spec.priority)
     timeline = views.after_band[b]
     base = views.now
@@ -177,7 +235,8 @@ def _arrival_windows(views: Views, spec: GPRSpec, now: datetime, request: Reques
     else:
         use = timeline.use(spec.slice)
     windows = [earliest_window(use, spec.slice, pool, spec.gpus, spec.nodes, duration, lower) for pool in pools]
-    return place, [w for w in windows if w is not None]
+    latest = (LATEST_TIME - base).total_seconds()
+    return place, [w for w in windows if w is not None and w.end <= latest]
 
 
 def eligible_nodes(nodes: Iterable[Node], spec: GPRSpec) -> list[Node]:
@@ -369,13 +428,11 @@ class _Pass:
         if window is None:
             self.estimates[request.gpr_id] = Estimate(request.gpr_id, position, None, None, None)
             return
+        start, end = window_times(self.now, window.start, request.spec)
         if put:
             self.timeline.put(window)
         gpus = self._gpus_now(window) if window.start == 0.0 else ()
-        start = self.now + timedelta(seconds=window.start)
-        self.estimates[request.gpr_id] = Estimate(
-            request.gpr_id, position, start, start + request.spec.duration, _placement(window, gpus)
-        )
+        self.estimates[request.gpr_id] = Estimate(request.gpr_id, position, start, end, _placement(window, gpus))
 
     def _gpus_now(self, window: Window) -> tuple[str, ...]:
         """Exact GPUs for a window starting now: free, healthy, not given to another admit."""
@@ -408,25 +465,28 @@ class _Pass:
             holds = self._hold_promises([r for _, r in members])
             overtaken = False
             for k, (position, request) in enumerate(members):
-                held = holds.pop(request.gpr_id, None)
-                kept = False
-                if held is None:
-                    window = self.earliest(request, on=open_)
-                    overtaken = overtaken or (open_ is not None and window is not None)
-                elif overtaken:
-                    window = self._keep_or_replan(request, held)
-                else:
-                    earlier = self._earlier_than_promise(request, held)
-                    window, kept = earlier or held, earlier is None
-                if open_ is not None and window is not None:
-                    open_.put(open_.translate(window))
-                    window = self.timeline.translate(window)
-                if kept:
-                    self._keep(request, position, held)
-                else:
-                    self.place(request, position, window)
-                if window is not None:  # the window it has on the timeline (``held``, kept)
-                    self.placed[b].append((request, window))
+                try:
+                    held = holds.pop(request.gpr_id, None)
+                    kept = False
+                    if held is None:
+                        window = self.earliest(request, on=open_)
+                        overtaken = overtaken or (open_ is not None and window is not None)
+                    elif overtaken:
+                        window = self._keep_or_replan(request, held)
+                    else:
+                        earlier = self._earlier_than_promise(request, held)
+                        window, kept = earlier or held, earlier is None
+                    if open_ is not None and window is not None:
+                        open_.put(open_.translate(window))
+                        window = self.timeline.translate(window)
+                    if kept:
+                        self._keep(request, position, held)
+                    else:
+                        self.place(request, position, window)
+                    if window is not None:  # the window it has on the timeline (``held``, kept)
+                        self.placed[b].append((request, window))
+                except Exception as e:
+                    raise _NotPlaced(request.gpr_id, e) from e
                 if k == last_ahead:
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
@@ -490,13 +550,16 @@ class _Pass:
         for estimate, request in sorted(
             ((e, r) for e, r in promised if e is not None), key=lambda er: (er[0].start, er[1].gpr_id)
         ):
-            window = self._promised_window(request, estimate)
-            if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
-                # Due now, on GPUs whose window ended at this instant: they are free just after.
-                window = Window(window.slice, window.pool, window.picks, _JUST_AFTER_S, window.end + _JUST_AFTER_S)
-            if window is not None and self.timeline.fits(window):
-                self.timeline.put(window, later=later)
-                holds[request.gpr_id] = window
+            try:
+                window = self._promised_window(request, estimate)
+                if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
+                    # Due now, on GPUs whose window ended at this instant: they are free just after.
+                    window = Window(window.slice, window.pool, window.picks, _JUST_AFTER_S, window.end + _JUST_AFTER_S)
+                if window is not None and self.timeline.fits(window):
+                    self.timeline.put(window, later=later)
+                    holds[request.gpr_id] = window
+            except Exception as e:
+                raise _NotPlaced(request.gpr_id, e) from e
         Pool.summarize(later)
         return holds
 
@@ -533,22 +596,31 @@ class _Pass:
         head_reserved = False
         waiting = []
         for position, request in enumerate(self.queue, start=1):
-            window = self.earliest(request)
-            if window is None or window.start == 0.0 or not head_reserved:
-                self.place(request, position, window)
-                head_reserved = head_reserved or (window is not None and window.start > 0.0)
-            else:
-                waiting.append((position, request))
+            try:
+                window = self.earliest(request)
+                if window is None or window.start == 0.0 or not head_reserved:
+                    self.place(request, position, window)
+                    head_reserved = head_reserved or (window is not None and window.start > 0.0)
+                else:
+                    waiting.append((position, request))
+            except Exception as e:
+                raise _NotPlaced(request.gpr_id, e) from e
         for position, request in waiting:
-            self.place(request, position, self.earliest(request, floor=_JUST_AFTER_S))
+            try:
+                self.place(request, position, self.earliest(request, floor=_JUST_AFTER_S))
+            except Exception as e:
+                raise _NotPlaced(request.gpr_id, e) from e
         self.after_band = dict.fromkeys(BANDS, self.timeline)
 
     def strict(self) -> None:
         """Strict order, no backfill: nobody starts before the request ahead of it."""
         floor = 0.0
         for position, request in enumerate(self.queue, start=1):
-            window = self.earliest(request, floor)
-            self.place(request, position, window)
+            try:
+                window = self.earliest(request, floor)
+                self.place(request, position, window)
+            except Exception as e:
+                raise _NotPlaced(request.gpr_id, e) from e
             if window is not None:
                 floor = window.start
         self.after_band = dict.fromkeys(BANDS, self.timeline)

@@ -18,7 +18,15 @@ from typing import Any
 
 from .errors import InvalidRequest
 from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
-from .units import DURATION_PATTERN, MAX_DURATION_SECONDS, parse_duration, parse_time
+from .units import (
+    DURATION_PATTERN,
+    LATEST_TIME,
+    MAX_DURATION_SECONDS,
+    format_duration,
+    format_time,
+    parse_duration,
+    parse_time,
+)
 
 SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}")
@@ -44,6 +52,11 @@ DURATION_SCHEMA = {
     "description": 'seconds, or units largest first like "1d2h30m"; at most ten years',
 }
 TIME_SCHEMA = {"type": "string", "format": "date-time"}
+START_AFTER_SCHEMA = {
+    **TIME_SCHEMA,
+    "type": ["string", "null"],
+    "description": "not before this time; at most the service's max_start_after (default 365 days) from now",
+}
 
 
 def _field(parse: Callable[[Any, str], Any], schema: dict, default: Any = MISSING) -> Any:
@@ -188,8 +201,32 @@ def parse_duration_field(value: Any, field: str) -> timedelta:
     return parse_duration(value, field)
 
 
-def parse_time_field(value: Any, field: str) -> datetime:
-    return parse_time(value, field)
+def parse_start_after(value: Any, field: str) -> datetime:
+    """A GPR's start_after: a time from EARLIEST_TIME on; how far ahead is bounded by
+    ``check_start_after``, which needs the time now and the service's horizon."""
+    return parse_time(value, field, latest=None)
+
+
+def check_start_after(start_after: datetime | None, now: datetime, horizon: timedelta) -> None:
+    """Refuse a start_after more than ``horizon`` (the service's ``max_start_after``) after
+    ``now``: the planner could not place it, or would hold a place for it for years (issue 25)."""
+    if start_after is None:
+        return
+    latest = min(now + horizon, LATEST_TIME)
+    if start_after > latest:
+        raise InvalidRequest(
+            "start_after",
+            f"start_after must be within {describe_horizon(horizon)} from now (before {format_time(latest)}), "
+            f"not {format_time(start_after)}",
+        )
+
+
+def describe_horizon(horizon: timedelta) -> str:
+    """``timedelta(days=365)`` is "365 days", ``timedelta(hours=36)`` is "1d12h"."""
+    days, rest = divmod(horizon, timedelta(days=1))
+    if rest or not days:
+        return format_duration(horizon)
+    return f"{days} day" if days == 1 else f"{days} days"
 
 
 _COUNT = parse_int_between(1, 100_000)
@@ -223,7 +260,7 @@ class GPRCreate:
     priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
     shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
     cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    start_after: datetime | None = _field(optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None)
+    start_after: datetime | None = _field(optional(parse_start_after), START_AFTER_SCHEMA, None)
     idle_timeout: timedelta | None = _field(
         optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}, None
     )
@@ -247,7 +284,7 @@ class GPRUpdate:
     priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA)
     shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
     cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
-    start_after: datetime | None = _field(optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]})
+    start_after: datetime | None = _field(optional(parse_start_after), START_AFTER_SCHEMA)
     idle_timeout: timedelta | None = _field(
         optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}
     )
@@ -280,7 +317,7 @@ class WaitTimeQuery:
     priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
     shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
     cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    start_after: datetime | None = _field(optional(parse_time_field), {**TIME_SCHEMA, "type": ["string", "null"]}, None)
+    start_after: datetime | None = _field(optional(parse_start_after), START_AFTER_SCHEMA, None)
 
     def check(self, partial: bool) -> None:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)

@@ -105,12 +105,26 @@ class Eviction:
 
 
 @dataclass(frozen=True)
+class Unplaced:
+    """A queued GPR the planner could not place: placing it raised ``error`` (its traceback
+    kept, its frames' locals cleared). ``reason`` says why, for the GPR's event."""
+
+    gpr_id: int
+    reason: str
+    error: Exception = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class Plan:
+    """``unplaced``: the queued GPRs left out of the plan because placing them raised; the
+    plan is what it would be without them."""
+
     admits: tuple[Estimate, ...]
     ends: tuple[int, ...]
     estimates: Mapping[int, Estimate]
     approvals: tuple[int, ...]
     evictions: tuple[Eviction, ...] = ()
+    unplaced: tuple[Unplaced, ...] = ()
     # The planner's state after the pass, for wait-time queries (planner.Views).
     views: Any = field(default=None, repr=False, compare=False)
 

@@ -3,6 +3,11 @@
 A *duration* is seconds (an integer, or a string of digits) or a compact
 string of units, largest first: ``"1d2h30m"``, ``"45m"``, ``"90s"``, ``"1w"``.
 A *time* is ISO-8601 with a time zone; the API answers in UTC with ``Z``.
+Every time the API takes lies from ``EARLIEST_TIME`` to ``LATEST_TIME``, and the
+planner plans no window past ``LATEST_TIME``: far from datetime's own limits (the
+years 1 and 9999), so that nothing egs-hub adds to such a time can overflow
+(issue 25). A GPR's ``start_after`` has a nearer bound, the service's
+``max_start_after`` from now (requests.check_start_after).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from .errors import InvalidRequest
 
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 MAX_DURATION_SECONDS = 10 * 365 * 86400
+EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(9000, 1, 1, tzinfo=UTC)
 # One pattern for the parser and the OpenAPI schema: digits, or units largest first,
 # with at least one non-zero digit.
 DURATION_PATTERN = (
@@ -65,8 +72,12 @@ def format_duration(duration: timedelta) -> str:
     return "".join(parts)
 
 
-def parse_time(value: object, field: str) -> datetime:
-    """Return an aware UTC datetime from ISO-8601 text, or raise InvalidRequest."""
+def parse_time(value: object, field: str, *, latest: datetime | None = LATEST_TIME) -> datetime:
+    """Return an aware UTC datetime from ISO-8601 text, or raise InvalidRequest.
+
+    The time must be from ``EARLIEST_TIME`` to ``latest``; ``latest=None`` leaves the
+    upper bound to the caller, who checks a nearer one (a GPR's ``start_after``).
+    """
     if not isinstance(value, str):
         raise InvalidRequest(field, f"{field} must be an ISO-8601 time like 2026-11-22T14:00:00Z")
     text = value.strip()
@@ -77,9 +88,13 @@ def parse_time(value: object, field: str) -> datetime:
     if parsed.tzinfo is None:
         raise InvalidRequest(field, f"{field} {value!r} has no time zone; add one, e.g. 'Z' for UTC")
     try:
-        return parsed.astimezone(UTC)
+        parsed = parsed.astimezone(UTC)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise InvalidRequest(field, f"{field} {value!r} is out of range in UTC") from None
+    if parsed < EARLIEST_TIME or (latest is not None and parsed > latest):
+        until = f"to {format_time(latest)}" if latest is not None else "on"
+        raise InvalidRequest(field, f"{field} must be from {format_time(EARLIEST_TIME)} {until}, not {text}")
+    return parsed
 
 
 def format_time(value: datetime | None) -> str | None:

@@ -35,6 +35,7 @@ from ..metrics import MetricSource
 from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
+from ..traits import Duration
 from .clusters import Clusters
 from .commands import Commands
 from .exporter import Exporter
@@ -238,6 +239,19 @@ class EGSService(Application):
         if not 0 <= proposal.value <= 60:
             raise TraitError(f"plan_reuse_seconds must be from 0 to 60, not {proposal.value}")
         return proposal.value
+
+    max_start_after = Duration(
+        timedelta(days=365),
+        help="""How far ahead a GPR may ask to start: its start_after must be at most this long
+        after the time it is submitted, edited or asked about (POST /gprs, PATCH /gprs/{id},
+        POST /wait-times, GPR resources); a later one is refused with 400 naming start_after
+        and the latest time allowed. Whole seconds, or units largest first like "365d"
+        (default 365 days, at most ten years). A GPR already stored keeps its start_after;
+        an edit of it is checked again.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
 
     fairshare_half_life = Float(
         7 * 24 * 3600.0,
@@ -542,7 +556,9 @@ class EGSService(Application):
             slice_setup=self.slice_setup,
             kube_events=self.kube_events,
         )
-        self.commands = Commands(self.sessions, self.planning, self.clock, self.reconciler.wake)
+        self.commands = Commands(
+            self.sessions, self.planning, self.clock, self.reconciler.wake, max_start_after=self.max_start_after
+        )
         self.gpr_sync = GPRSync(
             self.sessions,
             self.registry.backends,

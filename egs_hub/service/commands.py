@@ -30,6 +30,7 @@ from ..core import model as core
 from ..core.errors import Conflict, Forbidden, NotFound, PolicyViolation
 from ..core.policy import approval_reasons, check_request
 from ..core.queue import band
+from ..core.requests import check_start_after
 from ..core.snapshot import Estimate, Eviction
 from ..store import queries
 from ..store.db import transaction
@@ -68,11 +69,15 @@ class Commands:
         planning: Planning,
         clock: Callable[[], datetime],
         wake: Callable[[], None] = lambda: None,
+        *,
+        max_start_after: timedelta,
     ):
+        """``max_start_after``: how far from now a GPR's start_after may be (EGSService.max_start_after)."""
         self.sessions = sessions
         self.planning = planning
         self.clock = clock
         self.wake = wake
+        self.max_start_after = max_start_after
         self._together: list[tuple[_Asked, asyncio.Future]] = []  # submits waiting for their group
 
     # Checks shared by submit and edit
@@ -80,10 +85,11 @@ class Commands:
     def vet(
         self, session: Session, spec: core.GPRSpec, slice_row: SliceRow, now: datetime, *, admin: bool
     ) -> list[str]:
-        """Check a spec against its slice (members' limits, unless ``admin``) and the inventory
-        (can it ever run). Returns why it would need an admin's approval (or be rejected): over
-        max_duration, max_gpus, auto_approve_max_gpus, or the GPU-hours left of the slice's
-        rolling week."""
+        """Check a spec's start_after against the horizon (``max_start_after``), then the spec
+        against its slice (members' limits, unless ``admin``) and the inventory (can it ever run).
+        Returns why it would need an admin's approval (or be rejected): over max_duration,
+        max_gpus, auto_approve_max_gpus, or the GPU-hours left of the slice's rolling week."""
+        check_start_after(spec.start_after, now, self.max_start_after)
         policy = queries.slice_policy(slice_row)
         if not admin:
             check_request(spec, policy)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import logging
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -58,6 +59,8 @@ from ..core.queue import band
 from ..core.snapshot import Estimate, Eviction, Plan, Request, Snapshot
 from ..store import queries
 from .state import PlanningState
+
+log = logging.getLogger(__name__)
 
 BAND_NAMES = ("low", "medium", "high")
 _WROTE = "egs_wrote"  # Session.info key: this transaction flushed a change
@@ -143,7 +146,7 @@ class Planning:
         queued = [gpr for gpr in gprs if gpr.status is core.Status.QUEUED]
         self.state.current(session, now)
         self._place(current, queued, now)
-        return {gpr.id: current.estimates[gpr.id] for gpr in queued}
+        return {gpr.id: current.estimates[gpr.id] for gpr in queued if gpr.id in current.estimates}
 
     def restore(self, session: Session) -> None:
         """Take the promises saved by an earlier run of the service."""
@@ -227,12 +230,19 @@ class Planning:
         return planned
 
     def _place(self, current: Plan, gprs: list[core.GPR], now: datetime) -> None:
+        """Place each arrival on ``current``; one that cannot be placed is left without an estimate
+        (the next plan pass leaves it out too, and the reconcile loop fails it: issue 25)."""
         for gpr in gprs:
             if gpr.id not in current.estimates and self.state.is_queued(gpr.id):
                 request = Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes))
-                estimate = current.estimates[gpr.id] = planner.place_arrival(current, request, now)
-                if estimate.start is not None:
-                    self._first_starts.setdefault(gpr.id, estimate.start)
+                try:
+                    estimate = planner.place_arrival(current, request, now)
+                except Exception:
+                    log.exception("GPR %s could not be placed on the plan; the next plan pass weighs it", gpr.id)
+                else:
+                    current.estimates[gpr.id] = estimate
+                    if estimate.start is not None:
+                        self._first_starts.setdefault(gpr.id, estimate.start)
             self._arrivals.append(gpr)
 
     def forget(self, gpr_ids: Iterable[int] = (), bands: Iterable[int] = ()) -> None:

@@ -2,12 +2,13 @@
 
 It runs on every change (``wake``) and on a short tick, and sleeps no longer
 than until the next window ends. Each pass plans with the last plan's promises
-(planning.py), ends windows, evicts when the planner names victims and the
-policy says so without an admin, and admits. The store is the truth: a GPR found
-``provisioning`` is bound (again), one found ``releasing`` is unbound (again),
-so a restarted service picks up exactly where the last one stopped. Backend
-calls run as one task per GPR, so a slow server restart never delays another
-GPR's window.
+(planning.py), fails the GPRs the planner could not place (one GPR never stops
+planning: the plan is made without it, issue 25), ends windows, evicts when the
+planner names victims and the policy says so without an admin, and admits. The
+store is the truth: a GPR found ``provisioning`` is bound (again), one found
+``releasing`` is unbound (again), so a restarted service picks up exactly where
+the last one stopped. Backend calls run as one task per GPR, so a slow server
+restart never delays another GPR's window.
 
 Each cluster has its backend (``backends``, by cluster name); a GPR is bound and
 unbound by the backend of the cluster its GPUs are on (the store's allocations:
@@ -35,7 +36,7 @@ from ..backends.kubernetes import ClusterUnavailable, SliceConflict
 from ..core import bind_failures, lifecycle
 from ..core.errors import Conflict
 from ..core.model import GPR, EndReason, Event, Status
-from ..core.snapshot import Estimate, Eviction, Plan, Snapshot
+from ..core.snapshot import Estimate, Eviction, Plan, Snapshot, Unplaced
 from ..store import queries
 from ..store.db import transaction
 from . import kube_events as notices
@@ -123,6 +124,7 @@ class Reconciler:
                 self.exporter.observe_pass(self.planning.pass_seconds)
             evictions = [e for e in eviction_proposals(snapshot, decisions, now, evicting) if e.automatic]
             # 3. act
+            self._fail_unplaced(decisions.unplaced, now)
             self._end_windows(decisions, now)
             self._evict(evictions, now)
             self._admit(decisions.admits, now)
@@ -138,6 +140,22 @@ class Reconciler:
         due.extend(e.end for e in decisions.admits)
         due.extend(e.start for e in decisions.estimates.values() if e.start and e.start > now)
         return min(due)
+
+    def _fail_unplaced(self, unplaced: tuple[Unplaced, ...], now: datetime) -> None:
+        """Fail each queued GPR the planner could not place, with the reason; the error is logged."""
+        for item in unplaced:
+            log.error(
+                "GPR %s: the planner could not place it (%s); failing it",
+                item.gpr_id,
+                item.reason,
+                exc_info=item.error,
+            )
+            with transaction(self.sessions) as session:
+                row = queries.get_gpr_row(session, item.gpr_id, lock=True)
+                if row is None or row.status != Status.QUEUED:
+                    continue
+                reason = f"the planner could not place this GPR: {item.reason}"
+                queries.apply(session, row, lifecycle.fail(queries.to_gpr(row), lifecycle.PLANNER, reason, now))
 
     def _end_windows(self, decisions: Plan, now: datetime) -> None:
         for gpr_id in decisions.ends:

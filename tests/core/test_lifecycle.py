@@ -70,7 +70,7 @@ FUNCTIONS = {
     "fail": Transition(
         lambda g: lifecycle.fail(g, BACKEND, "node lost", NOW),
         S.FAILED,
-        frozenset({S.PROVISIONING}),
+        frozenset({S.QUEUED, S.PROVISIONING}),
         "failed",
         BACKEND,
     ),

@@ -23,6 +23,8 @@ from egs_hub.core.requests import (
     SliceUpdate,
     WaitTimeQuery,
     body_schema,
+    check_start_after,
+    describe_horizon,
     parse_body,
 )
 
@@ -110,6 +112,15 @@ CASES = {
     "gpr bad duration": BodyCase(GPRCreate, gpr_body(duration="2 hours"), want_field="duration"),
     "gpr zero idle timeout": BodyCase(GPRCreate, gpr_body(idle_timeout="0"), want_field="idle_timeout"),
     "gpr naive start": BodyCase(GPRCreate, gpr_body(start_after="2026-11-22T14:00"), want_field="start_after"),
+    "gpr start before 1970": BodyCase(
+        GPRCreate, gpr_body(start_after="1969-07-20T20:17:00Z"), want_field="start_after", want_message="1970"
+    ),
+    # How far ahead is check_start_after's to say, with the time now and the service's horizon.
+    "gpr start far ahead is parsed": BodyCase(
+        GPRCreate,
+        gpr_body(start_after="9999-12-31T23:59:59Z"),
+        want={"start_after": datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)},
+    ),
     "gpr slice upper case": BodyCase(GPRCreate, gpr_body(slice="Team"), want_field="slice"),
     "gpr slice too long": BodyCase(GPRCreate, gpr_body(slice="a" * 64), want_field="slice", want_message="63"),
     "gpr name too long": BodyCase(GPRCreate, gpr_body(name="x" * 101), want_field="name", want_message="100"),
@@ -339,3 +350,60 @@ def test_any_json_body_is_parsed_or_refused_with_a_field(cls: type, body: dict):
         assert isinstance(made, cls)
         if cls is GPRCreate:
             assert (made.gpus is None) != (made.nodes is None)
+
+
+NOW = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class HorizonCase:
+    start_after: datetime | None
+    horizon: timedelta = timedelta(days=365)
+    want_message: str | None = None  # the refusal's message; None when it is accepted
+
+
+HORIZON_CASES = {
+    "none": HorizonCase(None),
+    "in the past": HorizonCase(datetime(2020, 1, 1, tzinfo=UTC)),
+    "now": HorizonCase(NOW),
+    "at the horizon": HorizonCase(NOW + timedelta(days=365)),
+    "just past the horizon": HorizonCase(
+        NOW + timedelta(days=365, seconds=1),
+        want_message="start_after must be within 365 days from now (before 2027-11-25T10:00:00Z), "
+        "not 2027-11-25T10:00:01Z",
+    ),
+    "the issue's": HorizonCase(
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+        want_message="start_after must be within 365 days from now (before 2027-11-25T10:00:00Z), "
+        "not 9999-12-31T23:59:59Z",
+    ),
+    "a horizon of a day": HorizonCase(NOW + timedelta(days=2), timedelta(days=1), "within 1 day from now"),
+    "a horizon of hours": HorizonCase(NOW + timedelta(days=2), timedelta(hours=36), "within 1d12h from now"),
+}
+
+
+@pytest.mark.parametrize("case", HORIZON_CASES.values(), ids=HORIZON_CASES.keys())
+def test_check_start_after(case: HorizonCase):
+    if case.want_message is None:
+        check_start_after(case.start_after, NOW, case.horizon)
+        return
+    with pytest.raises(InvalidRequest) as raised:
+        check_start_after(case.start_after, NOW, case.horizon)
+    assert raised.value.field == "start_after"
+    assert case.want_message in str(raised.value)
+
+
+@settings(max_examples=200)
+@given(
+    st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC)),
+    st.integers(min_value=1, max_value=10 * 365 * 86400).map(lambda s: timedelta(seconds=s)),
+)
+def test_check_start_after_refuses_exactly_what_is_past_the_horizon(start_after: datetime, horizon: timedelta):
+    past = start_after > NOW + horizon
+    try:
+        check_start_after(start_after, NOW, horizon)
+    except InvalidRequest as e:
+        assert past and e.field == "start_after"
+        assert f"within {describe_horizon(horizon)} from now" in str(e)
+    else:
+        assert not past

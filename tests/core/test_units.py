@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from egs_hub.core.errors import InvalidRequest
-from egs_hub.core.units import format_duration, format_time, parse_duration, parse_time
+from egs_hub.core.units import (
+    EARLIEST_TIME,
+    LATEST_TIME,
+    MAX_DURATION_SECONDS,
+    format_duration,
+    format_time,
+    parse_duration,
+    parse_time,
+)
 
 TEN_YEARS = timedelta(days=3650)
 
@@ -117,6 +125,7 @@ class TimeCase:
     value: object
     want: datetime | None = None  # the parsed time, in UTC; None when it must be refused
     want_message: str = ""  # a piece of the refusal's message
+    latest: datetime | None = LATEST_TIME  # parse_time's upper bound
 
 
 TIMES = {
@@ -134,18 +143,38 @@ TIMES = {
     "none": TimeCase(None, want_message="must be an ISO-8601 time"),
     "before year 1 in UTC": TimeCase("0001-01-01T00:00:00+01:00", want_message="out of range"),
     "after year 9999 in UTC": TimeCase("9999-12-31T23:59:59-01:00", want_message="out of range"),
+    "the earliest time": TimeCase("1970-01-01T00:00:00Z", want=EARLIEST_TIME),
+    "the latest time": TimeCase("9000-01-01T01:00:00+01:00", want=LATEST_TIME),
+    "before the earliest time": TimeCase(
+        "1969-12-31T23:59:59Z",
+        want_message="start_after must be from 1970-01-01T00:00:00Z to 9000-01-01T00:00:00Z, not 1969-12-31T23:59:59Z",
+    ),
+    "year 1": TimeCase("0001-01-01T00:00:00Z", want_message="must be from 1970-01-01T00:00:00Z to 9000"),
+    "after the latest time": TimeCase(
+        "9999-12-31T23:59:59Z",
+        want_message="start_after must be from 1970-01-01T00:00:00Z to 9000-01-01T00:00:00Z, not 9999-12-31T23:59:59Z",
+    ),
+    "no upper bound: the caller checks a nearer one": TimeCase(
+        "9999-12-31T23:59:59Z", want=datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), latest=None
+    ),
+    "no upper bound, still the lower one": TimeCase(
+        "1900-01-01T00:00:00Z", want_message="must be from 1970-01-01T00:00:00Z on, not 1900", latest=None
+    ),
+    "a nearer upper bound": TimeCase(
+        "2031-01-01T00:00:00Z", want_message="to 2030-01-01T00:00:00Z", latest=datetime(2030, 1, 1, tzinfo=UTC)
+    ),
 }
 
 
 @pytest.mark.parametrize("case", TIMES.values(), ids=TIMES.keys())
 def test_parse_time(case: TimeCase):
     if case.want is not None:
-        parsed = parse_time(case.value, "start_after")
+        parsed = parse_time(case.value, "start_after", latest=case.latest)
         assert parsed == case.want
         assert parsed.tzinfo is UTC
         return
     with pytest.raises(InvalidRequest) as raised:
-        parse_time(case.value, "start_after")
+        parse_time(case.value, "start_after", latest=case.latest)
     assert raised.value.field == "start_after"
     assert case.want_message in str(raised.value)
 
@@ -170,3 +199,9 @@ def test_format_time_round_trips(value: datetime):
     text = format_time(value)
     assert text.endswith("Z")
     assert parse_time(text, "time") == value
+
+
+def test_the_latest_time_plus_the_longest_duration_is_a_time():
+    """Nothing egs-hub adds to a time it takes can overflow (issue 25)."""
+    assert LATEST_TIME + 10 * timedelta(seconds=MAX_DURATION_SECONDS) < datetime.max.replace(tzinfo=UTC)
+    assert EARLIEST_TIME - 10 * timedelta(seconds=MAX_DURATION_SECONDS) > datetime.min.replace(tzinfo=UTC)

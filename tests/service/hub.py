@@ -165,6 +165,31 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
+def restart_service(hub: Hub) -> None:
+    """SIGKILL the hub's EGS service (no clean shutdown); return once its supervisor has started it
+    again (within 2 s) and it answers /health. The new service reads everything from the store."""
+    old_pid = hub.service_pid()
+    supervisor = hub.service_pid("egs_hub.service.supervise")
+    os.kill(old_pid, signal.SIGKILL)
+
+    def back() -> bool:
+        try:
+            return requests.get(hub.api + "health", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    def restarted() -> bool:
+        try:
+            return hub.service_pid() != old_pid
+        except AssertionError:
+            return False
+
+    wait_for(restarted, 2, "the supervisor to start the service again", interval=0.05)
+    wait_for(back, 60, "the restarted service to answer", interval=0.2)
+    assert hub.service_pid("egs_hub.service.supervise") == supervisor
+    assert f"the EGS service (pid {old_pid}) killed by SIGKILL" in hub.log()
+
+
 def start_hub(
     data_dir: str,
     db_url: str,

@@ -45,6 +45,19 @@ CASES = {
         want_field="start_after",
         want_message="time zone",
     ),
+    "start_after past the horizon": Bad(
+        "POST",
+        "gprs",
+        {**GPR, "start_after": "9999-12-31T23:59:59Z"},
+        want_field="start_after",
+        want_message="start_after must be within 365 days from now (before ",
+    ),
+    "start_after before 1970": Bad(
+        "POST", "gprs", {**GPR, "start_after": "0001-01-01T00:00:00Z"}, want_field="start_after", want_message="1970"
+    ),
+    "wait-times start_after past the horizon": Bad(
+        "POST", "wait-times", {**GPR, "start_after": "2999-01-01T00:00:00Z"}, want_field="start_after"
+    ),
     "misspelt field": Bad("POST", "gprs", {**GPR, "gpu": 1}, want_field="gpu", want_message="unknown field"),
     "slice name malformed": Bad("POST", "gprs", {**GPR, "slice": "Team A"}, want_field="slice"),
     "slice unknown": Bad("POST", "gprs", {**GPR, "slice": "no-such-slice"}, want_status=422, want_field="slice"),
@@ -62,6 +75,13 @@ CASES = {
     "gpr id unknown": Bad("GET", "gprs/987654321", want_status=404),
     "gpr status filter unknown": Bad("GET", "gprs?status=running", want_field="status"),
     "events since not a time": Bad("GET", "events?since=yesterday", want_field="since"),
+    "events since past the latest time": Bad(
+        "GET",
+        "events?since=9999-12-31T23:59:59Z",
+        want_field="since",
+        want_message="since must be from 1970-01-01T00:00:00Z to 9000-01-01T00:00:00Z, not 9999-12-31T23:59:59Z",
+    ),
+    "alerts since year 1": Bad("GET", "alerts?since=0001-01-01T00:00:00Z", want_field="since", want_message="1970"),
     "events limit zero": Bad("GET", "events?limit=0", want_field="limit"),
     "events limit too big": Bad("GET", "events?limit=99999", want_field="limit"),
     "events cursor garbage": Bad("GET", "events?cursor=not-a-cursor", want_field="cursor", want_message="next_cursor"),
@@ -78,6 +98,18 @@ CASES = {
     "schedule start garbage": Bad("GET", "inventory/schedule?start=x", want_field="start"),
     "schedule end before start": Bad(
         "GET", "inventory/schedule?start=2030-01-02T00:00:00Z&end=2030-01-01T00:00:00Z", want_field="end"
+    ),
+    "schedule past the latest time": Bad(
+        "GET",
+        "inventory/schedule?start=9999-01-01T00:00:00Z&end=9999-12-31T23:59:59Z",
+        want_field="start",
+        want_message="9000-01-01T00:00:00Z",
+    ),
+    "schedule end past the latest time": Bad(
+        "GET",
+        "inventory/schedule?start=8999-12-01T00:00:00Z&end=9999-12-31T23:59:59Z",
+        want_field="end",
+        want_message="9000-01-01T00:00:00Z",
     ),
     "unknown path": Bad("GET", "gpr", want_status=404),
     "slice name with spaces": Bad("POST", "slices", {"name": "Team A"}, who=ADMIN, want_field="name"),

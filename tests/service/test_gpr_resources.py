@@ -68,7 +68,8 @@ async def world(tmp_path):
 
 async def started(world) -> GPRSync:
     clock = lambda: datetime.now(UTC)  # noqa: E731
-    sync = GPRSync(world["sessions"], world["registry"].backends, clock, Commands(world["sessions"], Planning(), clock))
+    commands = Commands(world["sessions"], Planning(), clock, max_start_after=timedelta(days=365))
+    sync = GPRSync(world["sessions"], world["registry"].backends, clock, commands)
     await sync.follow_clusters()
     await eventually(lambda: sync.watched["emu"].reflector.listed)
     return sync
@@ -172,6 +173,11 @@ INVALID = {
         "spec.idleTimeout: ",
     ),
     "a shape no node has": ({"gpus": 1, "duration": 60, "shape": "B200"}, NAMESPACE, "spec.shape: "),
+    "a start past the horizon": (
+        {"gpus": 1, "duration": 60, "startAfter": "9999-12-31T23:59:59Z"},
+        NAMESPACE,
+        "spec.startAfter: startAfter must be within 365 days from now (before ",
+    ),
     "a namespace of no slice": ({"gpus": 1, "duration": 60}, "elsewhere", "metadata.namespace: "),
 }
 

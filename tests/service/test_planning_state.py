@@ -118,7 +118,7 @@ def test_a_snapshot_after_a_write_reads_what_it_changed_not_the_store(world, sto
 
 
 def commands_of(sessions, clock, planning: Planning) -> Commands:
-    return Commands(sessions, planning, clock)
+    return Commands(sessions, planning, clock, max_start_after=timedelta(days=365))
 
 
 def spec(slice_name: str, gpus: int, minutes: int, priority: int = 100) -> core.GPRSpec:

@@ -9,14 +9,10 @@ queued GPR still queued with the same estimate, and every event once.
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import Counter
 from datetime import datetime, timedelta
 
-import requests
-
-from .hub import wait_for
+from .hub import restart_service, wait_for
 
 
 def parse(value: str) -> datetime:
@@ -37,26 +33,7 @@ def test_service_killed_mid_window_resumes_from_the_database(hub, admin, make_sl
     assert queued["status"] == "queued" and queued["estimated_start"] == long_before["window_end"]
     inventory_before = as_alice.get("inventory")["gpus"]
 
-    old_pid = hub.service_pid()
-    supervisor = hub.service_pid("egs_hub.service.supervise")
-    os.kill(old_pid, signal.SIGKILL)
-
-    def back() -> bool:
-        try:
-            return requests.get(hub.api + "health", timeout=2).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    def restarted() -> bool:
-        try:
-            return hub.service_pid() != old_pid
-        except AssertionError:
-            return False
-
-    wait_for(restarted, 2, "the supervisor to start the service again", interval=0.05)
-    wait_for(back, 60, "the restarted service to answer", interval=0.2)
-    assert hub.service_pid("egs_hub.service.supervise") == supervisor
-    assert f"the EGS service (pid {old_pid}) killed by SIGKILL" in hub.log()
+    restart_service(hub)
 
     # The window that ended while the service was down is ended now, not forgotten.
     short_after = wait_for(
