@@ -1,4 +1,4 @@
-"""Churn: users who submit short GPRs, release and cancel them, edit them and read the queue,
+"""Churn: users who submit short GPRs, release and cancel them, edit them and read the queue and schedule,
 as fast as they get answers, against a real egs-hub; and a watch on the EGS service process.
 
 ``python -m tests.service.churn SECONDS [sqlite|postgresql]`` runs it against a fresh
@@ -90,8 +90,10 @@ class User:
             await self.call("list", "GET", f"gprs?slice={self.slice}&limit=50")
         elif roll < 0.9:
             await self.call("queue", "GET", "queue?limit=50")
-        else:
+        elif roll < 0.95:
             await self.call("wait-times", "POST", "wait-times", {"slice": self.slice, "gpus": 2, "duration": 60})
+        else:
+            await self.call("schedule", "GET", "inventory/schedule")
 
     async def end(self, gpr_id: int) -> None:
         """Cancel a waiting GPR, release one holding GPUs (whichever it is now)."""

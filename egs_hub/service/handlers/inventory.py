@@ -95,7 +95,9 @@ class ScheduleHandler(APIHandler):
         for estimate in plan.estimates.values():
             if estimate.start is None or not (estimate.start < end and estimate.end > start):
                 continue
-            row = queued[estimate.gpr_id]
+            row = queued.get(estimate.gpr_id)
+            if row is None:  # the plan was made before it started or ended (a plan made aside serves meanwhile)
+                continue
             for node, gpus, count in planned_per_node(estimate.placement, node_of):
                 if node in nodes:
                     nodes[node]["windows"].append(
