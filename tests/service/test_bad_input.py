@@ -283,3 +283,8 @@ def test_bad_input_is_refused_naming_the_field(hub, setting, case):
         assert error.get("field") == case.want_field, error
     assert case.want_message in error["message"]
     assert state(hub, clients[ADMIN]) == before, "bad input changed something"
+
+
+def test_a_server_name_is_decoded_once(hub):
+    """servers/{user}/{server} arrive percent-decoded: "a%2500" names server "a%00", never one with a NUL."""
+    hub.admin().call("DELETE", "servers/someone/a%2500", expect=204)
