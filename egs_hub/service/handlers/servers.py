@@ -26,8 +26,9 @@ from sqlalchemy import select
 from tornado import web
 
 from ...core import model as core
-from ...core.requests import ServerStart, parse_body, parse_user_name
+from ...core.requests import ServerStart, parse_body
 from ...core.units import format_time
+from ...core.user_names import normalize_user_name
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import Server
@@ -47,7 +48,7 @@ class ServerHandler(APIHandler):
 
     @authenticated
     async def put(self, user: str, server: str = "") -> None:
-        user = parse_user_name(user, "user")
+        user = normalize_user_name(user, "user")
         self.check_caller(user)
         slice_name = parse_body(ServerStart, self.json_body()).slice
         with self.egs.sessions() as session:
@@ -78,7 +79,7 @@ class ServerHandler(APIHandler):
 
     @authenticated
     def delete(self, user: str, server: str = "") -> None:
-        user = parse_user_name(user, "user")
+        user = normalize_user_name(user, "user")
         self.check_caller(user)
         with transaction(self.egs.sessions) as session:
             queries.forget_server(session, user, server)
@@ -112,7 +113,7 @@ class ServersHandler(APIHandler):
 class ServerRestartHandler(APIHandler):
     @authenticated
     async def post(self, user: str, server: str = "") -> None:
-        user = parse_user_name(user, "user")
+        user = normalize_user_name(user, "user")
         if not (self.is_admin or self.user_name == user):
             raise web.HTTPError(403, f"only {user} or an admin can restart {user}'s servers")
         model = await self.egs.hub.server(user, server)
