@@ -27,11 +27,10 @@ from .units import (
     parse_duration,
     parse_time,
 )
+from .user_names import normalize_user_name
 
 SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}")
-# What the hub's authenticators accept: no '/', ',', whitespace or control characters, not only dots.
-USER_NAME_RE = re.compile(r"(?!\.+$)[^/\s?#%,\x00-\x1f\x7f]{1,255}")
 
 
 class _Missing:
@@ -333,13 +332,11 @@ class Reason:
     reason: str = _field(parse_text(500), {"type": "string", "maxLength": 500}, "")
 
 
-parse_user_name = parse_matching(USER_NAME_RE, "a JupyterHub user name")
-
-
 def parse_user_list(value: Any, field: str) -> tuple[str, ...]:
+    """User names, normalised as the hub does (``Bob`` is ``bob``), each once."""
     if not isinstance(value, list) or len(value) > 1000:
         raise InvalidRequest(field, f"{field} must be a list of at most 1000 user names")
-    return tuple(dict.fromkeys(parse_user_name(name, field) for name in value))
+    return tuple(dict.fromkeys(normalize_user_name(name, field) for name in value))
 
 
 def nested(cls: type, *, partial: bool = False) -> Callable[[Any, str], Any]:

@@ -8,7 +8,10 @@
 
 Every route needs an authenticated jupyter-server user, and jupyter-server
 checks XSRF on non-GET requests (JupyterLab's ServerConnection sends the token).
-Errors of the extension itself are ``{"status", "message"}``, as the service's.
+Errors of the extension itself are ``{"status", "message"}``, as the service's,
+with ``field`` when a part of the request is at fault: a path or query argument
+that is not UTF-8 text is a 400 naming it, as the service answers (bodies go to
+the service unread).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from ..core.decoding import decode_argument
+from ..core.errors import InvalidRequest
 from .proxy import Answer, BadServicePath, ServiceProxy, ServiceUnavailable
 
 
@@ -29,9 +34,19 @@ class EGSHandler(ExtensionHandlerMixin, APIHandler):
     def proxy(self) -> ServiceProxy:
         return self.extensionapp.proxy
 
-    def write_problem(self, status: int, message: str) -> None:
+    def write_problem(self, status: int, message: str, field: str | None = None) -> None:
         self.set_status(status)
-        self.finish(json.dumps({"status": status, "message": message}))
+        self.finish(json.dumps({"status": status, "message": message, **({"field": field} if field else {})}))
+
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        return decode_argument(value, name or "path")
+
+    def write_error(self, status_code: int, **kwargs) -> None:
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, InvalidRequest):
+            self.write_problem(400, str(error), error.field)
+        else:
+            super().write_error(status_code, **kwargs)
 
     def write_answer(self, answer: Answer) -> None:
         self.set_status(answer.status, answer.reason)

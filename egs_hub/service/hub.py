@@ -106,23 +106,27 @@ class HubClient:
             if e.status != 404:
                 raise
 
-    async def add_members(self, group: str, users: list[str]) -> list[str]:
-        """Add users to a group, creating missing hub users; returns the users it created.
+    async def add_members(self, group: str, users: list[str], field: str = "members") -> list[str]:
+        """Add users (normalised names, core/user_names.py) to a group, creating missing hub users;
+        returns the users it created.
 
-        If creating one fails, the users this call created are deleted again; a name the hub's
-        authenticator refuses (400) is bad input: InvalidRequest naming ``members``."""
-        created = []
-        for user in users:
-            try:
+        If a step fails, the users this call created are deleted again, so no stray hub user is left
+        that someone could sign up as. A name the hub refuses (400) is bad input: InvalidRequest
+        naming ``field``."""
+        created, refused = [], ""
+        try:
+            for user in users:
+                refused = f"the user name {user!r}"
                 if await self.ensure_user(user):
                     created.append(user)
-            except HubAPIError as e:
-                for made in created:
-                    await self.delete_user(made)
-                if e.status == 400:
-                    raise InvalidRequest("members", f"JupyterHub refuses the user name {user!r}: {e}") from None
-                raise
-        await self.request("POST", f"groups/{quote(group, safe='')}/users", {"users": users})
+            refused = f"to add {', '.join(users)} to group {group!r}"
+            await self.request("POST", f"groups/{quote(group, safe='')}/users", {"users": users})
+        except HubAPIError as e:
+            for made in created:
+                await self.delete_user(made)
+            if e.status == 400:
+                raise InvalidRequest(field, f"JupyterHub refuses {refused}: {e}") from None
+            raise
         return created
 
     async def remove_members(self, group: str, users: list[str]) -> None:

@@ -507,11 +507,12 @@ def _responses(ok: str, schema: dict | None, *errors: str, status: str = "200") 
     if schema is not None:
         responses[status]["content"] = {"application/json": {"schema": schema}}
     for code in errors:
-        responses[code] = {
-            "description": _ERRORS[code],
-            "content": {"application/json": {"schema": _ref("Error")}},
-        }
+        responses[code] = _error(code)
     return responses
+
+
+def _error(code: str) -> dict:
+    return {"description": _ERRORS[code], "content": {"application/json": {"schema": _ref("Error")}}}
 
 
 def _body(name: str, required: bool = True) -> dict:
@@ -997,5 +998,18 @@ def openapi_document(api_prefix: str, version: str) -> dict:
             },
             "schemas": SCHEMAS,
         },
-        "paths": _paths(),
+        "paths": _with_input_errors(_paths()),
     }
+
+
+def _with_input_errors(paths: dict) -> dict:
+    """Every operation that takes input answers 400 to input that cannot be read: a body that is not
+    UTF-8 JSON or nests too deep, text that is not valid Unicode, an argument that is not UTF-8 (issue 25)."""
+    for item in paths.values():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            takes_input = item.get("parameters") or operation.get("parameters") or operation.get("requestBody")
+            if takes_input:
+                operation["responses"].setdefault("400", _error("400"))
+    return paths

@@ -143,6 +143,29 @@ async def test_dot_segments_never_reach_the_service(jp_fetch):
     assert "'..'" in body_of(error.response)["message"]
 
 
+UNREADABLE = {
+    "path not UTF-8": ("egs/api/slices/%ED%A0%80", "GET", None, "path", "the URL path is not valid UTF-8"),
+    "path with NUL": ("egs/api/gprs/1%00/release", "POST", b"{}", "path", "NUL"),
+    # what the extension forwards unread, the service answers
+    "query not UTF-8": ("egs/api/gprs?slice=%FF", "GET", None, "slice", "slice is not valid UTF-8"),
+    "body nested 100000 deep": ("egs/api/gprs", "POST", b"[" * 100_000 + b"]" * 100_000, "body", "nests deeper"),
+    "lone surrogate in a body": ("egs/api/wait-times", "POST", b'{"slice": "\\ud800"}', "slice", "lone surrogate"),
+}
+
+
+@pytest.mark.parametrize("case", UNREADABLE.values(), ids=UNREADABLE.keys())
+async def test_unreadable_input_is_a_400_naming_it(http_server_client, jp_base_url, jp_auth_header, case):
+    path, method, body, want_field, want_message = case
+    response = await http_server_client.fetch(
+        jp_base_url + path, method=method, body=body, headers=jp_auth_header, raise_error=False
+    )
+    assert response.code == 400, response.body[:300]
+    assert response.headers["Content-Type"].startswith("application/json")
+    error = body_of(response)
+    assert error["status"] == 400 and error["field"] == want_field, error
+    assert want_message in error["message"]
+
+
 SERVICE_TARGETS = {
     "plain": ("gprs/3/release", "", "https://h/services/egs/api/v1/gprs/3/release"),
     "query kept": ("gprs", "slice=a&status=queued", "https://h/services/egs/api/v1/gprs?slice=a&status=queued"),

@@ -117,6 +117,11 @@ class Hub:
     def client(self, token: str | None) -> Client:
         return Client(self.api, token)
 
+    def direct_client(self, token: str | None) -> Client:
+        """A client of the EGS service at its own address, not through the hub's proxy."""
+        url = self.hub_api("GET", "services/egs")["url"].rstrip("/")
+        return Client(self.api.replace(self.url, url, 1), token)
+
     def admin(self) -> Client:
         return self.client(self.admin_token)
 

@@ -19,6 +19,7 @@ c.JupyterHub.load_roles.append(  # noqa: F821
             "access:services",
             "list:users",
             "read:users",
+            "read:services",
         ],
         "services": ["test-admin"],
     }

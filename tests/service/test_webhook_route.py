@@ -84,3 +84,30 @@ def test_a_webhook_port_needs_a_certificate_and_key(service):
     service.webhook_keyfile = ""
     with pytest.raises(TraitError, match="webhook_certfile and webhook_keyfile are needed"):
         service._webhook_server()
+
+
+BAD_REVIEWS = {
+    "nested 100000 deep": (b"[" * 100_000 + b"]" * 100_000, "nests deeper than 64 levels"),
+    "a field nested 65 deep": (
+        b'{"request": ' + b"[" * 64 + b"]" * 64 + b"}",
+        "nests deeper than 64 levels (at request)",
+    ),
+    "not UTF-8": (b'{"request": "\xff"}', "not valid UTF-8"),
+    "a lone surrogate": (b'{"request": {"namespace": "\\udc80"}}', "request.namespace contains text that is not valid"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_REVIEWS.values(), ids=BAD_REVIEWS.keys())
+async def test_a_body_that_cannot_be_a_review_is_a_400(service, case):
+    body, want_message = case
+    server = service._webhook_server()
+    context = ssl.create_default_context(cafile=service.webhook_certfile)
+    url = f"https://127.0.0.1:{service.webhook_port}{service.prefix}webhooks/pods/east"
+    try:
+        answer = await tornado.httpclient.AsyncHTTPClient().fetch(
+            url, method="POST", body=body, ssl_options=context, raise_error=False
+        )
+    finally:
+        server.stop()
+    assert answer.code == 400
+    assert want_message in json.loads(answer.body)["message"]

@@ -21,6 +21,7 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
+from ...core.decoding import decode_argument, decode_json
 from ...core.errors import Conflict, Forbidden, IllegalTransition, InvalidRequest, NotFound, PolicyViolation
 from ...core.requests import ID_MAX
 from ...roles import ADMIN_SCOPE
@@ -151,12 +152,14 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     # bodies and answers
 
     def json_body(self) -> object:
+        """The body's JSON value, {} when empty: 400 when it is not UTF-8 JSON, too deep, or not valid Unicode."""
         if not self.request.body:
             return {}
-        try:
-            return json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidRequest("body", "the request body is not valid JSON") from None
+        return decode_json(self.request.body)
+
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        """Path (``name`` None) and query arguments as text: 400 naming them when not UTF-8 or holding NUL."""
+        return decode_argument(value, name or "path")
 
     def write_json(self, value: object, status: int = 200) -> None:
         self.set_status(status)

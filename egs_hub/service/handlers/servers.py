@@ -11,6 +11,9 @@ server, so that it comes back with the GPUs just bound). It lives outside
 ``servers/`` so that no user or server name can make it collide with the
 routes above. It answers 202 at once and restarts in the background: the
 caller is often the very server that goes down.
+
+User and server names in the path are percent-encoded once (spawners/slice.py,
+the client) and decoded once, by tornado: "a%2500" names the server "a%00".
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from urllib.parse import unquote
 
 from sqlalchemy import select
 from tornado import web
 
 from ...core import model as core
-from ...core.requests import ServerStart, parse_body, parse_user_name
+from ...core.requests import ServerStart, parse_body
 from ...core.units import format_time
+from ...core.user_names import normalize_user_name
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import Server
@@ -45,7 +48,7 @@ class ServerHandler(APIHandler):
 
     @authenticated
     async def put(self, user: str, server: str = "") -> None:
-        user, server = parse_user_name(unquote(user), "user"), unquote(server or "")
+        user = normalize_user_name(user, "user")
         self.check_caller(user)
         slice_name = parse_body(ServerStart, self.json_body()).slice
         with self.egs.sessions() as session:
@@ -76,7 +79,7 @@ class ServerHandler(APIHandler):
 
     @authenticated
     def delete(self, user: str, server: str = "") -> None:
-        user, server = parse_user_name(unquote(user), "user"), unquote(server or "")
+        user = normalize_user_name(user, "user")
         self.check_caller(user)
         with transaction(self.egs.sessions) as session:
             queries.forget_server(session, user, server)
@@ -110,7 +113,7 @@ class ServersHandler(APIHandler):
 class ServerRestartHandler(APIHandler):
     @authenticated
     async def post(self, user: str, server: str = "") -> None:
-        user, server = parse_user_name(unquote(user), "user"), unquote(server or "")
+        user = normalize_user_name(user, "user")
         if not (self.is_admin or self.user_name == user):
             raise web.HTTPError(403, f"only {user} or an admin can restart {user}'s servers")
         model = await self.egs.hub.server(user, server)

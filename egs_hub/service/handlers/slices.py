@@ -37,9 +37,9 @@ from ...core.requests import (
     SliceUpdate,
     check_slice_name,
     parse_body,
-    parse_user_name,
 )
 from ...core.units import format_time
+from ...core.user_names import normalize_user_name
 from ...roles import ADMIN_GROUP, ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
@@ -322,16 +322,16 @@ class SliceHandler(SliceBase):
 class MemberHandler(SliceBase):
     @needs_scope(ADMIN_SCOPE)
     async def put(self, name: str, user: str) -> None:
-        parse_user_name(user, "user")
+        user = normalize_user_name(user, "user")
         with self.egs.sessions() as session:
             group = self.load_slice(session, name).group_name
-        await self.egs.hub.add_members(group, [user])
+        await self.egs.hub.add_members(group, [user], field="user")
         self._record("member-added", name, user)
         await self._answer(name)
 
     @needs_scope(ADMIN_SCOPE)
     async def delete(self, name: str, user: str) -> None:
-        parse_user_name(user, "user")
+        user = normalize_user_name(user, "user")
         with self.egs.sessions() as session:
             group = self.load_slice(session, name).group_name
         if user not in await self.egs.hub.group_members(group):

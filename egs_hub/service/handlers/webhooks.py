@@ -8,11 +8,11 @@ says so for that cluster: the same namespace name can be another slice's on
 another cluster, so each cluster's MutatingWebhookConfiguration names its own
 path (the chart's ``webhook.cluster``).
 
-| request                                   | answer                                         |
-|-------------------------------------------|------------------------------------------------|
-| an AdmissionReview v1                     | 200, the AdmissionReview with its response     |
-| not JSON, or not an AdmissionReview v1    | 400 ``{"status", "message"}``                  |
-| a cluster that is not registered          | 404 (the API server then admits the pod as is) |
+| request                                              | answer                                         |
+|------------------------------------------------------|------------------------------------------------|
+| an AdmissionReview v1                                | 200, the AdmissionReview with its response     |
+| not UTF-8 JSON, nested over 64 deep, not a review v1 | 400 ``{"status", "message"}``                  |
+| a cluster that is not registered                     | 404 (the API server then admits the pod as is) |
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 
 from ...backends.kubernetes.webhook import InvalidReview, review_pod
+from ...core.decoding import decode_json
+from ...core.errors import InvalidRequest
 from ...store import queries
 
 ROUTE = r"webhooks/pods/([^/]+)"
+# A pod's AdmissionReview nests about 15 deep (managedFields, affinity); the API's bodies stay within 32.
+REVIEW_MAX_DEPTH = 64
 
 
 class PodWebhookHandler(web.RequestHandler):
@@ -42,9 +46,9 @@ class PodWebhookHandler(web.RequestHandler):
         if cluster not in self.egs.registry.states:
             raise web.HTTPError(404, f"no cluster named {cluster!r}; the webhook path ends with a registered cluster")
         try:
-            review = json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError):
-            raise web.HTTPError(400, "the body is not JSON; send an AdmissionReview v1") from None
+            review = decode_json(self.request.body, max_depth=REVIEW_MAX_DEPTH)
+        except InvalidRequest as e:
+            raise web.HTTPError(400, f"{e}; send an AdmissionReview v1") from None
         try:
             answer = review_pod(review, lambda namespace: self._slice_of(cluster, namespace))
         except InvalidReview as e:
