@@ -4,11 +4,16 @@ real hub: every item once and in order, audit-log pages joined oldest first, and
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from playwright.sync_api import expect
 
 from ..service.hub import Hub
 from .test_admin_pages import Watched, open_page
 from .test_walkthrough_browser import ADMIN_PASSWORD, log_in
+
+# Far enough ahead that the GPRs stay queued, within EGSService.max_start_after (365 days).
+LATER = (datetime.now(UTC) + timedelta(days=300)).isoformat()
 
 FOLLOW = """async (team) => {
   const src = document.querySelector('script[type="module"]').src;
@@ -26,8 +31,7 @@ def test_the_pages_follow_next_cursor(hub: Hub, new_page) -> None:
     team = "cursors"
     admin.post("slices", {"name": team, "members": []}, expect=201)
     made = [
-        admin.post("gprs", {"slice": team, "gpus": 1, "duration": "1h", "start_after": "2031-01-01T00:00:00Z"})["id"]
-        for _ in range(5)
+        admin.post("gprs", {"slice": team, "gpus": 1, "duration": "1h", "start_after": LATER})["id"] for _ in range(5)
     ]
     every_event = [e["id"] for e in admin.get(f"events?slice={team}&limit=5000", expect=200)["events"]]
     assert len(every_event) > 4

@@ -9,6 +9,7 @@ import os
 from traitlets.config import Config
 
 from egs_hub.embedded import configure_hub
+from egs_hub.service.supervise import child_command
 
 load_subconfig(os.path.join(os.path.dirname(__file__), "hub_test_config.py"))  # noqa: F821
 
@@ -18,8 +19,9 @@ if "EGS_HUB_PORT" in os.environ:
     configure_hub(embedded)
     services = [dict(s) for s in embedded.JupyterHub.services]
     service = next(s for s in services if s["name"] == "egs")
+    service.pop("command")  # the supervisor's: the test is this service's supervisor, and kills the service itself
     launch = {
-        "command": service.pop("command"),
+        "command": child_command([]),
         "environment": {
             **service.pop("environment"),
             "JUPYTERHUB_SERVICE_NAME": service["name"],

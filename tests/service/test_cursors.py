@@ -14,6 +14,8 @@ from egs_hub.service import cursors
 from .hub import Client
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+# A start far enough ahead that these GPRs stay queued, within EGSService.max_start_after (365 days).
+LATER = (datetime.now(UTC) + timedelta(days=300)).isoformat()
 
 
 def pages(client: Client, path: str, key: str) -> list[list]:
@@ -111,7 +113,7 @@ def test_event_pages_go_back_in_time_each_newest_last(make_slice, user):
     alice, as_alice = user("alice")
     team = make_slice(members=(alice,))["name"]
     for _ in range(3):
-        gpr = as_alice.post("gprs", {"slice": team, "gpus": 1, "duration": "1h", "start_after": "2031-01-01T00:00:00Z"})
+        gpr = as_alice.post("gprs", {"slice": team, "gpus": 1, "duration": "1h", "start_after": LATER})
         as_alice.call("DELETE", f"gprs/{gpr['id']}", expect=200)
     whole = as_alice.get(f"events?slice={team}&limit=5000", expect=200)
     assert whole["next_cursor"] is None and len(whole["events"]) >= 6
@@ -148,7 +150,7 @@ def test_a_cursor_of_one_list_is_refused_by_another(make_slice, user):
     alice, as_alice = user("alice")
     team = make_slice(members=(alice,))["name"]
     for _ in range(2):
-        as_alice.post("gprs", {"slice": team, "gpus": 1, "duration": "1h", "start_after": "2031-01-01T00:00:00Z"})
+        as_alice.post("gprs", {"slice": team, "gpus": 1, "duration": "1h", "start_after": LATER})
     cursor = as_alice.get(f"gprs?slice={team}&limit=1", expect=200)["next_cursor"]
     assert cursor is not None
     for path in ("events", "queue", "alerts", "workloads"):
