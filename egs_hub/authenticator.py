@@ -31,7 +31,14 @@ from tornado.escape import url_escape
 from tornado.httputil import url_concat
 from traitlets import Integer, Unicode
 
-from .invites import INVITE_LIFETIME, create_invite_table, find_invite, invite_problem, make_invite
+from .invites import (
+    INVITE_LIFETIME,
+    SignupInvite,
+    create_invite_table,
+    find_invite,
+    invite_problem,
+    make_invite,
+)
 
 BOOTSTRAP_ADMIN = "admin"
 EGS_TEMPLATE_DIR = os.path.join(os.path.dirname(__file__), "hub_templates")
@@ -119,46 +126,32 @@ class SignUpHandler(NativeSignUpHandler):
         return super().get_result_message(user, *args, **kwargs)
 
     async def get(self) -> None:
-        token = self.get_argument("invite", "")
-        if not token:
+        if not self.get_argument("invite", ""):
             await super().get()
             return
-        if not self.authenticator.enable_signup:
-            raise web.HTTPError(404)
-        invite = find_invite(self.db, token)
-        problem = invite_problem(invite, utcnow(with_tz=False))
-        if problem:
-            self.set_status(400)
-            await self.render_signup("alert-danger", problem)
-            return
-        name, until = invite.username, f"{invite.expires_at:%Y-%m-%d %H:%M} UTC"
-        await self.render_signup(
-            "alert-info",
-            f"This invitation lets you sign up as {name} until {until} and log in at once, "
-            f"without waiting for an admin. Sign up as {name}.",
-        )
+        invite = await self.usable_invite(None)
+        if invite is not None:
+            name, until = invite.username, f"{invite.expires_at:%Y-%m-%d %H:%M} UTC"
+            await self.render_signup(
+                "alert-info",
+                f"This invitation lets you sign up as {name} until {until} and log in at once, "
+                f"without waiting for an admin. Sign up as {name}.",
+            )
 
     async def post(self) -> None:
-        token = self.get_argument("invite", "")
-        if not token:
+        if not self.get_argument("invite", ""):
             await super().post()
             return
-        if not self.authenticator.enable_signup:
-            raise web.HTTPError(404)
         username = self.authenticator.normalize_username(self.get_body_argument("username", "", strip=False))
-        invite = find_invite(self.db, token)
-        now = utcnow(with_tz=False)
-        problem = invite_problem(invite, now, username)
-        if problem:
-            self.set_status(400)
-            await self.render_signup("alert-danger", problem)
+        invite = await self.usable_invite(username)
+        if invite is None:
             return
         password = self.get_body_argument("signup_password", "", strip=False)
         matches = password == self.get_body_argument("signup_password_confirmation", "", strip=False)
         taken = self.authenticator.user_exists(username)
         user = None
         if matches and not taken:
-            invite.used_at = now  # committed with the new user by create_user, or rolled back without one
+            invite.used_at = utcnow(with_tz=False)  # committed with the new user by create_user, or rolled back
             user = self.authenticator.create_user(
                 username,
                 password,
@@ -170,6 +163,19 @@ class SignUpHandler(NativeSignUpHandler):
                 self.db.rollback()
         alert, message = self.get_result_message(user, True, taken, matches, False)
         await self.render_signup(alert, message, user)
+
+    async def usable_invite(self, username: str | None) -> SignupInvite | None:
+        """The invite of this request's ``invite`` argument if it may sign ``username`` up (None: anyone);
+        else None, with the page saying why (400)."""
+        if not self.authenticator.enable_signup:
+            raise web.HTTPError(404)
+        invite = find_invite(self.db, self.get_argument("invite"))
+        problem = invite_problem(invite, utcnow(with_tz=False), username)
+        if problem is None:
+            return invite
+        self.set_status(400)
+        await self.render_signup("alert-danger", problem)
+        return None
 
     async def render_signup(self, alert: str, message: str, user=None) -> None:
         """The signup page with ``message``, as the original renders it."""
