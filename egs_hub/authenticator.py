@@ -2,12 +2,13 @@
 
 - The first start creates the hub admin ``admin`` with the password from
   ``EGS_ADMIN_PASSWORD``, or a generated one printed once.
-- A user an admin already created in the hub (for example by adding them to a
-  slice) may sign up at /hub/signup without waiting for approval; anyone else
-  waits until an admin authorizes them at /hub/authorize.
+- Signup invites (invites.py): an admin makes a one-use link for one user name
+  at /hub/invite; a signup through it is authorized at once. Any other signup
+  waits until an admin authorizes it at /hub/authorize, also for a name an
+  admin already added to a workspace: that name is not whoever's signs up first.
 
 And two repairs of nativeauthenticator 1.3.0's pages: ``LoginHandler`` makes
-/hub/login work on JupyterHub 6; ``SignUpHandler`` tells a pre-authorized user
+/hub/login work on JupyterHub 6; ``SignUpHandler`` tells an authorized user
 that they can log in now (see their docstrings).
 """
 
@@ -16,18 +17,39 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from datetime import timedelta
 
-from jinja2 import ChoiceLoader, FileSystemLoader
-from jupyterhub import orm
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader
+from jupyterhub.scopes import needs_scope
+from jupyterhub.utils import utcnow
 from nativeauthenticator import NativeAuthenticator
-from nativeauthenticator.handlers import TEMPLATE_DIR
+from nativeauthenticator.handlers import TEMPLATE_DIR, LocalBase
 from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
 from nativeauthenticator.handlers import SignUpHandler as NativeSignUpHandler
+from tornado import web
 from tornado.escape import url_escape
 from tornado.httputil import url_concat
-from traitlets import Unicode
+from traitlets import Integer, Unicode
+
+from .invites import (
+    INVITE_LIFETIME,
+    SignupInvite,
+    create_invite_table,
+    find_invite,
+    invite_problem,
+    make_invite,
+)
 
 BOOTSTRAP_ADMIN = "admin"
+EGS_TEMPLATE_DIR = os.path.join(os.path.dirname(__file__), "hub_templates")
+
+
+def add_template_dir(env: Environment | None, directory: str) -> None:
+    """Let ``env``, one of the hub's jinja environments, find templates in ``directory`` too (once)."""
+    if env is None or directory in getattr(env, "egs_template_dirs", ()):
+        return
+    env.loader = ChoiceLoader([env.loader, FileSystemLoader([directory])])
+    env.egs_template_dirs = (*getattr(env, "egs_template_dirs", ()), directory)
 
 
 class LoginHandler(NativeLoginHandler):
@@ -48,10 +70,7 @@ class LoginHandler(NativeLoginHandler):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        env = self.settings.get("jinja2_env_sync")
-        if env is not None and not getattr(env, "egs_native_templates", False):
-            env.loader = ChoiceLoader([env.loader, FileSystemLoader([TEMPLATE_DIR])])
-            env.egs_native_templates = True
+        add_template_dir(self.settings.get("jinja2_env_sync"), TEMPLATE_DIR)
 
     def _render(self, login_error=None, username=None, sync=False, **error_fields):
         return self.render_template(
@@ -91,11 +110,14 @@ class LoginHandler(NativeLoginHandler):
 
 
 class SignUpHandler(NativeSignUpHandler):
-    """nativeauthenticator 1.3.0's /hub/signup, telling pre-authorized users the truth.
+    """nativeauthenticator 1.3.0's /hub/signup, with invites and telling authorized users the truth.
 
-    The original answers "Your information has been sent to the admin." to everyone
-    but admins when signup is not open, although a user the hub already knew (for
-    example, added to a slice) is authorized at once and can log in now.
+    - ``/hub/signup?invite=TOKEN`` (invites.py) says whom the invite is for; a signup as that
+      name is authorized at once and uses the invite up, in the same commit as the new user.
+      An invite that is unknown, used, expired or for another name is a 400 saying so, and
+      nothing is created. Without an invite, the original's signup: it waits for an admin.
+    - The original answers "Your information has been sent to the admin." to everyone but admins
+      when signup is not open, also to a user who is authorized at once and can log in now.
     """
 
     def get_result_message(self, user, *args, **kwargs) -> tuple[str, str]:
@@ -103,8 +125,122 @@ class SignUpHandler(NativeSignUpHandler):
             return "alert-success", "The signup was successful! You can now log in."
         return super().get_result_message(user, *args, **kwargs)
 
+    async def get(self) -> None:
+        if not self.get_argument("invite", ""):
+            await super().get()
+            return
+        invite = await self.usable_invite(None)
+        if invite is not None:
+            name, until = invite.username, f"{invite.expires_at:%Y-%m-%d %H:%M} UTC"
+            await self.render_signup(
+                "alert-info",
+                f"This invitation lets you sign up as {name} until {until} and log in at once, "
+                f"without waiting for an admin. Sign up as {name}.",
+            )
+
+    async def post(self) -> None:
+        if not self.get_argument("invite", ""):
+            await super().post()
+            return
+        username = self.authenticator.normalize_username(self.get_body_argument("username", "", strip=False))
+        invite = await self.usable_invite(username)
+        if invite is None:
+            return
+        password = self.get_body_argument("signup_password", "", strip=False)
+        matches = password == self.get_body_argument("signup_password_confirmation", "", strip=False)
+        taken = self.authenticator.user_exists(username)
+        user = None
+        if matches and not taken:
+            invite.used_at = utcnow(with_tz=False)  # committed with the new user by create_user, or rolled back
+            user = self.authenticator.create_user(
+                username,
+                password,
+                email=self.get_body_argument("email", "", strip=False),
+                has_2fa=bool(self.get_body_argument("2fa", "", strip=False)),
+                is_authorized=True,
+            )
+            if user is None:
+                self.db.rollback()
+        alert, message = self.get_result_message(user, True, taken, matches, False)
+        await self.render_signup(alert, message, user)
+
+    async def usable_invite(self, username: str | None) -> SignupInvite | None:
+        """The invite of this request's ``invite`` argument if it may sign ``username`` up (None: anyone);
+        else None, with the page saying why (400)."""
+        if not self.authenticator.enable_signup:
+            raise web.HTTPError(404)
+        invite = find_invite(self.db, self.get_argument("invite"))
+        problem = invite_problem(invite, utcnow(with_tz=False), username)
+        if problem is None:
+            return invite
+        self.set_status(400)
+        await self.render_signup("alert-danger", problem)
+        return None
+
+    async def render_signup(self, alert: str, message: str, user=None) -> None:
+        """The signup page with ``message``, as the original renders it."""
+        html = await self.render_template(
+            "signup.html",
+            ask_email=self.authenticator.ask_email_on_signup,
+            result_message=message,
+            alert=alert,
+            two_factor_auth=self.authenticator.allow_2fa,
+            two_factor_auth_user=user.has_2fa if user else "",
+            two_factor_auth_value=user.otp_secret if user else "",
+            recaptcha_key=self.authenticator.recaptcha_key,
+            tos=self.authenticator.tos,
+        )
+        self.finish(html)
+
+
+class InviteHandler(LocalBase):
+    """/hub/invite: an admin (scope admin:users) makes a signup invite for one user name (invites.py).
+
+    GET shows the form (``?user=NAME`` fills it in); POST makes the invite and shows its link once.
+    A name the hub would refuse, or one that has signed up already, is a 400 saying so."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        add_template_dir(self.settings.get("jinja2_env"), EGS_TEMPLATE_DIR)
+
+    @needs_scope("admin:users")
+    async def get(self) -> None:
+        await self.render_invite(username=self.get_argument("user", ""))
+
+    @needs_scope("admin:users")
+    async def post(self) -> None:
+        typed = self.get_body_argument("username", "", strip=True)
+        username = self.authenticator.normalize_username(typed)
+        if not typed or not self.authenticator.validate_username(username):
+            self.set_status(400)
+            await self.render_invite(
+                username=typed,
+                error=f"{typed!r} is not a user name the hub accepts: give a name without spaces, commas or slashes.",
+            )
+            return
+        if self.authenticator.user_exists(username):
+            self.set_status(400)
+            await self.render_invite(
+                username=typed,
+                error=f"{username} has signed up already; they log in at /hub/login. If they lost their "
+                f"password, set a new one at /hub/change-password/{username}.",
+            )
+            return
+        lifetime = timedelta(seconds=self.authenticator.invite_lifetime)
+        token, expires_at = make_invite(self.db, username, self.current_user.name, utcnow(with_tz=False), lifetime)
+        link = f"{self.request.protocol}://{self.request.host}{self.hub.base_url}signup?invite={token}"
+        self.log.info("%s invited %s to sign up, until %s", self.current_user.name, username, expires_at)
+        await self.render_invite(username=username, link=link, expires_at=f"{expires_at:%Y-%m-%d %H:%M}")
+
+    async def render_invite(self, **context) -> None:
+        html = await self.render_template(
+            "egs-invite.html", lifetime_days=self.authenticator.invite_lifetime / 86400, **context
+        )
+        self.finish(html)
+
 
 HANDLERS = {r"/login": LoginHandler, r"/signup": SignUpHandler}
+EGS_HANDLERS = [(r"/invite", InviteHandler)]
 
 
 class EGSAuthenticator(NativeAuthenticator):
@@ -117,8 +253,21 @@ class EGSAuthenticator(NativeAuthenticator):
         """,
     ).tag(config=True)
 
+    invite_lifetime = Integer(
+        int(INVITE_LIFETIME.total_seconds()),
+        min=1,
+        help="""Seconds a signup invite made at /hub/invite stays valid (default 604800, 7 days).
+
+        Until then, the invite's link lets its user name sign up and log in without waiting for
+        an admin at /hub/authorize, once.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        create_invite_table(self.db.bind)
         self.create_bootstrap_admin()
 
     def create_bootstrap_admin(self) -> None:
@@ -130,7 +279,7 @@ class EGSAuthenticator(NativeAuthenticator):
             password = secrets.token_urlsafe(12)
         if len(password) < self.minimum_password_length:
             raise ValueError(f"EGS_ADMIN_PASSWORD must be at least {self.minimum_password_length} characters long")
-        if self.create_user(self.bootstrap_admin, password) is None:
+        if self.create_user(self.bootstrap_admin, password, is_authorized=True) is None:
             raise ValueError(f"could not create the hub admin {self.bootstrap_admin!r}")
         shown = f"with the password {password}" if generated else "with the password from EGS_ADMIN_PASSWORD"
         print(
@@ -141,8 +290,5 @@ class EGSAuthenticator(NativeAuthenticator):
         )
 
     def get_handlers(self, app) -> list[tuple]:
-        return [(route, HANDLERS.get(route, handler)) for route, handler in super().get_handlers(app)]
-
-    def get_authed_users(self) -> set[str]:
-        hub_users = {name for (name,) in self.db.query(orm.User.name)}
-        return super().get_authed_users() | hub_users
+        native = [(route, HANDLERS.get(route, handler)) for route, handler in super().get_handlers(app)]
+        return native + EGS_HANDLERS

@@ -254,7 +254,7 @@ def dashboard_after(hub: Hub, admin: Page, artifacts: Path) -> None:
 
 
 def carol_sees_her_workspace_only(hub: Hub, carol: Page, gprs: dict[str, int], artifacts: Path) -> None:
-    sign_up(carol, hub, "carol", CAROL_PASSWORD)
+    sign_up(carol, hub.invite_link("carol"), "carol", CAROL_PASSWORD)
     carol.goto(f"{hub.url}/services/egs/admin/")
     log_in(carol, "carol", CAROL_PASSWORD)
     expect(carol.get_by_role("heading", name="403: Forbidden")).to_be_visible()

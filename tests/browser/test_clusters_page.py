@@ -173,7 +173,7 @@ def test_the_admin_and_a_member_download_the_kubeconfig_of_a_workspace(world, em
     emulators.run(world["kube"].add_pod(NAMESPACE, pod("trainer")))
     assert emulators.run(pods_seen_with(str(admin_file), NAMESPACE)) == ["trainer"]
 
-    sign_up(alice, hub, "alice", ALICE_PASSWORD)
+    sign_up(alice, hub.invite_link("alice"), "alice", ALICE_PASSWORD)
     alice.goto(f"{hub.url}/services/egs/")
     log_in(alice, "alice", ALICE_PASSWORD)
     expect(alice.locator("#updated")).to_contain_text("Updated")

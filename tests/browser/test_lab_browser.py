@@ -33,7 +33,7 @@ def lab_hub(tmp_path_factory) -> Iterator[Hub]:
 
 
 def carol_opens_jupyterlab(hub: Hub, page: Page) -> None:
-    sign_up(page, hub, "carol", CAROL_PASSWORD)
+    sign_up(page, hub.invite_link("carol"), "carol", CAROL_PASSWORD)
     page.goto(f"{hub.url}/hub/login")
     log_in(page, "carol", CAROL_PASSWORD)
     expect(page).not_to_have_url(re.compile(r"/hub/login"))

@@ -2,11 +2,12 @@
 
 1. The admin opens the hub, logs in, opens the portal at /services/egs/ (through
    JupyterHub OAuth, no confirmation page), sees the declared-inventory notice,
-   creates workspace "team-a" and adds member "alice" on its card.
-2. Alice signs up at /hub/signup (pre-authorized: the admin's action made her a
-   hub user), opens the portal, logs in, asks for 2 GPUs for 30m: wait times
-   for every shape, then "Request GPUs"; the GPR becomes provisioned with its
-   GPU UUIDs.
+   creates workspace "team-a", adds member "alice" on its card, and makes her a
+   signup invite at /hub/invite.
+2. Alice signs up through the invite link (authorized at once: the invite is
+   the admin's approval), opens the portal, logs in, asks for 2 GPUs for 30m:
+   wait times for every shape, then "Request GPUs"; the GPR becomes provisioned
+   with its GPU UUIDs.
 3. From /hub/home she starts her server; JupyterLab loads, and the server's
    process has CUDA_VISIBLE_DEVICES = the UUIDs the portal shows.
 4. Back on the portal she releases the GPR: it completes and her server is
@@ -29,10 +30,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from ..service.hub import Hub, wait_for
+from ..service.hub import ADMIN_PASSWORD, Hub, wait_for
 from .conftest import BROWSER_TIMEZONE
 
-ADMIN_PASSWORD = "admin-password"  # what start_hub puts in $EGS_ADMIN_PASSWORD
 ALICE_PASSWORD = "alice-walks-through"
 UUID_LIST = re.compile(r"^GPU-[0-9a-f-]+( GPU-[0-9a-f-]+)*$")
 
@@ -45,9 +45,10 @@ def log_in(page: Page, user: str, password: str) -> None:
     page.get_by_role("button", name="Sign In").click()
 
 
-def sign_up(page: Page, hub: Hub, user: str, password: str) -> None:
-    """Sign ``user`` up at /hub/signup (an admin's action made them a hub user: authorized at once)."""
-    page.goto(f"{hub.url}/hub/signup")
+def sign_up(page: Page, invite_link: str, user: str, password: str) -> None:
+    """Sign ``user`` up through an admin's invite link (authorized at once)."""
+    page.goto(invite_link)
+    expect(page.get_by_role("alert")).to_contain_text(f"This invitation lets you sign up as {user} until")
     page.get_by_label("Username:").fill(user)
     page.get_by_label("Password:", exact=True).fill(password)
     # nativeauthenticator's "Confirm password:" label points at no input (for="password_confirm").
@@ -95,8 +96,9 @@ class Provisioned:
     uuids: list[str]
 
 
-def admin_creates_team_a(hub: Hub, admin: Page, artifacts: Path) -> None:
-    """1. The admin logs in at the hub, opens the portal, creates team-a and adds alice."""
+def admin_creates_team_a(hub: Hub, admin: Page, artifacts: Path) -> str:
+    """1. The admin logs in at the hub, opens the portal, creates team-a, adds alice and invites her;
+    returns the invite link."""
     admin.goto(hub.url + "/")
     expect(admin).to_have_url(re.compile(r"/hub/login"))
     # The login page's own errors render (nativeauthenticator on JupyterHub 6 answered 500).
@@ -138,10 +140,16 @@ def admin_creates_team_a(hub: Hub, admin: Page, artifacts: Path) -> None:
     expect(member).to_have_value("")
     admin.screenshot(path=artifacts / "portal-admin.png", full_page=True)
 
+    admin.goto(f"{hub.url}/hub/invite")
+    admin.get_by_label("User name:").fill("alice")
+    admin.get_by_role("button", name="Create invite link").click()
+    expect(admin.get_by_role("alert")).to_contain_text("Invite for alice, valid until")
+    return admin.locator("#invite-link").inner_text()
 
-def alice_gets_gpus(hub: Hub, alice: Page, artifacts: Path) -> Provisioned:
-    """2. Alice signs up, logs in on her way to the portal, sees wait times and asks for 2 GPUs."""
-    sign_up(alice, hub, "alice", ALICE_PASSWORD)
+
+def alice_gets_gpus(hub: Hub, alice: Page, invite_link: str, artifacts: Path) -> Provisioned:
+    """2. Alice signs up through her invite, logs in on her way to the portal, sees wait times and asks for 2 GPUs."""
+    sign_up(alice, invite_link, "alice", ALICE_PASSWORD)
 
     # Opening the portal first sends her to /hub/login and, logged in, back to the portal.
     alice.goto(portal_url(hub))
@@ -233,13 +241,13 @@ def alice_sees_only_her_workspace(alice: Page) -> None:
 @pytest.mark.browser
 def test_readme_walkthrough_in_a_browser(hub: Hub, new_page, artifacts: Path) -> None:
     admin, alice = new_page(), new_page()
-    admin_creates_team_a(hub, admin, artifacts)
+    invite_link = admin_creates_team_a(hub, admin, artifacts)
     # Another workspace, with a GPR, which alice must not see.
     hub.admin().post("slices", {"name": "team-b", "members": ["bob"]}, expect=201)
     as_bob = hub.client(hub.user_token("bob"))
     as_bob.post("gprs", {"slice": "team-b", "gpus": 1, "duration": "30m", "shape": "A100"}, expect=201)
 
-    gpr = alice_gets_gpus(hub, alice, artifacts)
+    gpr = alice_gets_gpus(hub, alice, invite_link, artifacts)
     pid = alice_starts_jupyterlab(hub, alice, gpr, artifacts)
     alice_releases(hub, alice, gpr, pid, artifacts)
     alice_sees_only_her_workspace(alice)

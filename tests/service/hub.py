@@ -6,7 +6,9 @@ answer must hold: a JSON body, the content type, and the error shape.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -29,6 +31,7 @@ from ..metrics.prometheus_server import (
 )
 
 HERE = os.path.dirname(__file__)
+ADMIN_PASSWORD = "admin-password"  # the hub admin's, in $EGS_ADMIN_PASSWORD
 UNMANAGED_SERVICE_CONFIG = "hub_unmanaged_service.py"
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -125,6 +128,16 @@ class Hub:
     def admin(self) -> Client:
         return self.client(self.admin_token)
 
+    def admin_pages(self) -> PageSession:
+        """The hub's pages as the hub admin ``admin``, logged in with the password."""
+        pages = PageSession(self.url)
+        assert pages.log_in("admin", ADMIN_PASSWORD).status_code == 302, "the hub admin could not log in"
+        return pages
+
+    def invite_link(self, name: str) -> str:
+        """A signup link for ``name`` that needs no admin's approval, made at /hub/invite."""
+        return invite(self.admin_pages(), name)
+
     def log(self) -> str:
         with open(self.log_path) as f:
             return f.read()
@@ -157,6 +170,54 @@ class Hub:
             if argument in command and marker in environment:
                 return int(entry)
         raise AssertionError(f"no {module} process is running")
+
+
+@dataclass
+class Page:
+    status: int
+    text: str
+
+    @property
+    def alert(self) -> str:
+        """The page's alert text, tags dropped and whitespace collapsed ("" when it has none)."""
+        found = re.search(r'role="alert">(.*?)</div>', self.text, re.S)
+        return " ".join(re.sub(r"<[^>]+>", " ", html.unescape(found.group(1))).split()) if found else ""
+
+
+class PageSession:
+    """The hub's HTML pages as a browser uses them: a cookie session posting forms with their _xsrf field."""
+
+    def __init__(self, url: str):
+        self.base = url
+        self.session = requests.Session()
+        self.xsrf = ""
+
+    def get(self, path: str) -> Page:
+        response = self.session.get(self.url(path), timeout=30)
+        self.xsrf = re.search(r'name="_xsrf" value="([^"]+)"', response.text).group(1)
+        return Page(response.status_code, response.text)
+
+    def submit(self, path: str, **fields: str) -> requests.Response:
+        """GET the form at ``path``, then POST ``fields`` to it (the hub's forms post to their own URL)."""
+        self.get(path)
+        return self.session.post(self.url(path), data={"_xsrf": self.xsrf, **fields}, timeout=30, allow_redirects=False)
+
+    def url(self, path: str) -> str:
+        return path if path.startswith("http") else f"{self.base}{path}"
+
+    def log_in(self, name: str, password: str) -> requests.Response:
+        return self.submit("/hub/login", username=name, password=password)
+
+    def sign_up(self, name: str, password: str, link: str = "/hub/signup") -> Page:
+        response = self.submit(link, username=name, signup_password=password, signup_password_confirmation=password)
+        return Page(response.status_code, response.text)
+
+
+def invite(admin_pages: PageSession, name: str) -> str:
+    """The link of a new signup invite for ``name``, made on /hub/invite by a logged-in admin."""
+    response = admin_pages.submit("/hub/invite", username=name)
+    assert response.status_code == 200, Page(response.status_code, response.text).alert
+    return html.unescape(re.search(r'<code id="invite-link">(.*?)</code>', response.text).group(1))
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
@@ -213,7 +274,7 @@ def start_hub(
         **os.environ,
         **(env or {}),
         "PATH": chp_on_path(),
-        "EGS_ADMIN_PASSWORD": "admin-password",
+        "EGS_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "EGS_TEST_ADMIN_TOKEN": admin_token,
     }
     log_path = os.path.join(data_dir, "hub.log")
