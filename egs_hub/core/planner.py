@@ -104,6 +104,22 @@ class _NotPlaced(Exception):
         self.error = error
 
 
+class _Placing:
+    """``with _Placing(gpr_id):`` what placing that request raises becomes _NotPlaced naming it."""
+
+    __slots__ = ("gpr_id",)
+
+    def __init__(self, gpr_id: int):
+        self.gpr_id = gpr_id
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, _type, error, _traceback) -> None:
+        if isinstance(error, Exception) and not isinstance(error, _NotPlaced):
+            raise _NotPlaced(self.gpr_id, error) from error
+
+
 def plan(snapshot: Snapshot, now: datetime, *, backfill: str = "conservative") -> Plan:
     """Windows to end, GPRs to admit now, an estimate for every queued GPR, and evictions.
 
@@ -465,7 +481,7 @@ class _Pass:
             holds = self._hold_promises([r for _, r in members])
             overtaken = False
             for k, (position, request) in enumerate(members):
-                try:
+                with _Placing(request.gpr_id):
                     held = holds.pop(request.gpr_id, None)
                     kept = False
                     if held is None:
@@ -485,8 +501,6 @@ class _Pass:
                         self.place(request, position, window)
                     if window is not None:  # the window it has on the timeline (``held``, kept)
                         self.placed[b].append((request, window))
-                except Exception as e:
-                    raise _NotPlaced(request.gpr_id, e) from e
                 if k == last_ahead:
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
@@ -550,7 +564,7 @@ class _Pass:
         for estimate, request in sorted(
             ((e, r) for e, r in promised if e is not None), key=lambda er: (er[0].start, er[1].gpr_id)
         ):
-            try:
+            with _Placing(request.gpr_id):
                 window = self._promised_window(request, estimate)
                 if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
                     # Due now, on GPUs whose window ended at this instant: they are free just after.
@@ -558,8 +572,6 @@ class _Pass:
                 if window is not None and self.timeline.fits(window):
                     self.timeline.put(window, later=later)
                     holds[request.gpr_id] = window
-            except Exception as e:
-                raise _NotPlaced(request.gpr_id, e) from e
         Pool.summarize(later)
         return holds
 
@@ -596,31 +608,25 @@ class _Pass:
         head_reserved = False
         waiting = []
         for position, request in enumerate(self.queue, start=1):
-            try:
+            with _Placing(request.gpr_id):
                 window = self.earliest(request)
                 if window is None or window.start == 0.0 or not head_reserved:
                     self.place(request, position, window)
                     head_reserved = head_reserved or (window is not None and window.start > 0.0)
                 else:
                     waiting.append((position, request))
-            except Exception as e:
-                raise _NotPlaced(request.gpr_id, e) from e
         for position, request in waiting:
-            try:
+            with _Placing(request.gpr_id):
                 self.place(request, position, self.earliest(request, floor=_JUST_AFTER_S))
-            except Exception as e:
-                raise _NotPlaced(request.gpr_id, e) from e
         self.after_band = dict.fromkeys(BANDS, self.timeline)
 
     def strict(self) -> None:
         """Strict order, no backfill: nobody starts before the request ahead of it."""
         floor = 0.0
         for position, request in enumerate(self.queue, start=1):
-            try:
+            with _Placing(request.gpr_id):
                 window = self.earliest(request, floor)
                 self.place(request, position, window)
-            except Exception as e:
-                raise _NotPlaced(request.gpr_id, e) from e
             if window is not None:
                 floor = window.start
         self.after_band = dict.fromkeys(BANDS, self.timeline)
