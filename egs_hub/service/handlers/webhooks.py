@@ -6,7 +6,7 @@ the webhook answering only with patches that put GPU pods on their own slice's
 nodes, are what keep it safe). A namespace belongs to a slice when the store
 says so for that cluster: the same namespace name can be another slice's on
 another cluster, so each cluster's MutatingWebhookConfiguration names its own
-path (the chart's ``webhook.cluster``).
+path (the chart's ``egs.cluster.name``).
 
 | request                                              | answer                                         |
 |------------------------------------------------------|------------------------------------------------|
