@@ -73,8 +73,8 @@ install-test: install
 	@missing=""; for tool in chromium prometheus; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian's$$missing for the tests (browser test, Prometheus metric source)"; \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq $$missing >/dev/null; fi; fi
+	  apt="apt-get -o DPkg::Lock::Timeout=600"; [ "$$(id -u)" = 0 ] || apt="sudo $$apt"; \
+	  $$apt update -qq && $$apt install -y -qq $$missing >/dev/null; fi
 
 up: install
 	egs-hub up $(ARGS)
