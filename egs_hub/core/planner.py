@@ -9,9 +9,10 @@ so an estimate comes from the planner that will start it.
 Estimates are kept. The snapshot carries the previous plan's estimates, its
 *promises*: before a band is planned, each of its requests holds its promised
 window, and gives it back only when its own turn comes, to take an earlier one
-if there is one. A request that had no promise (it is new) takes its place in
-the queue: it is planned without the promises of the requests behind it, and
-those it displaces are planned afresh. So an estimate moves later only when
+if there is one. A request that had no promise (it is new), or whose promise no
+longer fits (capacity was lost, a higher band took it), takes its place in the
+queue: it is planned without the promises of the requests behind it, and those
+it displaces are planned afresh. So an estimate moves later only when
 work arrives ahead of it in the queue (a higher band, or better fair share) or
 capacity is lost; fair-share changes among waiting requests, early and idle
 releases never move it later, and the next pass moves requests earlier into
@@ -479,6 +480,16 @@ class _Pass:
             last_ahead = max((k for k, p in enumerate(promised) if not p and k < last_promised), default=-1)
             open_ = self.timeline.copy() if last_ahead >= 0 else None
             holds = self._hold_promises([r for _, r in members])
+            # A promise that no longer fits is dropped: its request takes its place in the queue
+            # as a new one does, ahead of the promises held behind it.
+            kept_promise = [r.gpr_id in holds for _, r in members]
+            last_held = max((k for k, h in enumerate(kept_promise) if h), default=-1)
+            dropped = max(
+                (k for k, p in enumerate(promised) if p and not kept_promise[k] and k < last_held), default=-1
+            )
+            if dropped > last_ahead:
+                open_ = open_ or self._without(holds.values())
+                last_ahead = dropped
             overtaken = False
             for k, (position, request) in enumerate(members):
                 with _Placing(request.gpr_id):
@@ -505,6 +516,13 @@ class _Pass:
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
+
+    def _without(self, holds: Iterable[Window]) -> Timeline:
+        """A copy of the timeline with the ``holds`` (on it) taken off."""
+        open_ = self.timeline.copy()
+        for window in holds:
+            open_.put(open_.translate(window), -1)
+        return open_
 
     def _keep(self, request: Request, position: int, held: Window) -> None:
         """The request keeps its promised window (held on the timeline): its estimate is the

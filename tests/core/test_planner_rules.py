@@ -118,6 +118,20 @@ def test_a_request_behind_a_newcomer_keeps_its_promise_where_it_still_fits():
     }
 
 
+def test_a_request_whose_promise_no_longer_fits_stays_ahead_of_those_queued_after_it():
+    """1 then 2 wait for h1, promised +1h and +2h. The window ahead of them overruns by half an
+    hour (capacity lost, as after an outage): 1's promise no longer fits, 2's still does. 1 is
+    ahead in the queue, so it takes the first window (+1.5h) and 2 moves after it (+2.5h);
+    before issue 18's fix, 1 was planned behind 2's promise (+3h)."""
+    queue = (A_WAITS, req(2, gpus=8, slice="b"))
+    first_snapshot = snap(H1, bookings=(FULL_FOR_AN_HOUR,), queue=queue, policies=SLICES)
+    first = plan(first_snapshot, NOW)
+    assert starts(first_snapshot) == {1: at(1), 2: at(2)}
+    overrun = dataclasses.replace(FULL_FOR_AN_HOUR, end=at(1.5))
+    second = dataclasses.replace(first_snapshot, bookings=(overrun,), previous=first.estimates)
+    assert starts(second) == {1: at(1.5), 2: at(2.5)}
+
+
 def test_without_promises_fair_share_orders_the_band():
     """The same arrival as the first promise case, planned from nothing: b used less, goes first."""
     snapshot = snap(
