@@ -22,6 +22,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from ...backends.kubernetes import ClusterUnavailable, SliceConflict, SliceNotSetUp
@@ -45,6 +46,7 @@ from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow, SliceNamespace
 from ...store.models import Slice as SliceRow
+from ..hub import HubAPIError
 from ..planning import slice_usage
 from ..serialize import slice_json
 from ..slice_setup import SliceHost
@@ -127,8 +129,11 @@ class SliceBase(APIHandler):
     def usage(self, session) -> dict[str, dict]:
         return slice_usage(session, self.now(), self.egs.planning.half_life)
 
-    async def slice_view(self, session, row: SliceRow) -> dict:
-        members = await self.egs.hub.group_members(row.group_name)
+    async def slice_view(self, session, row: SliceRow, members: list[str] | None = None) -> dict:
+        """The slice as the API answers it. A handler that changed something passes the ``members`` it read
+        from the hub before its change, so no hub call after the commit can turn the answer into a 5xx."""
+        if members is None:
+            members = await self.egs.hub.group_members(row.group_name)
         gpus = [uuid for uuid, _ in queries.slice_usable_gpus(session, row.name)]
         return slice_json(row, members, gpus, self.usage(session)[row.name])
 
@@ -217,8 +222,9 @@ class SlicesHandler(SliceBase):
                     await hub.delete_user(user)
                 raise
         self.egs.forget_identities()
+        members = sorted(members_before | set(body.members))
         with self.egs.sessions() as session:
-            view = await self.slice_view(session, queries.get_slice(session, body.name))
+            view = await self.slice_view(session, queries.get_slice(session, body.name), members)
         self.set_header("Location", f"{self.egs.api_prefix}slices/{body.name}")
         self.write_json(view, 201)
 
@@ -244,6 +250,8 @@ class SliceHandler(SliceBase):
             policy = _policy(quota, policy_body, queries.slice_policy(row))
             if body.namespaces is not MISSING:
                 self.check_namespaces_free(session, body.namespaces, row.id)
+            group = row.group_name
+        members = await self.egs.hub.group_members(group)
         after = before
         if body.namespaces is not MISSING:
             self.check_clusters(body.namespaces)
@@ -278,7 +286,7 @@ class SliceHandler(SliceBase):
                 raise
         self.egs.reconciler.wake()
         with self.egs.sessions() as session:
-            view = await self.slice_view(session, self.load_slice(session, name))
+            view = await self.slice_view(session, self.load_slice(session, name), members)
         self.write_json(view)
 
     @needs_scope(ADMIN_SCOPE)
@@ -313,7 +321,10 @@ class SliceHandler(SliceBase):
                     core.Event(kind="slice-deleted", actor=self.user_name, reason="deleted", time=now, slice=name),
                 )
         if owns_group:
-            await self.egs.hub.delete_group(group)
+            try:
+                await self.egs.hub.delete_group(group)
+            except HubAPIError as e:
+                log.error("slice %s is deleted; its hub group %r is left (an admin deletes it): %s", name, group, e)
         self.egs.forget_identities()
         self.set_status(204)
         self.finish()
@@ -325,39 +336,46 @@ class MemberHandler(SliceBase):
         user = normalize_user_name(user, "user")
         with self.egs.sessions() as session:
             group = self.load_slice(session, name).group_name
+        members = await self.egs.hub.group_members(group)
         await self.egs.hub.add_members(group, [user], field="user")
         self._record("member-added", name, user)
-        await self._answer(name)
+        await self._answer(name, sorted({*members, user}))
 
     @needs_scope(ADMIN_SCOPE)
     async def delete(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
         with self.egs.sessions() as session:
             group = self.load_slice(session, name).group_name
-        if user not in await self.egs.hub.group_members(group):
+        members = await self.egs.hub.group_members(group)
+        if user not in members:
             raise web.HTTPError(404, f"{user} is not a member of slice {name!r}")
         await self.egs.hub.remove_members(group, [user])
         self._record("member-removed", name, user)
-        await self._answer(name)
+        await self._answer(name, [m for m in members if m != user])
 
     def _record(self, kind: str, name: str, user: str) -> None:
+        """The event of a membership change the hub has made: a store that fails now is logged, not
+        answered 5xx (that would tell the caller nothing changed)."""
         self.egs.forget_identities()
-        with transaction(self.egs.sessions) as session:
-            queries.add_event(
-                session,
-                core.Event(
-                    kind=kind,
-                    actor=self.user_name,
-                    reason=user,
-                    time=self.now(),
-                    slice=name,
-                    data={"user": user},
-                ),
-            )
+        try:
+            with transaction(self.egs.sessions) as session:
+                queries.add_event(
+                    session,
+                    core.Event(
+                        kind=kind,
+                        actor=self.user_name,
+                        reason=user,
+                        time=self.now(),
+                        slice=name,
+                        data={"user": user},
+                    ),
+                )
+        except SQLAlchemyError:
+            log.exception("slice %s: %s %s is done in the hub; its event could not be stored", name, kind, user)
 
-    async def _answer(self, name: str) -> None:
+    async def _answer(self, name: str, members: list[str]) -> None:
         with self.egs.sessions() as session:
-            view = await self.slice_view(session, self.load_slice(session, name))
+            view = await self.slice_view(session, self.load_slice(session, name), members)
         self.write_json(view)
 
 
