@@ -37,6 +37,7 @@ no clock, deterministic (``Views`` keeps what a query makes, for the next).
 from __future__ import annotations
 
 import dataclasses
+import math
 import traceback
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
@@ -474,7 +475,8 @@ class _Pass:
             members = by_band[b]
             # A request without a promise (new, or not planned before) takes its place in the
             # queue: it may take windows promised to requests behind it. While one is ahead of
-            # a promised request, the band is also planned on a timeline without the promises.
+            # a promised request, the band is also planned on a timeline without the promises
+            # of the requests behind; after capacity was lost, for the rest of the band.
             promised = [self._promise(r) is not None for _, r in members]
             last_promised = max((k for k, p in enumerate(promised) if p), default=-1)
             last_ahead = max((k for k, p in enumerate(promised) if not p and k < last_promised), default=-1)
@@ -487,6 +489,7 @@ class _Pass:
             dropped = max(
                 (k for k, p in enumerate(promised) if p and not kept_promise[k] and k < last_held), default=-1
             )
+            lost = dropped >= 0
             if dropped > last_ahead:
                 open_ = open_ or self._without(holds.values())
                 last_ahead = dropped
@@ -495,11 +498,11 @@ class _Pass:
                 with _Placing(request.gpr_id):
                     held = holds.pop(request.gpr_id, None)
                     kept = False
-                    if held is None:
-                        window = self.earliest(request, on=open_)
+                    if held is None:  # no promise, or one that no longer fits
+                        window = self._in_order(request, open_) if promised[k] else self.earliest(request, on=open_)
                         overtaken = overtaken or (open_ is not None and window is not None)
                     elif overtaken:
-                        window = self._keep_or_replan(request, held)
+                        window = self._keep_or_replan(request, held, open_ if lost else None)
                     else:
                         earlier = self._earlier_than_promise(request, held)
                         window, kept = earlier or held, earlier is None
@@ -512,7 +515,7 @@ class _Pass:
                         self.place(request, position, window)
                     if window is not None:  # the window it has on the timeline (``held``, kept)
                         self.placed[b].append((request, window))
-                if k == last_ahead:
+                if k == last_ahead and not (lost and overtaken):
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
@@ -534,14 +537,26 @@ class _Pass:
         else:
             self.place(request, position, held, put=False)
 
-    def _keep_or_replan(self, request: Request, held: Window) -> Window | None:
+    def _keep_or_replan(self, request: Request, held: Window, open_: Timeline | None) -> Window | None:
         """After a request without a promise went ahead of it: the request keeps its promise
-        if it still fits (or moves earlier), else it is planned afresh. Leaves its promise
-        given back."""
+        if it still fits (or moves earlier), else it is planned afresh. After capacity was
+        lost (``open_``: the timeline without the promises of those behind it) it takes its
+        place in the queue again, so the loss falls on the queue in order: it never lands
+        behind the promises of requests queued after it. After an arrival went ahead, it is
+        planned behind every promise: nobody else's moves. Leaves its promise given back."""
         self.timeline.put(held, -1)
         if self.timeline.fits(held):
             return self.earliest(request, upper=held.start) or held
-        return self.earliest(request)
+        return self._in_order(request, open_)
+
+    def _in_order(self, request: Request, open_: Timeline | None) -> Window | None:
+        """A request that lost its promise takes its place in the queue: its earliest window on
+        ``open_`` (without the promises of the requests behind it; None: on the timeline).
+        When a window as early takes no promised window, that one: nobody else's promise moves."""
+        window = self.earliest(request, on=open_)
+        if window is None or open_ is None:
+            return window
+        return self.earliest(request, upper=math.nextafter(window.start, INF)) or window
 
     def _earlier_than_promise(self, request: Request, held: Window) -> Window | None:
         """The earliest window that starts before the request's promise ``held``, searched as
@@ -586,7 +601,8 @@ class _Pass:
                 window = self._promised_window(request, estimate)
                 if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
                     # Due now, on GPUs whose window ended at this instant: they are free just after.
-                    window = Window(window.slice, window.pool, window.picks, _JUST_AFTER_S, window.end + _JUST_AFTER_S)
+                    # The hold keeps its end, so a promise that follows it right away still fits.
+                    window = Window(window.slice, window.pool, window.picks, _JUST_AFTER_S, window.end)
                 if window is not None and self.timeline.fits(window):
                     self.timeline.put(window, later=later)
                     holds[request.gpr_id] = window

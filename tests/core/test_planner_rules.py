@@ -132,6 +132,27 @@ def test_a_request_whose_promise_no_longer_fits_stays_ahead_of_those_queued_afte
     assert starts(second) == {1: at(1.5), 2: at(2.5)}
 
 
+def test_a_request_whose_promise_no_longer_fits_takes_a_window_nobody_was_promised_if_as_early():
+    """1 waits for h2 (free at +1h), 2 for h1 (free at +1.5h). The window on h2 overruns to +1.5h:
+    1's promise no longer fits. h1 and h2 are both free at +1.5h; 1 takes h2, which nobody was
+    promised, so 2 keeps its promise on h1."""
+    on_h2 = booking(91, H2.gpus, until=1, slice="o")
+    bookings = (booking(90, H1.gpus, until=1.5, slice="o"), on_h2)
+    queue = (A_WAITS, req(2, gpus=8, slice="b"))
+    first_snapshot = snap(H1, H2, bookings=bookings, queue=queue, policies=SLICES)
+    first = plan(first_snapshot, NOW)
+    assert {i: (e.start, e.placement.nodes) for i, e in first.estimates.items()} == {
+        1: (at(1), ("h2",)),
+        2: (at(1.5), ("h1",)),
+    }
+    overrun = dataclasses.replace(on_h2, end=at(1.5))
+    second = plan(dataclasses.replace(first_snapshot, bookings=(bookings[0], overrun), previous=first.estimates), NOW)
+    assert {i: (e.start, e.placement.nodes) for i, e in second.estimates.items()} == {
+        1: (at(1.5), ("h2",)),
+        2: (at(1.5), ("h1",)),
+    }
+
+
 def test_without_promises_fair_share_orders_the_band():
     """The same arrival as the first promise case, planned from nothing: b used less, goes first."""
     snapshot = snap(
