@@ -172,6 +172,17 @@ def test_plan_is_deterministic_and_leaves_the_snapshot_alone(snapshot: Snapshot)
 
 @SETTINGS
 @given(snapshots())
+def test_a_plan_made_again_with_its_own_estimates_as_promises_is_the_same(snapshot: Snapshot):
+    """The service plans every pass with the last plan's estimates as promises: with nothing
+    changed, the plan does not move (no swaps between passes)."""
+    first = plan(snapshot, NOW)
+    again = plan(dataclasses.replace(snapshot, previous=first.estimates), NOW)
+    assert again.estimates == first.estimates
+    assert again.admits == first.admits
+
+
+@SETTINGS
+@given(snapshots())
 def test_estimates_start_after_now_and_start_after(snapshot: Snapshot):
     planned = plan(snapshot, NOW)
     for request in snapshot.queue:

@@ -313,9 +313,12 @@ def starts(gpr: dict) -> datetime:
     return parse(gpr["window_start"] or gpr["estimated_start"])
 
 
-def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, datetime]], outage: Outage) -> list[str]:
+def check_estimates(
+    hub: Hub, load: Load, seen: dict[int, tuple[datetime, datetime]], outage: Outage
+) -> tuple[list[str], list[str]]:
     """Every estimate seen before the kill (``seen``) is honoured, or an event explains why not:
-    what is not.
+    what is not, of GPRs planned in queue order and of backfilled ones (estimated to start
+    before a GPR queued ahead of it: one slice, one priority, so the queue is by id).
 
     The service was away for the outage: every start after it may be later by that much (the
     windows that were to end or start meanwhile did so when it came back), by GRACE (a
@@ -324,13 +327,19 @@ def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, dateti
     estimated no later.
     """
     if not seen:
-        return []
+        return [], []
+    backfilled, latest = set(), None
+    for gpr_id in sorted(seen):
+        estimate = seen[gpr_id][0]
+        if latest is not None and estimate < latest:
+            backfilled.add(gpr_id)
+        latest = estimate if latest is None else max(latest, estimate)
     listed = {g["id"]: g for g in hub.client(load.token).get_all(f"gprs?slice={load.slice}&limit=1000", "gprs")}
     # Every event since the earliest estimate: capacity lost concerns no slice, so not only the slice's.
     since = min(at for _, at in seen.values()).isoformat().replace("+00:00", "Z")
     events = hub.admin().get("events", params={"since": since, "limit": 5000}, expect=200)["events"]
     assert len(events) < 5000, "too many events to judge the estimates by"
-    broken = []
+    broken: tuple[list[str], list[str]] = ([], [])
     for gpr_id, (estimate, at) in seen.items():
         windows = (estimate - at) / timedelta(seconds=min(DURATIONS))
         shift = outage.back - outage.killed + GRACE + LAG_PER_WINDOW * max(0.0, windows)
@@ -343,7 +352,7 @@ def check_estimates(hub: Hub, load: Load, seen: dict[int, tuple[datetime, dateti
         explained = [e for e in events if e["kind"] in EXPLAINING and parse(e["time"]) >= at and e["gpr_id"] != gpr_id]
         behind = sorted(i for i, g in listed.items() if i > gpr_id and g["status"] == "queued" and starts(g) < start)
         if not explained:
-            broken.append(
+            broken[gpr_id in backfilled].append(
                 f"GPR {gpr_id} was estimated at {at} to start at {estimate}; after a {outage.back - outage.killed} "
                 f"outage it is {gpr['status']} and starts at {start}, and no event explains it "
                 f"(GPRs submitted after it that start before it: {behind})"
@@ -362,7 +371,8 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     load = Load(hub.api, hub.user_token(alice), slice_name, rng)
     clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
     outages: list[Outage] = []
-    broken: list[str] = []
+    broken: list[str] = []  # estimates of GPRs planned in queue order, not kept
+    lost_gaps: list[str] = []  # of backfilled GPRs
     started = time.monotonic()
     try:
         for _ in range(CYCLES):
@@ -376,7 +386,9 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
             seen = {gpr_id: seen for gpr_id, seen in load.seen.items() if seen[1] <= killed}
             service.start()
             outages.append(Outage(killed, await until_back(hub, service)))
-            broken += check_estimates(hub, load, seen, outages[-1])
+            in_order, backfilled = check_estimates(hub, load, seen, outages[-1])
+            broken += in_order
+            lost_gaps += backfilled
 
             # Windows that ended during the outage end now, at once.
             wait_for(lambda: not overdue(db_url, datetime.now(UTC)), 10, "overdue windows to end")
@@ -399,9 +411,10 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     ended = [r for r in rows.values() if r.status == "complete"]
     assert ended, "no GPR was provisioned and ended during the test"
     assert time.monotonic() - started < 120
-    if broken:  # the one check known to fail: every other one above held
+    assert not broken, f"{len(broken)} estimate(s) of GPRs planned in queue order not kept, e.g. {broken[0]}"
+    if lost_gaps:  # the one check known to fail: every other one above held
         pytest.xfail(
-            "known, issue 18: after an outage a queued GPR may start later than the outage explains, behind GPRs "
-            "queued after it; the core planner keeps that bound (test_planner_properties.py, outage), so the cause "
-            f"is in the service around it; {len(broken)} estimate(s), e.g. {broken[0]}"
+            "known, issue 18: a backfilled GPR (estimated to start before GPRs queued ahead of it) loses its gap "
+            "when the windows ahead of it end late after an outage, and waits for the GPRs ahead of it; no event "
+            f"says why its estimate moved (issue 21); {len(lost_gaps)} estimate(s), e.g. {lost_gaps[0]}"
         )
