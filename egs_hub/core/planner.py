@@ -48,7 +48,7 @@ from datetime import datetime, timedelta
 from . import fairshare
 from .model import GPRSpec, Node
 from .pool import Pool
-from .profile import INF
+from .profile import INF, end_of
 from .queue import PriorityQueue, band, queue_key
 from .snapshot import Booking, Estimate, Eviction, Option, Placement, Plan, Request, Snapshot, Unplaced
 from .timeline import Rewind, Timeline, Window, earliest_window
@@ -633,7 +633,7 @@ class _Pass:
         if spec.start_after is not None and start < self.seconds(spec.start_after):
             return None
         picks = (*((i, full) for _, i in where[:-1]), (where[-1][1], last))
-        return Window(spec.slice, pool, picks, start, start + spec.duration.total_seconds())
+        return Window(spec.slice, pool, picks, start, end_of(start, spec.duration.total_seconds()))
 
     def easy(self) -> None:
         """EASY backfill: the first request that cannot start now holds a reservation; the

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .model import Node, Shape
-from .profile import INF, Profile
+from .profile import INF, Profile, end_of
 
 
 class Fit(NamedTuple):
@@ -209,7 +209,7 @@ class Pool:
         for i in hole_nodes:
             if i in full_ok:
                 continue
-            low = self.profiles[i].minimum(t, t + duration)
+            low = self.profiles[i].minimum(t, end_of(t, duration))
             if low >= last:
                 last_ok.add(i)
             if low >= full:

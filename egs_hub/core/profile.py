@@ -9,9 +9,17 @@ has more than a few dozen steps, and lists beat trees at that size.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 INF = math.inf
+
+
+def end_of(start: float, duration: float) -> float:
+    """When a window of ``duration`` seconds that starts at ``start`` ends, on the microsecond
+    grid of the times it comes from and goes back to (datetimes): a float sum can land a hair
+    after the microsecond, and a window planned to start when this one ends would then not
+    fit when it is held again on the next pass."""
+    return round(start + duration, 6)
 
 
 class Profile:
@@ -37,8 +45,7 @@ class Profile:
         times, values = self.times, self.values
         i = self._split(start)
         j = len(times) if end == INF else self._split(end)
-        for k in range(i, j):
-            values[k] += delta
+        values[i:j] = [v + delta for v in values[i:j]]
         if j < len(times) and values[j] == values[j - 1]:
             del times[j], values[j]
         if i > 0 and values[i] == values[i - 1]:
@@ -55,24 +62,18 @@ class Profile:
         return k + 1
 
     def minimum(self, start: float, end: float) -> int:
-        times, values = self.times, self.values
-        first = bisect_right(times, start) - 1
-        low = values[first]
-        for k in range(first + 1, len(times)):
-            if times[k] >= end:
-                break
-            low = min(low, values[k])
-        return low
+        """The lowest value on ``[start, end)`` (at ``start`` when the range is empty)."""
+        return min(self.values[self._steps(start, end)])
 
     def maximum(self, start: float, end: float) -> int:
-        times, values = self.times, self.values
+        """The highest value on ``[start, end)`` (at ``start`` when the range is empty)."""
+        return max(self.values[self._steps(start, end)])
+
+    def _steps(self, start: float, end: float) -> slice:
+        """The steps that hold on some of ``[start, end)``: at least the one holding at ``start``."""
+        times = self.times
         first = bisect_right(times, start) - 1
-        high = values[first]
-        for k in range(first + 1, len(times)):
-            if times[k] >= end:
-                break
-            high = max(high, values[k])
-        return high
+        return slice(first, max(first + 1, bisect_left(times, end, first + 1)))
 
     def earliest_at_least(self, need: int, duration: float, lower: float) -> float:
         """Earliest ``t >= lower`` with values ``>= need`` on all of ``[t, t + duration)``; INF if none."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from .model import Node, Shape, SlicePolicy
 from .pool import Fit, Pool, summaries
-from .profile import INF, Profile
+from .profile import INF, Profile, end_of
 
 
 class Window(NamedTuple):
@@ -163,8 +163,9 @@ def earliest_window(
         fit: Fit | None = pool.earliest(need, duration, t, upper, node)
         if fit is None:
             return None
-        if use is None or fit.start == t or use.allows(held, fit.start, fit.start + duration):
-            return Window(slice_name, pool, fit.picks, fit.start, fit.start + duration)
+        end = end_of(fit.start, duration)
+        if use is None or fit.start == t or use.allows(held, fit.start, end):
+            return Window(slice_name, pool, fit.picks, fit.start, end)
         t = fit.start
 
 

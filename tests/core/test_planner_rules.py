@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -84,6 +84,21 @@ def test_promises(case: PromiseCase):
         previous=first.estimates,
     )
     assert starts(second) == case.want
+
+
+def test_a_window_planned_where_another_ends_off_the_second_fits_again_on_the_next_pass():
+    """n0's GPU 0 is free 2 microseconds after +0.5h; 1 takes it for half an hour. A float sum of
+    those seconds ends a hair after the microsecond the estimate says, so 3, planned to start
+    when 1 ends, did not fit when its promise was held again: the next pass planned the band as after
+    lost capacity and the estimates moved. Window ends are on the microsecond grid of the times they come from."""
+    n0, n1 = node("n0"), node("n1", gpus=4)
+    off_the_second = dataclasses.replace(
+        booking(100, gpus_of(n0, 0), until=0.5), end=at(0.5) + timedelta(microseconds=2)
+    )
+    queue = (req(1, hours=0.5), req(2, gpus=3, hours=0.5), req(3, hours=0.5))
+    first_snapshot = snap(n0, n1, bookings=(off_the_second,), queue=queue)
+    first = plan(first_snapshot, NOW)
+    assert plan(dataclasses.replace(first_snapshot, previous=first.estimates), NOW).estimates == first.estimates
 
 
 def test_a_fair_share_change_does_not_break_a_promise():
