@@ -79,6 +79,7 @@ class Commands:
         self.wake = wake
         self.max_start_after = max_start_after
         self._together: list[tuple[_Asked, asyncio.Future]] = []  # submits waiting for their group
+        self._groups: set[asyncio.Task] = set()  # groups being submitted
 
     # Checks shared by submit and edit
 
@@ -101,7 +102,7 @@ class Commands:
 
     # The commands
 
-    def submit(
+    async def submit(
         self,
         spec: core.GPRSpec,
         requested_by: str,
@@ -113,36 +114,39 @@ class Commands:
         """POST /gprs: vet the spec, then write the GPR queued, pending approval or rejected as
         the slice's policy says; ``also`` writes more in the same transaction (the GPR resource
         it was made from). InvalidRequest or PolicyViolation naming the field, and nothing
-        written, when it cannot be."""
-        (answer,) = self._submit_all([_Asked(spec, requested_by, admin, authorize, also)])
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+        written, when it cannot be.
 
-    async def submit_together(
-        self, spec: core.GPRSpec, requested_by: str, *, admin: bool, authorize: Authorize | None = None
-    ) -> Submitted:
-        """``submit`` with group commit: the submits that arrive in one turn of the event loop share one
-        transaction and one placement step, each with its own answer or error."""
-        loop = asyncio.get_running_loop()
-        answer = loop.create_future()
-        self._together.append((_Asked(spec, requested_by, admin, authorize), answer))
-        if len(self._together) == 1:
-            loop.call_soon(self._submit_group)
+        Group commit: the submits that arrive in one turn of the event loop share one transaction
+        and one placement step, each with its own answer or error."""
+        answer = asyncio.get_running_loop().create_future()
+        self._together.append((_Asked(spec, requested_by, admin, authorize, also), answer))
+        if len(self._together) == 1:  # the group's task runs once this turn of the loop is done
+            task = asyncio.ensure_future(self._submit_group())
+            self._groups.add(task)
+            task.add_done_callback(self._groups.discard)
         return await answer
 
-    def _submit_group(self) -> None:
+    async def _submit_group(self) -> None:
         group, self._together = self._together, []
-        for (_, answer), result in zip(group, self._submit_all([asked for asked, _ in group]), strict=True):
+        try:
+            results = await self._submit_all([asked for asked, _ in group])
+        except BaseException:
+            for _, answer in group:
+                answer.cancel()
+            raise
+        for (_, answer), result in zip(group, results, strict=True):
+            if answer.done():  # its caller went away
+                continue
             if isinstance(result, Exception):
                 answer.set_exception(result)
             else:
                 answer.set_result(result)
 
-    def _submit_all(self, group: list[_Asked]) -> list[Submitted | Exception]:
+    async def _submit_all(self, group: list[_Asked]) -> list[Submitted | Exception]:
         """Submit ``group`` in one transaction and one placement step: a submit that fails its checks
         gets its error, writes nothing and leaves the others be; a failed commit fails them all, with
-        nothing written."""
+        nothing written. The GPRs are placed on the last plan, or on a fresh one (made in a worker
+        thread) when something other than arrivals was written since it was made."""
         now = self.clock()
         answers: list[Submitted | Exception | None] = [None] * len(group)
         try:
@@ -162,6 +166,7 @@ class Commands:
         except Exception as e:
             return [e if answer is None else answer for answer in answers]
         try:
+            await self.planning.current(self.sessions, now, any_age=True)
             with self.sessions() as session:
                 estimates = self.planning.place_arrivals(session, list(gprs.values()), now)
         except Exception:
@@ -297,12 +302,13 @@ class Commands:
         self.wake()
         return gpr
 
-    def confirm_eviction(self, gpr_id: int, victims: set[int], actor: str) -> tuple[Eviction, list[core.GPR]]:
-        """POST /queue/evictions (admins): evict the victims the planner proposes now for ``gpr_id``,
-        when they are the ones confirmed. Conflict, nothing written, when the proposal changed."""
+    async def confirm_eviction(self, gpr_id: int, victims: set[int], actor: str) -> tuple[Eviction, list[core.GPR]]:
+        """POST /queue/evictions (admins): evict the victims the planner proposes now for ``gpr_id``
+        (a fresh plan), when they are the ones confirmed. Conflict, nothing written, when the
+        proposal changed, or a victim no longer holds GPUs when it is written."""
+        snapshot, plan, _ = await self.planning.fresh(self.sessions, self.clock())
         now = self.clock()
         with transaction(self.sessions) as session:
-            snapshot, plan, _ = self.planning.plan_now(session, now, fresh=True)
             evicting = bool(queries.evictions_in_flight(session))
             proposal = next((e for e in eviction_proposals(snapshot, plan, now, evicting) if e.gpr_id == gpr_id), None)
             if proposal is None:

@@ -184,7 +184,7 @@ class GPRSync:
             links = {link.uid: link for link in queries.gpr_resource_links(session, cluster)}
             gprs = {link.gpr_id: queries.to_gpr(link.gpr) for link in links.values() if link.deleted_at is None}
         queued = any(g.status is Status.QUEUED for g in gprs.values())
-        estimates = self._estimates(now) if queued else {}
+        estimates = await self._estimates(now) if queued else {}
         # 2. decide and 3. act, resource by resource
         for obj in objects:
             link = links.get(obj["metadata"]["uid"])
@@ -203,7 +203,7 @@ class GPRSync:
                     edited, generation, applied = self._edit(cluster, obj, link, now)
                     if edited is not None:
                         gpr = edited
-                        estimates = self._estimates(now) if gpr.status is Status.QUEUED else estimates
+                        estimates = await self._estimates(now) if gpr.status is Status.QUEUED else estimates
                 await self._follow(api, cluster, obj, link, gpr, estimates.get(gpr.id), generation, applied, now)
         present = {obj["metadata"]["uid"] for obj in objects}
         for link in links.values():
@@ -212,9 +212,8 @@ class GPRSync:
                 if gpr.status.is_final:
                     self._mark_deleted(link, now)
 
-    def _estimates(self, now: datetime) -> dict[int, Estimate]:
-        with self.sessions() as session:
-            return self.planning.plan_now(session, now).plan.estimates
+    async def _estimates(self, now: datetime) -> dict[int, Estimate]:
+        return (await self.planning.current(self.sessions, now)).plan.estimates
 
     async def _accept(self, api: GPRResourceAPI, cluster: str, obj: dict, now: datetime) -> None:
         """Make the resource a GPR as POST /gprs would, or mark it invalid saying why."""
@@ -234,7 +233,7 @@ class GPRSync:
             def link(session: Session, gpr: GPR) -> None:
                 queries.link_gpr_resource(session, gpr.id, cluster, ref.namespace, ref.name, ref.uid, generation)
 
-            gpr = self.commands.submit(spec, resources.requested_by(ref), admin=False, also=link).gpr
+            gpr = (await self.commands.submit(spec, resources.requested_by(ref), admin=False, also=link)).gpr
         except (InvalidRequest, PolicyViolation) as e:
             log.info("cluster %s: GPR resource %s/%s is invalid: %s", cluster, ref.namespace, ref.name, e)
             previous = obj.get("status") or {}

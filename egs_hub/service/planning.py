@@ -12,16 +12,21 @@ GPU-seconds (fair share); its *week* is the rolling week of its policy's
 The snapshot comes from memory (state.py): once ``watch`` has hooked the
 service's sessions, a snapshot reads only the rows written since the last one.
 
-A plan is *reused* for reads: ``plan_now`` answers with the last plan while no
+A plan is *reused* for reads: ``current`` answers with the last plan while no
 commit has written to the store other than arrivals, no promise was dropped, and
 it is at most ``reuse_for`` old (the reconcile pass's plan usually), so a busy API
-does not plan once per request; and whatever was written, while the reconcile pass
-makes the next plan in a worker thread (``plan_aside``). Its ``now`` is the time it
-was made at: answers built on it use that time. *Arrivals* are GPRs just submitted: a submit's commit
-is marked (``mark_arrivals``) and does not make reads plan again; instead
-``place_arrivals`` places each on the last plan (core/planner.place_arrival), so
-the submit answers, and every read shows, the estimate the next plan gives when
-nothing else changes, at the cost of one wait-time query. An arrival that displaces
+does not plan once per request; and whatever was written, while the next plan is
+being made in a worker thread. Otherwise it awaits a *fresh* plan, made in a worker
+thread too (``fresh``: one plan at a time, shared by every read, submit and pass
+that waits for it): no request plans on the event loop, which goes on serving the
+others meanwhile. A plan's ``now`` is the time it was made at: answers built on it
+use that time. ``plan_now`` is the same choice made synchronously (a fresh plan on
+the caller's thread), for callers outside the event loop. *Arrivals* are GPRs just
+submitted: a submit's commit is marked (``mark_arrivals``) and does not make reads
+plan again; instead ``place_arrivals`` places each on the last plan whatever its
+age (core/planner.place_arrival), so the submit answers, and every read shows, the
+estimate the next plan gives when nothing else changes, at the cost of one
+wait-time query. An arrival that displaces
 requests planned behind it (it went ahead of them in the queue and took their
 windows) does not wake the reconcile loop: until its next pass (at most
 ``reconcile_interval`` and a plan's time later) has planned them again, reads show
@@ -90,7 +95,7 @@ class Planning:
     reconcile pass, ``restore`` when the service starts), so a restarted service keeps
     the estimates it gave. A plan is made in three steps, ``take`` (the snapshot),
     ``decide`` (pure) and ``adopt``; everything but ``decide`` runs on the service's one
-    event-loop thread, so no lock is needed, and ``plan_aside`` runs ``decide`` in a
+    event-loop thread, so no lock is needed, and ``fresh`` runs ``decide`` in a
     worker thread.
     """
 
@@ -107,7 +112,9 @@ class Planning:
         self._last: tuple[int, Planned] | None = None
         self._arrivals: list[core.GPR] = []  # placed on the last plan, in order
         self._dropped: set[int] = set()  # promises dropped since the last snapshot
-        self._aside = False  # a plan is being made in a worker thread
+        # The plan being made in a worker thread: the version its snapshot saw, and its outcome
+        # (the plan, or None when making it failed).
+        self._making: tuple[int, asyncio.Future[Planned | None]] | None = None
 
     def watch(self, sessions: sessionmaker[Session], reuse_for: timedelta) -> None:
         """Count the commits of ``sessions`` that wrote something, and reuse a plan for ``reuse_for``
@@ -139,10 +146,12 @@ class Planning:
         session.info[_ARRIVALS] = True
 
     def place_arrivals(self, session: Session, gprs: Iterable[core.GPR], now: datetime) -> dict[int, Estimate]:
-        """The estimates of GPRs just submitted (and committed), the queued ones placed on the last plan
-        (one made now if it may not be reused) in the order given; reads show them from then on, and
-        they are placed again on a plan whose snapshot was taken before they arrived."""
-        current = self.plan_now(session, now).plan
+        """The estimates of GPRs just submitted (and committed), the queued ones placed in the order
+        given on the last plan made, whatever its age and whatever was written since (the caller
+        awaits ``current`` first, so that it saw what was written before them; one is made now when
+        there is none); reads show them from then on, and they are placed again on a plan whose
+        snapshot was taken before they arrived."""
+        current = (self._last[1] if self._last is not None else self.plan_now(session, now)).plan
         queued = [gpr for gpr in gprs if gpr.status is core.Status.QUEUED]
         self.state.current(session, now)
         self._place(current, queued, now)
@@ -175,30 +184,63 @@ class Planning:
         """The first start this service estimated for a queued GPR (for the estimate-error metric)."""
         return self._first_starts.get(gpr_id)
 
-    def plan_now(self, session: Session, now: datetime, *, fresh: bool = False) -> Planned:
-        """The plan as of ``now``: the last one where it may be reused (module doc) unless ``fresh``."""
-        if not fresh and self._last is not None and self.reuse_for is not None:
-            version, last = self._last
-            if self._aside or (version == self._version and timedelta(0) <= now - last.now <= self.reuse_for):
-                return last  # while a plan is made aside, the last one serves until it is done
+    def _reusable(self, now: datetime, any_age: bool = False) -> Planned | None:
+        """The last plan, where it may be reused (module doc): ``any_age`` for arrivals."""
+        if self._last is None or self.reuse_for is None:
+            return None
+        version, last = self._last
+        if self._making is not None:
+            return last  # while a plan is made aside, the last one serves until it is done
+        fresh_enough = any_age or timedelta(0) <= now - last.now <= self.reuse_for
+        return last if version == self._version and fresh_enough else None
+
+    def plan_now(self, session: Session, now: datetime, *, fresh: bool = False, any_age: bool = False) -> Planned:
+        """The plan as of ``now``: the last one where it may be reused unless ``fresh``, else one made
+        on the caller's thread."""
+        if not fresh and (last := self._reusable(now, any_age)) is not None:
+            return last
         taken = self.take(session, now, fresh=fresh)
         return self.adopt(taken, self.decide(taken))
 
-    async def plan_aside(self, sessions: sessionmaker[Session], now: datetime) -> Planned:
+    async def current(self, sessions: sessionmaker[Session], now: datetime, *, any_age: bool = False) -> Planned:
+        """``plan_now`` for the event loop: the last plan where it may be reused, else ``fresh``."""
+        if (last := self._reusable(now, any_age)) is not None:
+            return last
+        return await self.fresh(sessions, now)
+
+    async def fresh(self, sessions: sessionmaker[Session], now: datetime) -> Planned:
+        """A plan whose snapshot saw every write committed before the call, made in a worker thread:
+        the one being made when its snapshot was taken after them, else a new one once it is done."""
+        wanted = self._version
+        while self._making is not None:
+            version, making = self._making
+            planned = await asyncio.shield(making)
+            if planned is not None and version >= wanted:
+                return planned
+        return await self._plan_aside(sessions, now)
+
+    async def _plan_aside(self, sessions: sessionmaker[Session], now: datetime) -> Planned:
         """A fresh plan as of ``now``, made in a worker thread: the event loop serves requests
-        from the last plan (and places arrivals on it) meanwhile."""
+        from the last plan (and places arrivals on it) meanwhile. ``fresh`` calls it, so that one plan
+        is made at a time."""
         with sessions() as session:
             taken = self.take(session, now, fresh=True)
-        self._aside = True
+        making: asyncio.Future[Planned | None] = asyncio.get_running_loop().create_future()
+        self._making = (taken.version, making)
+        planned: Planned | None = None
         collecting = gc.isenabled()
         gc.disable()  # see the module doc: no garbage collection in the worker thread
         try:
-            made = await asyncio.to_thread(self.decide, taken)
+            try:
+                made = await asyncio.to_thread(self.decide, taken)
+            finally:
+                self._making = None
+                if collecting:
+                    gc.enable()
+            planned = self.adopt(taken, made)
         finally:
-            self._aside = False
-            if collecting:
-                gc.enable()
-        return self.adopt(taken, made)
+            making.set_result(planned)  # None: those who waited for it make their own
+        return planned
 
     def take(self, session: Session, now: datetime, *, fresh: bool) -> Taken:
         """Step 1 of a plan: the snapshot, and where the store and the arrivals were."""

@@ -116,10 +116,10 @@ class Reconciler:
         """One pass; returns when the next pass is due at the latest."""
         async with self._lock:
             now = self.clock()
-            # 1. snapshot and 2. decide, in a worker thread (planning.Planning.plan_aside)
+            # 1. snapshot and 2. decide, in a worker thread (planning.Planning.fresh)
             with self.sessions() as session:
                 evicting = bool(queries.evictions_in_flight(session))
-            snapshot, decisions, _ = await self.planning.plan_aside(self.sessions, now)
+            snapshot, decisions, _ = await self.planning.fresh(self.sessions, now)
             if self.exporter is not None:
                 self.exporter.observe_pass(self.planning.pass_seconds)
             evictions = [e for e in eviction_proposals(snapshot, decisions, now, evicting) if e.automatic]

@@ -196,6 +196,10 @@ class PlanningState:
             previous=dict(previous or {}),
         )
 
+    def queued(self) -> list[core.GPR]:
+        """The queued GPRs, by id."""
+        return [self.gprs[gpr_id] for gpr_id in self._queue]
+
     def is_queued(self, gpr_id: int) -> bool:
         return gpr_id in self._queue
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from egs_hub.core.model import GPRSpec, Node, SlicePolicy
-from egs_hub.core.planner import JUST_AFTER, plan, unservable_reason
+from egs_hub.core.planner import JUST_AFTER, place_arrival, plan, unservable_reason, wait_times
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
 from .builders import NOW, at, check_wait_times_match_plan, shape
@@ -364,3 +364,21 @@ def test_estimates_equal_actual_starts_when_nothing_changes(snapshot: Snapshot):
         current = plan(state, now)
     for gpr_id, start in started.items():
         assert start == promised[gpr_id], gpr_id
+
+
+@SETTINGS
+@given(snapshots(queued=(1, 12)), specs(), st.data())
+def test_an_arrival_placed_on_the_last_plan_gets_the_start_the_next_plan_gives(
+    snapshot: Snapshot, arrival: GPRSpec, data
+):
+    """The service places a GPR just submitted on the last plan (place_arrival), after queries of
+    wait times on it: its estimate is the start the next plan (made with the estimates as
+    promises) gives it, wherever it sorts in its band."""
+    usage = data.draw(st.dictionaries(st.sampled_from(SLICES), st.floats(min_value=0, max_value=1e7)))
+    snapshot = dataclasses.replace(snapshot, usage=usage)
+    current = plan(snapshot, NOW)
+    request = Request(1000, arrival, NOW)
+    wait_times(snapshot, arrival, NOW, current=current)  # a query builds the rewinds first
+    current.estimates[request.gpr_id] = place_arrival(current, request, NOW)
+    later = dataclasses.replace(snapshot, queue=(*snapshot.queue, request), previous=current.estimates)
+    assert plan(later, NOW).estimates[request.gpr_id].start == current.estimates[request.gpr_id].start

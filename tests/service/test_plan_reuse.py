@@ -3,12 +3,16 @@
 Planning.watch hooks the service's sessions: a commit that wrote something, a
 dropped promise, or a plan older than ``reuse_for`` (or from a later clock)
 makes the next read plan again; a commit that wrote nothing, or a transaction
-rolled back, does not. Without watch every read plans.
+rolled back, does not. Without watch every read plans. On the event loop
+(``current``, ``fresh``) a plan is made in a worker thread, one at a time, and
+shared by everyone who waits for it.
 """
 
 # ruff: noqa: F811  (the fixture world is imported from the module that defines it)
 from __future__ import annotations
 
+import asyncio
+import threading
 from datetime import timedelta
 
 import pytest
@@ -79,3 +83,63 @@ def test_without_a_watched_store_every_read_plans(world):
     planning = Planning()
     first = planned(planning, sessions, START)
     assert planned(planning, sessions, START) is not first
+
+
+def counting(planning: Planning) -> list[int]:
+    """Count the plans ``planning`` makes."""
+    made: list[int] = []
+    decide = planning.decide
+
+    def counted(taken):
+        made.append(1)
+        return decide(taken)
+
+    planning.decide = counted
+    return made
+
+
+async def test_after_a_write_one_plan_is_made_in_a_worker_thread_and_shared(world):
+    sessions = world[0]
+    planning = watching(sessions)
+    first = await planning.current(sessions, START)
+    made = counting(planning)
+    assert await planning.current(sessions, START) is first and not made
+    gpr_id = submit(sessions, "a", 2, 30, START)
+    read, fresh, meanwhile = await asyncio.gather(
+        planning.current(sessions, START), planning.fresh(sessions, START), planning.current(sessions, START)
+    )
+    assert len(made) == 1 and fresh is read
+    assert [e.gpr_id for e in read.plan.admits] == [gpr_id]
+    assert meanwhile is first  # while the plan was made, the last one served
+    threads: list[str] = []
+    decide = planning.decide
+    planning.decide = lambda taken: threads.append(threading.current_thread().name) or decide(taken)
+    await planning.fresh(sessions, START)
+    assert threads and threads[0] != threading.main_thread().name
+
+
+async def test_a_fresh_plan_saw_every_write_before_it_was_asked_for(world):
+    sessions = world[0]
+    planning = watching(sessions)
+    await planning.current(sessions, START)
+    before = asyncio.ensure_future(planning.fresh(sessions, START))
+    await asyncio.sleep(0)  # its snapshot is taken: it is being made in its thread
+    gpr_id = submit(sessions, "a", 2, 30, START)
+    after = await planning.fresh(sessions, START)  # waits for that one, then makes another
+    assert gpr_id not in {e.gpr_id for e in (await before).plan.admits}
+    assert [e.gpr_id for e in after.plan.admits] == [gpr_id]
+
+
+async def test_a_failed_plan_fails_only_those_who_asked_for_it_and_the_next_ask_plans_again(world):
+    sessions = world[0]
+    planning = watching(sessions)
+    decide = planning.decide
+
+    def broken(taken):
+        raise RuntimeError("the planner broke")
+
+    planning.decide = broken
+    with pytest.raises(RuntimeError, match="the planner broke"):
+        await planning.fresh(sessions, START)
+    planning.decide = decide
+    assert (await planning.fresh(sessions, START)).now == START

@@ -140,28 +140,28 @@ ARRIVALS = {
 
 
 @pytest.mark.parametrize("queued, arrivals", ARRIVALS.values(), ids=ARRIVALS.keys())
-def test_each_submit_answers_the_start_the_next_plan_gives(world, queued, arrivals):  # noqa: F811
+async def test_each_submit_answers_the_start_the_next_plan_gives(world, queued, arrivals):  # noqa: F811
     sessions, clock = world[0], world[1]
     planning = watching(sessions)
     commands = commands_of(sessions, clock, planning)
     for s in queued:
-        commands.submit(s, "alice", admin=False)
+        await commands.submit(s, "alice", admin=False)
     for s in arrivals:
         with sessions() as session:
             planning.plan_now(session, clock.now, fresh=True)  # what the reconcile pass does
-        answered = commands.submit(s, "alice", admin=False).estimate
+        answered = (await commands.submit(s, "alice", admin=False)).estimate
         with sessions() as session:
             replanned = planning.plan_now(session, clock.now, fresh=True).plan.estimates[answered.gpr_id]
         assert (answered.start, answered.placement.nodes) == (replanned.start, replanned.placement.nodes)
 
 
-def test_submits_in_a_row_of_one_slice_and_band_answer_the_next_plan(world):  # noqa: F811
+async def test_submits_in_a_row_of_one_slice_and_band_answer_the_next_plan(world):  # noqa: F811
     """No plan between them: each is placed on the last plan with the ones before it."""
     sessions, clock = world[0], world[1]
     planning = watching(sessions)
     commands = commands_of(sessions, clock, planning)
     answers = [
-        commands.submit(spec("a", g, m), "alice", admin=False).estimate
+        (await commands.submit(spec("a", g, m), "alice", admin=False)).estimate
         for g, m in [(4, 30), (2, 20), (2, 40), (3, 10), (1, 5)]
     ]
     with sessions() as session:
@@ -172,14 +172,14 @@ def test_submits_in_a_row_of_one_slice_and_band_answer_the_next_plan(world):  # 
     assert len({e.start for e in answers}) > 1  # they wait for each other
 
 
-def test_a_submit_during_a_plan_is_placed_on_the_new_plan(world):  # noqa: F811
+async def test_a_submit_during_a_plan_is_placed_on_the_new_plan(world):  # noqa: F811
     sessions, clock = world[0], world[1]
     planning = watching(sessions)
     commands = commands_of(sessions, clock, planning)
-    first = commands.submit(spec("a", 4, 60), "alice", admin=False).gpr
+    first = (await commands.submit(spec("a", 4, 60), "alice", admin=False)).gpr
     with sessions() as session:
         taken = planning.take(session, clock.now, fresh=True)  # the reconcile pass's snapshot
-    during = commands.submit(spec("a", 4, 30), "alice", admin=False)  # placed on the last plan
+    during = await commands.submit(spec("a", 4, 30), "alice", admin=False)  # placed on the last plan
     made = planning.decide(taken)  # the pass's plan, without it
     assert during.gpr.id not in made.estimates
     adopted = planning.adopt(taken, made)
@@ -199,9 +199,7 @@ async def test_submits_arriving_together_share_one_commit_and_each_gets_its_answ
     commits: list[int] = []
     event.listen(sessions, "after_commit", lambda session: commits.append(1))
     asked = [spec("a", 1, 30), spec("nope", 1, 30), spec("a", 99, 30), spec("b", 2, 10), spec("a", 4, 60)]
-    answers = await asyncio.gather(
-        *(commands.submit_together(s, "alice", admin=False) for s in asked), return_exceptions=True
-    )
+    answers = await asyncio.gather(*(commands.submit(s, "alice", admin=False) for s in asked), return_exceptions=True)
     assert isinstance(answers[1], PolicyViolation) and answers[1].field == "slice"
     assert isinstance(answers[2], PolicyViolation) and answers[2].field == "gpus"
     made = [a for a in answers if not isinstance(a, Exception)]
@@ -218,10 +216,10 @@ async def test_while_a_plan_is_made_aside_reads_use_the_last_one(world):  # noqa
     sessions, clock = world[0], world[1]
     planning = watching(sessions)
     commands = commands_of(sessions, clock, planning)
-    gpr = commands.submit(spec("a", 4, 60), "alice", admin=False).gpr
+    gpr = (await commands.submit(spec("a", 4, 60), "alice", admin=False)).gpr
     with sessions() as session:
         last = planning.plan_now(session, clock.now)
-    aside = asyncio.ensure_future(planning.plan_aside(sessions, clock.now))
+    aside = asyncio.ensure_future(planning.fresh(sessions, clock.now))
     await asyncio.sleep(0)  # it took its snapshot and went to its thread
     commands.cancel(gpr.id, "alice", "changed my mind")  # a write: reads would plan again
     with sessions() as session:
@@ -232,13 +230,13 @@ async def test_while_a_plan_is_made_aside_reads_use_the_last_one(world):  # noqa
     assert again is not made and gpr.id in made.plan.estimates and gpr.id not in again.plan.estimates
 
 
-def test_the_next_plan_moves_what_an_arrival_ahead_displaced(world):  # noqa: F811
+async def test_the_next_plan_moves_what_an_arrival_ahead_displaced(world):  # noqa: F811
     sessions, clock = world[0], world[1]
     planning = watching(sessions)
     commands = commands_of(sessions, clock, planning)
-    first = commands.submit(spec("a", 4, 60, priority=101), "alice", admin=False)
-    behind = commands.submit(spec("b", 4, 60, priority=101), "alice", admin=False)
-    ahead = commands.submit(spec("b", 4, 30, priority=180), "alice", admin=False)  # same band, sorts first
+    first = await commands.submit(spec("a", 4, 60, priority=101), "alice", admin=False)
+    behind = await commands.submit(spec("b", 4, 60, priority=101), "alice", admin=False)
+    ahead = await commands.submit(spec("b", 4, 30, priority=180), "alice", admin=False)  # same band, sorts first
     assert ahead.estimate.start == first.estimate.start == clock.now  # it took the window promised to the first
     with sessions() as session:
         read = planning.plan_now(session, clock.now, fresh=True).plan  # the reconcile pass's plan

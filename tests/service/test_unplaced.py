@@ -87,18 +87,18 @@ async def test_a_stored_gpr_the_planner_cannot_place_is_failed_and_the_others_ad
         (timedelta(days=1), START + timedelta(days=2), "within 1 day from now (before 2026-11-23T12:00:00Z)"),
     ],
 )
-def test_submit_and_edit_refuse_a_start_after_past_the_horizon(world, horizon, start_after, want_message):  # noqa: F811
+async def test_submit_and_edit_refuse_a_start_after_past_the_horizon(world, horizon, start_after, want_message):  # noqa: F811
     sessions = world[0]
     commands = commands_of(world, horizon)
     spec = core.GPRSpec(slice="a", duration=timedelta(minutes=30), gpus=1, start_after=start_after)
     with pytest.raises(InvalidRequest) as raised:
-        commands.submit(spec, "alice", admin=True)  # admins too: the planner's horizon is everyone's
+        await commands.submit(spec, "alice", admin=True)  # admins too: the planner's horizon is everyone's
     assert raised.value.field == "start_after" and want_message in str(raised.value)
     with sessions() as session:
         assert queries.gpr_rows(session) == []
 
     near = START + timedelta(hours=1)
-    made = commands.submit(dataclasses.replace(spec, start_after=near), "alice", admin=False).gpr
+    made = (await commands.submit(dataclasses.replace(spec, start_after=near), "alice", admin=False)).gpr
     with pytest.raises(InvalidRequest) as raised:
         commands.edit(made.id, lambda s: dataclasses.replace(s, start_after=start_after), "alice", admin=False)
     assert raised.value.field == "start_after" and want_message in str(raised.value)

@@ -33,21 +33,22 @@ class GPRBase(APIHandler):
             raise self.not_found(f"GPR with id {gpr_id}")
         return row
 
-    def plan_now(self, session) -> Plan:
-        return self.egs.planning.plan_now(session, self.now()).plan
+    async def plan(self) -> Plan:
+        """The plan reads answer from (planning.Planning.current): never made on the event loop."""
+        return (await self.egs.planning.current(self.egs.sessions, self.now())).plan
 
     def view(self, gpr: core.GPR, plan: Plan, member: bool = True) -> dict:
         return gpr_json(gpr, estimate_of(gpr, plan), redact=not member)
 
-    def answer(self, gpr: core.GPR, status: int = 200) -> None:
-        """The GPR a command returned (and committed), with its estimate when it is queued. The change
-        is made: a plan that fails now is logged, and the GPR answered without its estimate (GET shows
-        it once a plan has it), never with a 5xx that would tell the caller nothing changed."""
+    async def answer(self, gpr: core.GPR, status: int = 200) -> None:
+        """The GPR a command returned (and committed), with its estimate when it is queued, from a plan
+        made after the change (planning.Planning.fresh). The change is made: a plan that fails now is
+        logged, and the GPR answered without its estimate (GET shows it once a plan has it), never
+        with a 5xx that would tell the caller nothing changed."""
         estimate = None
         if gpr.status is core.Status.QUEUED:
             try:
-                with self.egs.sessions() as session:
-                    estimate = estimate_of(gpr, self.plan_now(session))
+                estimate = estimate_of(gpr, (await self.egs.planning.fresh(self.egs.sessions, self.now())).plan)
             except Exception:
                 log.exception("GPR %d is changed; planning its estimate failed", gpr.id)
         self.write_json(gpr_json(gpr, estimate), status)
@@ -60,7 +61,7 @@ def estimate_of(gpr: core.GPR, plan: Plan) -> Estimate | None:
 
 class GPRsHandler(GPRBase):
     @authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         """A page of the caller's GPRs in id order (cursors.py)."""
         slice_name = self.get_argument("slice", None)
         status = self.get_argument("status", None)
@@ -68,6 +69,7 @@ class GPRsHandler(GPRBase):
             raise InvalidRequest("status", f"status must be one of {', '.join(STATUS_VALUES)}")
         limit = cursors.GPRS.limit(self.get_argument("limit", None))
         after = cursors.GPRS.after(self.get_argument("cursor", None))
+        plan = await self.plan()
         with self.egs.sessions() as session:
             if slice_name is not None:
                 slices = [self.member_slice(session, slice_name).name]
@@ -83,14 +85,13 @@ class GPRsHandler(GPRBase):
                 limit=limit + 1,
             )
             rows, next_cursor = cursors.GPRS.page(rows, limit, key=lambda r: (r.id,))
-            plan = self.plan_now(session)
             views = [self.view(queries.to_gpr(r), plan) for r in rows]
         self.write_json({"gprs": views, "next_cursor": next_cursor})
 
     @authenticated
     async def post(self) -> None:
         spec = parse_body(GPRCreate, self.json_body()).to_spec()
-        submitted = await self.egs.commands.submit_together(
+        submitted = await self.egs.commands.submit(
             spec, self.user_name, admin=self.is_admin, authorize=self.require_member
         )
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{submitted.gpr.id}")
@@ -99,15 +100,16 @@ class GPRsHandler(GPRBase):
 
 class GPRHandler(GPRBase):
     @authenticated
-    def get(self, gpr_id: str) -> None:
+    async def get(self, gpr_id: str) -> None:
+        plan = await self.plan()
         with self.egs.sessions() as session:
             row = self.load_gpr(session, gpr_id)
             self.require_member(slice_of(session, row.slice))
-            view = self.view(queries.to_gpr(row), self.plan_now(session))
+            view = self.view(queries.to_gpr(row), plan)
         self.write_json(view)
 
     @authenticated
-    def patch(self, gpr_id: str) -> None:
+    async def patch(self, gpr_id: str) -> None:
         update = parse_body(GPRUpdate, self.json_body(), partial=True)
         gpr = self.egs.commands.edit(
             self.int_argument("id", gpr_id),
@@ -116,46 +118,46 @@ class GPRHandler(GPRBase):
             admin=self.is_admin,
             authorize=self.require_member,
         )
-        self.answer(gpr)
+        await self.answer(gpr)
 
     @authenticated
-    def delete(self, gpr_id: str) -> None:
+    async def delete(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.cancel(
             self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member
         )
-        self.answer(gpr)
+        await self.answer(gpr)
 
 
 class ReleaseHandler(GPRBase):
     @authenticated
-    def post(self, gpr_id: str) -> None:
+    async def post(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.release(
             self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member
         )
-        self.answer(gpr)
+        await self.answer(gpr)
 
 
 class DecisionHandler(GPRBase):
     """POST gprs/{id}/approve and gprs/{id}/deny."""
 
     @needs_scope(ADMIN_SCOPE)
-    def post(self, gpr_id: str, decision: str) -> None:
+    async def post(self, gpr_id: str, decision: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.decide(self.int_argument("id", gpr_id), decision == "approve", self.user_name, reason)
-        self.answer(gpr)
+        await self.answer(gpr)
 
 
 class WaitTimesHandler(GPRBase):
     @authenticated
-    def post(self) -> None:
+    async def post(self) -> None:
         spec = parse_body(WaitTimeQuery, self.json_body()).to_spec()
         now = self.now()
         with self.egs.sessions() as session:
             slice_row = slice_of(session, spec.slice)
             self.require_member(slice_row)
             reasons = self.egs.commands.vet(session, spec, slice_row, now, admin=self.is_admin)
-            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now)
+        snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
         options = planner.wait_times(snapshot, spec, planned_at, current=plan)
         self.write_json({"options": [option_json(o) for o in options], "needs_approval": reasons})

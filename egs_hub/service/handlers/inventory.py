@@ -68,7 +68,7 @@ class ScheduleHandler(APIHandler):
     """Every node's windows in [start, end): past, current and planned."""
 
     @authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         now = self.now()
         start = self._time("start", now - SCHEDULE_DEFAULT_PAST)
         end = self._time("end", now + SCHEDULE_DEFAULT_FUTURE)
@@ -76,6 +76,7 @@ class ScheduleHandler(APIHandler):
             raise InvalidRequest("end", "end must be after start")
         if end - start > SCHEDULE_MAX_RANGE:
             raise InvalidRequest("end", "the range from start to end must be at most 366 days")
+        plan = (await self.egs.planning.current(self.egs.sessions, now)).plan
         with self.egs.sessions() as session:
             nodes = {}
             for cluster in queries.inventory_rows(session):
@@ -89,7 +90,6 @@ class ScheduleHandler(APIHandler):
                 .order_by(GPRRow.window_start, GPRRow.id, Allocation.position)
             ).all()
             self._add_held(nodes, held, start, now)
-            plan = self.egs.planning.plan_now(session, now).plan
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
             queued = {r.id: r for r in queries.gpr_rows(session, statuses=["queued"])}
         for estimate in plan.estimates.values():

@@ -8,9 +8,11 @@ planner's list here ("confirm"), or nothing is evicted ("off").
 
 from __future__ import annotations
 
-from ...core import model as core
+from bisect import bisect_right
+
 from ...core.queue import band
 from ...core.requests import EvictionConfirm, parse_body
+from ...core.snapshot import Estimate
 from ...core.units import format_time
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -23,24 +25,24 @@ from .gprs import GPRBase
 
 class QueueHandler(GPRBase):
     @authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         """A page of the queue in the planner's order: by queue position, then GPRs without one, by id.
 
-        The order is the plan's, not a column: the queued GPRs (index on status) are read and
-        ordered in memory, and a page starts after the cursor's (no position, position, id).
+        The order is the plan's, not a column: the queued GPRs come from the planning state in
+        memory, ordered by their keys, and only the page's are shown.
         """
         limit = cursors.QUEUE.limit(self.get_argument("limit", None))
         after = cursors.QUEUE.after(self.get_argument("cursor", None))
         now = self.now()
+        snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
         with self.egs.sessions() as session:
-            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now)
             member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
-            rows = queries.gpr_rows(session, statuses=[core.Status.QUEUED])
-            views = [self.view(queries.to_gpr(r), plan, r.slice in member_of) for r in rows]
-        views.sort(key=queue_key)
-        if after is not None:
-            views = [v for v in views if queue_key(v) > after]
-        views, next_cursor = cursors.QUEUE.page(views, limit, key=queue_key)
+            queued = self.egs.planning.state.current(session, now).queued()
+        estimates = plan.estimates
+        keyed = sorted(((position_key(estimates.get(gpr.id), gpr.id), gpr) for gpr in queued), key=lambda kg: kg[0])
+        start = 0 if after is None else bisect_right(keyed, tuple(after), key=lambda kg: kg[0])
+        page = [self.view(gpr, plan, gpr.spec.slice in member_of) for _, gpr in keyed[start : start + limit + 1]]
+        views, next_cursor = cursors.QUEUE.page(page, limit, key=queue_key)
         factor_of = factors(snapshot)
         for view in views:
             view["band"] = BAND_NAMES[band(view["priority"])]
@@ -48,8 +50,14 @@ class QueueHandler(GPRBase):
         self.write_json({"queue": views, "next_cursor": next_cursor, "planned_at": format_time(planned_at)})
 
 
-def queue_key(view: dict) -> tuple[bool, int, int]:
+def position_key(estimate: Estimate | None, gpr_id: int) -> tuple[bool, int, int]:
     """Planner order: queue position (those without one last), then id."""
+    position = None if estimate is None else estimate.position
+    return (position is None, position or 0, gpr_id)
+
+
+def queue_key(view: dict) -> tuple[bool, int, int]:
+    """``position_key`` of a GPR's view."""
     return (view["queue_position"] is None, view["queue_position"] or 0, view["id"])
 
 
@@ -57,20 +65,19 @@ class EvictionsHandler(GPRBase):
     """GET and POST queue/evictions (admins)."""
 
     @needs_scope(ADMIN_SCOPE)
-    def get(self) -> None:
-        now = self.now()
+    async def get(self) -> None:
+        # Planned afresh: a GPR that just arrived is only placed on the last plan, which proposes
+        # no eviction for it (the reconcile pass, woken by it, evicts where the policy is auto).
+        snapshot, plan, planned_at = await self.egs.planning.fresh(self.egs.sessions, self.now())
         with self.egs.sessions() as session:
-            # Planned afresh: a GPR that just arrived is only placed on the last plan, which proposes
-            # no eviction for it (the reconcile pass, woken by it, evicts where the policy is auto).
-            snapshot, plan, planned_at = self.egs.planning.plan_now(session, now, fresh=True)
             evicting = bool(queries.evictions_in_flight(session))
             views = [self._json(session, e) for e in eviction_proposals(snapshot, plan, planned_at, evicting)]
         self.write_json({"evictions": views})
 
     @needs_scope(ADMIN_SCOPE)
-    def post(self) -> None:
+    async def post(self) -> None:
         body = parse_body(EvictionConfirm, self.json_body())
-        proposal, victims = self.egs.commands.confirm_eviction(body.gpr_id, set(body.victims), self.user_name)
+        proposal, victims = await self.egs.commands.confirm_eviction(body.gpr_id, set(body.victims), self.user_name)
         self.write_json(eviction_json(proposal, victims))
 
     def _json(self, session, eviction) -> dict:
