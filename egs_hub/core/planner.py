@@ -61,6 +61,9 @@ BANDS = (2, 1, 0)
 # at ``now``; they are free for planning right after.
 JUST_AFTER = timedelta(microseconds=1)
 _JUST_AFTER_S = JUST_AFTER.total_seconds()
+# Windows placed on a plan's views after a band's rewind was made that it patches in per
+# query (Rewind.arrived) before it is made again: about a plan pass's worth of submits.
+_PENDING_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -228,9 +231,11 @@ def place_arrival(current: Plan, request: Request, now: datetime) -> Estimate:
         later: set = set()
         timeline.put(timeline.translate(held), 1, later)
         Pool.summarize(later)
-    for lower in BANDS:
+    for lower, rewind in list(views.rewinds.items()):
         if lower <= b:
-            views.rewinds.pop(lower, None)
+            rewind.arrived(place if lower == b else -1, held)
+            if len(rewind.pending) > _PENDING_MAX:
+                del views.rewinds[lower]  # made again when next asked
     return Estimate(request.gpr_id, position, start, end, _placement(held, ()))
 
 

@@ -177,7 +177,11 @@ class Rewind:
     ``windows`` are the requests' windows in their order, on the timeline or a copy of it.
     Made once, then asked often: per node, its profile without its windows from each of
     them on and the summaries of that (made for a pool when it is first asked about), and
-    per slice its windows. Nothing here changes the timeline."""
+    per slice its windows. Nothing here changes the timeline.
+
+    Windows put on the timeline later (``arrived``: a request placed at some place of the
+    order, or a higher band's, before every place) are *pending*: an answer patches them in
+    (or out) on the few nodes they touch, instead of the whole rewind being made again."""
 
     def __init__(self, timeline: Timeline, windows: list[Window]):
         self.timeline = timeline
@@ -191,24 +195,69 @@ class Rewind:
             for i, gpus in window.picks:
                 self._held[id(window.pool)][i].append((place, window.pool.taken(i, gpus), window))
         self._pools: dict[int, _PoolRewind] = {}
+        self.pending: list[tuple[int, Window]] = []  # (place now, -1: before every place; window on the timeline)
+
+    def arrived(self, place: int, window: Window) -> None:
+        """``window`` was put on the timeline since: a request's, now at ``place`` of the order (those
+        from there on move one place later), or, with ``place`` -1, a higher band's."""
+        if place >= 0:
+            self.pending = [(p + 1 if p >= place else p, w) for p, w in self.pending]
+        self.pending.append((place, self.timeline.translate(window)))
+
+    def _made_place(self, place: int) -> int:
+        """``place`` in the order the rewind was made with (before the pending windows)."""
+        return place - sum(1 for p, _ in self.pending if 0 <= p < place)
 
     def pool(self, pool: Pool, place: int) -> Pool:
         """``pool`` (of the timeline) without the windows from ``place`` on."""
+        made = self._made_pool(pool, self._made_place(place))
+        patched: dict[int, Profile] = {}
+        for p, window in self.pending:
+            if window.pool is not pool:
+                continue
+            for i, gpus in window.picks:
+                live = made.profiles[i] is pool.profiles[i]  # else the node's profile as the rewind was made
+                if live == (p < place):  # the live profile holds it, one as made does not
+                    continue
+                profile = patched.get(i) or patched.setdefault(i, made.profiles[i].copy())
+                taken = pool.taken(i, gpus)
+                profile.add(window.start, window.end, taken if live else -taken)
+        if not patched:
+            return made
+        nodes = sorted(patched)
+        profiles = [patched[i] for i in nodes]
+        return made.with_profiles(nodes, profiles, summaries(profiles, pool.width))
+
+    def _made_pool(self, pool: Pool, place: int) -> Pool:
+        """``pool`` without the windows (of the rewind as made) from ``place`` on; a node with none
+        there keeps its live profile."""
         if id(pool) not in self._held:
             return pool
         if id(pool) not in self._pools:
-            self._pools[id(pool)] = _PoolRewind(pool, self._held[id(pool)], self.size)
+            self._pools[id(pool)] = _PoolRewind(pool, self._held[id(pool)], self.size, self._pending_on(pool))
         return self._pools[id(pool)].at(place)
+
+    def _pending_on(self, pool: Pool) -> dict[int, list[tuple[int, Window]]]:
+        """The pending windows on ``pool``, per node: (GPUs taken off its profile, window)."""
+        on: dict[int, list[tuple[int, Window]]] = defaultdict(list)
+        for _, window in self.pending:
+            if window.pool is pool:
+                for i, gpus in window.picks:
+                    on[i].append((pool.taken(i, gpus), window))
+        return on
 
     def use(self, slice_name: str, place: int) -> SliceUse | None:
         """The slice's use without its windows from ``place`` on."""
         use = self.timeline.use(slice_name)
+        if use is None:
+            return None
         windows = self.slices.get(slice_name, [])
-        k = bisect_left(windows, place, key=lambda pw: pw[0])
-        if use is None or k == len(windows):
+        k = bisect_left(windows, self._made_place(place), key=lambda pw: pw[0])
+        later = [w for _, w in windows[k:]] + [w for p, w in self.pending if p >= place and w.slice == slice_name]
+        if not later:
             return use
         use = use.copy()
-        for _, window in windows[k:]:
+        for window in later:
             use.add(window.start, window.end, window.gpus, -1)
         return use
 
@@ -216,9 +265,17 @@ class Rewind:
 class _PoolRewind:
     """One pool of a Rewind. A *row* is a node and one of its windows (by node, then place);
     each row has the node's profile without its windows from that one on, and its summary.
-    The rows of a node sort by ``key``: its rank among the nodes times ``step``, plus place."""
+    The rows of a node sort by ``key``: its rank among the nodes times ``step``, plus place.
+    ``pending``: windows on the pool's nodes that are not the rewind's (GPUs taken, window per
+    node), taken off the profiles the rows start from."""
 
-    def __init__(self, pool: Pool, held: dict[int, list[tuple[int, int, Window]]], size: int):
+    def __init__(
+        self,
+        pool: Pool,
+        held: dict[int, list[tuple[int, int, Window]]],
+        size: int,
+        pending: dict[int, list[tuple[int, Window]]],
+    ):
         self.pool = pool
         self.step = size + 1
         nodes = sorted(held.items())
@@ -228,6 +285,10 @@ class _PoolRewind:
         ends = []
         for rank, (i, held) in enumerate(nodes):
             profile, given_back = pool.profiles[i], []
+            if i in pending:
+                profile = profile.copy()
+                for taken, window in pending[i]:
+                    profile.add(window.start, window.end, taken)
             for _, taken, window in reversed(held):
                 profile = profile.copy()
                 profile.add(window.start, window.end, taken)

@@ -382,3 +382,26 @@ def test_an_arrival_placed_on_the_last_plan_gets_the_start_the_next_plan_gives(
     current.estimates[request.gpr_id] = place_arrival(current, request, NOW)
     later = dataclasses.replace(snapshot, queue=(*snapshot.queue, request), previous=current.estimates)
     assert plan(later, NOW).estimates[request.gpr_id].start == current.estimates[request.gpr_id].start
+
+
+@SETTINGS
+@given(snapshots(queued=(4, 12)), st.lists(specs(), min_size=2, max_size=6), st.data())
+def test_rewinds_patched_with_arrivals_answer_as_rewinds_made_again(snapshot: Snapshot, arrivals: list[GPRSpec], data):
+    """A band's rewind (what wait-time queries and arrivals are placed on) is made once per plan;
+    windows placed since are patched in per query. Its answers are those of a rewind made again
+    after every arrival. Most arrivals sort just ahead of a queued request (its slice, one more
+    priority), so that they are placed, and asked about, inside their band."""
+    usage = data.draw(st.dictionaries(st.sampled_from(SLICES), st.floats(min_value=0, max_value=1e7)))
+    snapshot = dataclasses.replace(snapshot, usage=usage)
+    patched, made_again = plan(snapshot, NOW), plan(snapshot, NOW)
+    for i, spec in enumerate(arrivals):
+        if data.draw(st.integers(min_value=0, max_value=3)):
+            near = data.draw(st.sampled_from(snapshot.queue)).spec
+            spec = dataclasses.replace(spec, slice=near.slice, priority=near.priority + 1)
+        for query in (*arrivals[:i], spec):
+            asked = wait_times(snapshot, query, NOW, current=patched)
+            made_again.views.rewinds.clear()
+            assert asked == wait_times(snapshot, query, NOW, current=made_again)
+        request = Request(1000 + i, spec, NOW)
+        made_again.views.rewinds.clear()
+        assert place_arrival(patched, request, NOW) == place_arrival(made_again, request, NOW)
