@@ -13,8 +13,9 @@ The snapshot comes from memory (state.py): once ``watch`` has hooked the
 service's sessions, a snapshot reads only the rows written since the last one.
 
 A plan is *reused* for reads: ``current`` answers with the last plan while no
-commit has written to the store other than arrivals, no promise was dropped, and
-it is at most ``reuse_for`` old (the reconcile pass's plan usually), so a busy API
+commit has written the planner's input other than arrivals (state.py: not events,
+samples or saved promises), no promise was dropped, and it is at most
+``reuse_for`` old (the reconcile pass's plan usually), so a busy API
 does not plan once per request; and whatever was written, while the next plan is
 being made in a worker thread. Otherwise it awaits a *fresh* plan, made in a worker
 thread too (``fresh``: one plan at a time, shared by every read, submit and pass
@@ -51,7 +52,7 @@ import gc
 import logging
 import time
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from sqlalchemy import event
@@ -63,12 +64,12 @@ from ..core.errors import Conflict
 from ..core.queue import band
 from ..core.snapshot import Estimate, Eviction, Plan, Request, Snapshot
 from ..store import queries
-from .state import PlanningState
+from .state import PlanningState, writes_state
 
 log = logging.getLogger(__name__)
 
 BAND_NAMES = ("low", "medium", "high")
-_WROTE = "egs_wrote"  # Session.info key: this transaction flushed a change
+_WROTE = "egs_wrote"  # Session.info key: this transaction flushed a change to the planner's input
 _ARRIVALS = "egs_arrivals"  # Session.info key: it wrote arrivals only (Planning.mark_arrivals)
 
 
@@ -108,8 +109,9 @@ class Planning:
         self._saved: dict[int, tuple[Estimate, int, datetime | None]] = {}
         self.pass_seconds = 0.0  # how long the last plan took
         self.reuse_for: timedelta | None = None  # None: never reused (not watching a store)
-        self._version = 0  # store commits that wrote, and promises dropped
+        self._version = 0  # store commits that wrote the planner's input, and promises dropped
         self._last: tuple[int, Planned] | None = None
+        self._current_at = datetime.min.replace(tzinfo=UTC)  # when the last plan was made or found current
         self._arrivals: list[core.GPR] = []  # placed on the last plan, in order
         self._dropped: set[int] = set()  # promises dropped since the last snapshot
         # The plan being made in a worker thread: the version its snapshot saw, and its outcome
@@ -117,8 +119,9 @@ class Planning:
         self._making: tuple[int, asyncio.Future[Planned | None]] | None = None
 
     def watch(self, sessions: sessionmaker[Session], reuse_for: timedelta) -> None:
-        """Count the commits of ``sessions`` that wrote something, and reuse a plan for ``reuse_for``
-        while there is none."""
+        """Count the commits of ``sessions`` that wrote some of the planner's input (state.py: GPRs,
+        inventory, slices; not events, samples or the promises saved), and reuse a plan for
+        ``reuse_for`` while there is none."""
         self.state.watch(sessions)
         event.listen(sessions, "after_flush", self._flushed)
         event.listen(sessions, "after_commit", self._committed)
@@ -127,7 +130,8 @@ class Planning:
 
     @staticmethod
     def _flushed(session: Session, _context) -> None:
-        session.info[_WROTE] = True
+        if writes_state((*session.new, *session.dirty, *session.deleted)):
+            session.info[_WROTE] = True
 
     def _committed(self, session: Session) -> None:
         arrivals = session.info.pop(_ARRIVALS, False)
@@ -185,14 +189,32 @@ class Planning:
         return self._first_starts.get(gpr_id)
 
     def _reusable(self, now: datetime, any_age: bool = False) -> Planned | None:
-        """The last plan, where it may be reused (module doc): ``any_age`` for arrivals."""
+        """The last plan, where it may be reused (module doc): ``any_age`` for arrivals. Its age counts
+        from when it was last found current (``still_current``)."""
         if self._last is None or self.reuse_for is None:
             return None
         version, last = self._last
         if self._making is not None:
             return last  # while a plan is made aside, the last one serves until it is done
-        fresh_enough = any_age or timedelta(0) <= now - last.now <= self.reuse_for
+        fresh_enough = any_age or timedelta(0) <= now - self._current_at <= self.reuse_for
         return last if version == self._version and fresh_enough else None
+
+    @property
+    def last(self) -> Planned | None:
+        """The last plan made."""
+        return None if self._last is None else self._last[1]
+
+    def still_current(self, now: datetime) -> bool:
+        """Whether a plan made at ``now`` would be the last one: it saw every write of the planner's
+        input, no arrival was placed on it since and none is being made (the reconcile pass checks
+        that nothing the plan has happen is due first). Then it counts as made at ``now`` for reuse.
+        Never while not watching a store."""
+        if self.reuse_for is None or self._last is None or self._making is not None or self._arrivals:
+            return False
+        if self._last[0] != self._version or now < self._current_at:
+            return False
+        self._current_at = now
+        return True
 
     def plan_now(self, session: Session, now: datetime, *, fresh: bool = False, any_age: bool = False) -> Planned:
         """The plan as of ``now``: the last one where it may be reused unless ``fresh``, else one made
@@ -268,6 +290,7 @@ class Planning:
         planned = Planned(taken.snapshot, made, taken.now)
         later, self._arrivals = self._arrivals[taken.arrivals :], []
         self._last = (taken.version, planned)
+        self._current_at = taken.now
         self._place(made, later, taken.now)
         return planned
 

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from sqlalchemy.exc import IntegrityError
@@ -42,10 +42,11 @@ from ..store.db import transaction
 from . import kube_events as notices
 from .exporter import Exporter
 from .kube_events import KubeEvents
-from .planning import Planning, eviction_proposals, issue_eviction
+from .planning import Planned, Planning, eviction_proposals, issue_eviction
 from .slice_setup import SliceSetup
 
 log = logging.getLogger(__name__)
+_REST = 2.0  # after a plan of p seconds, the next pass waits at least _REST * p
 
 
 def _server_refs(rows) -> list[ServerRef]:
@@ -81,6 +82,8 @@ class Reconciler:
         self._tasks: dict[int, asyncio.Task] = {}
         self._retry_at: dict[int, datetime] = {}
         self._runner: asyncio.Task | None = None
+        self._due = datetime.min.replace(tzinfo=UTC)  # when the last plan has something happen: a pass plans then
+        self._acted: Planned | None = None  # the plan the last pass acted on
 
     def wake(self) -> None:
         self._wake.set()
@@ -106,20 +109,27 @@ class Reconciler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
             self._wake.clear()
-            # Woken by a stream of changes, the next pass waits at least as long as the last plan took:
-            # planning (in a worker thread, but holding the GIL) takes at most about half the loop's time.
-            rest = self.planning.pass_seconds - (time.monotonic() - ended)
+            # Woken by a stream of changes, the next pass waits at least twice as long as the last plan
+            # took: planning (in a worker thread, but holding the GIL) takes at most about a third of
+            # the service's time, and the event loop serves requests with the rest.
+            rest = _REST * self.planning.pass_seconds - (time.monotonic() - ended)
             if rest > 0:
                 await asyncio.sleep(rest)
 
     async def tick(self) -> datetime:
-        """One pass; returns when the next pass is due at the latest."""
+        """One pass; returns when the next pass is due at the latest. It plans unless the last plan
+        is the one it acted on, is still current (planning.Planning.still_current) and has nothing
+        due yet: then it only drives the backends."""
         async with self._lock:
             now = self.clock()
+            if now < self._due and self.planning.last is self._acted and self.planning.still_current(now):
+                self._drive_backend(now)
+                return min(self._due, now + timedelta(seconds=self.interval))
             # 1. snapshot and 2. decide, in a worker thread (planning.Planning.fresh)
             with self.sessions() as session:
                 evicting = bool(queries.evictions_in_flight(session))
-            snapshot, decisions, _ = await self.planning.fresh(self.sessions, now)
+            self._acted = await self.planning.fresh(self.sessions, now)
+            snapshot, decisions, _ = self._acted
             if self.exporter is not None:
                 self.exporter.observe_pass(self.planning.pass_seconds)
             evictions = [e for e in eviction_proposals(snapshot, decisions, now, evicting) if e.automatic]
@@ -131,11 +141,14 @@ class Reconciler:
             self._drive_backend(now)
             with transaction(self.sessions) as session:
                 self.planning.save(session)
-            return self._next_due(snapshot, decisions, now)
+            self._due = self._next_due(snapshot, decisions, now)
+            return min(self._due, now + timedelta(seconds=self.interval))
 
-    def _next_due(self, snapshot: Snapshot, decisions: Plan, now: datetime) -> datetime:
-        """The soonest of: the next tick, a window's end, a queued GPR's planned start."""
-        due = [now + timedelta(seconds=self.interval)]
+    @staticmethod
+    def _next_due(snapshot: Snapshot, decisions: Plan, now: datetime) -> datetime:
+        """The soonest of what the plan says happens later: a window's end, a queued GPR's planned
+        start (the end of time when there is none)."""
+        due = [datetime.max.replace(tzinfo=UTC)]
         due.extend(b.end for b in snapshot.bookings if not b.releasing and b.end > now)
         due.extend(e.end for e in decisions.admits)
         due.extend(e.start for e in decisions.estimates.values() if e.start and e.start > now)

@@ -77,6 +77,13 @@ def changes_of(objects: Iterable[object], into: Changes) -> None:
             into.slices = True
 
 
+def writes_state(objects: Iterable[object]) -> bool:
+    """Whether a flush of ``objects`` writes any of the state's rows (not events, samples, promises...)."""
+    changes = Changes()
+    changes_of(objects, changes)
+    return bool(changes.gprs or changes.inventory or changes.slices)
+
+
 class PlanningState:
     def __init__(self, half_life: timedelta = fairshare.HALF_LIFE):
         self.half_life = half_life

@@ -2,8 +2,8 @@
 
 Planning.watch hooks the service's sessions: a commit that wrote something, a
 dropped promise, or a plan older than ``reuse_for`` (or from a later clock)
-makes the next read plan again; a commit that wrote nothing, or a transaction
-rolled back, does not. Without watch every read plans. On the event loop
+makes the next read plan again; a commit that wrote nothing the planner reads (an
+event, say), or a transaction rolled back, does not. Without watch every read plans. On the event loop
 (``current``, ``fresh``) a plan is made in a worker thread, one at a time, and
 shared by everyone who waits for it.
 """
@@ -17,11 +17,13 @@ from datetime import timedelta
 
 import pytest
 
+from egs_hub.core import model as core
 from egs_hub.service.planning import Planning
+from egs_hub.service.reconcile import Reconciler
 from egs_hub.store import queries
 from egs_hub.store.db import transaction
 
-from .test_reconcile import START, submit, world  # noqa: F401
+from .test_reconcile import START, settle, status, submit, world  # noqa: F401
 
 REUSE = timedelta(seconds=1)
 
@@ -46,6 +48,9 @@ def test_a_read_within_reuse_for_of_an_unchanged_store_gets_the_same_plan(world)
     assert first.now == START  # answers built on it use the time it was made at
     with transaction(sessions) as session:  # a commit that wrote nothing
         queries.all_slices(session)
+    assert planned(planning, sessions, START + REUSE) is first
+    with transaction(sessions) as session:  # a write that is not the planner's input: an event
+        queries.add_event(session, core.Event("note", "alice", "a note", START, slice="a"))
     assert planned(planning, sessions, START + REUSE) is first
     later = planned(planning, sessions, START + REUSE + timedelta(microseconds=1))
     assert later is not first and later.now == START + REUSE + timedelta(microseconds=1)
@@ -143,3 +148,34 @@ async def test_a_failed_plan_fails_only_those_who_asked_for_it_and_the_next_ask_
         await planning.fresh(sessions, START)
     planning.decide = decide
     assert (await planning.fresh(sessions, START)).now == START
+
+
+async def test_the_reconcile_pass_plans_only_after_a_change_or_when_something_planned_is_due(world):
+    """n1 has 4 GPUs: a GPR of 4 holds them for an hour, one of 4 waits. With nothing written and
+    nothing due, a pass only drives the backends and the plan counts as current; a write, a plan
+    made by a read (which nobody acted on), or the hour's end makes the next pass plan."""
+    sessions, clock, backend, _ = world
+    planning = watching(sessions)
+    reconciler = Reconciler(sessions, {backend.cluster: backend}, clock, planning=planning)
+    holding = submit(sessions, "a", 4, 60, START)
+    await reconciler.tick()  # admits it
+    await settle(reconciler)  # bound
+    waiting = submit(sessions, "b", 4, 30, START)
+    await reconciler.tick()
+    made = counting(planning)
+    clock.advance(minutes=10)
+    await reconciler.tick()
+    assert not made
+    assert planning.plan_now(None, clock.now) is planning.plan_now(None, clock.now)  # reused, not older
+    submit(sessions, "b", 1, 30, clock.now)  # a write
+    await reconciler.tick()
+    assert len(made) == 1
+    await planning.fresh(sessions, clock.now)  # a read's plan: the pass acts on a plan of its own
+    await reconciler.tick()
+    assert len(made) == 3
+    clock.advance(minutes=50)  # the first window ends, the waiting GPR's start is due
+    await reconciler.tick()
+    assert len(made) == 4
+    assert status(sessions, holding).status is core.Status.RELEASING
+    await settle(reconciler)
+    assert status(sessions, waiting).status is core.Status.PROVISIONED
