@@ -1,7 +1,7 @@
 """What the planner reads, kept in the service's memory and current with the store.
 
 Vocabulary: the *state* is the planner's input without the promises: the
-inventory (nodes present, GPUs it may not give), every slice's policy, every
+inventory (nodes present, GPUs it may not give), every slice's policy and hub group, every
 GPR that waits (queued: a *request*; pending approval) or holds GPUs (a
 *booking*), and each slice's decayed GPU use (fair share). A *change* is what a
 commit wrote that the state reads: a GPR row or its allocations (by GPR id), an
@@ -90,6 +90,7 @@ class PlanningState:
         self.nodes: tuple[core.Node, ...] = ()
         self.unhealthy: frozenset[str] = frozenset()
         self.policies: dict[str, core.SlicePolicy] = {}
+        self.groups: dict[str, str] = {}  # every slice's hub group (who may see its GPRs)
         self.usage: dict[str, float] = {}
         self.gprs: dict[int, core.GPR] = {}  # the active GPRs: waiting or holding GPUs
         self._queue: SortedDict = SortedDict()  # GPR id -> Request
@@ -148,7 +149,9 @@ class PlanningState:
                 self.nodes, self.unhealthy = queries.planning_inventory(session)
                 self._servability.clear()
             if unread.slices:
-                self.policies = {s.name: queries.slice_policy(s) for s in queries.all_slices(session)}
+                rows = queries.all_slices(session)
+                self.policies = {s.name: queries.slice_policy(s) for s in rows}
+                self.groups = {s.name: s.group_name for s in rows}
             ids = sorted(unread.gprs)
             for i in range(0, len(ids), _CHUNK):
                 chunk = ids[i : i + _CHUNK]

@@ -131,7 +131,10 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return self.has_scope(ADMIN_SCOPE)
 
     def is_member(self, slice_row: Slice) -> bool:
-        return self.is_admin or slice_row.group_name in (self.current_user.get("groups") or ())
+        return self.is_member_of(slice_row.group_name)
+
+    def is_member_of(self, group: str) -> bool:
+        return self.is_admin or group in (self.current_user.get("groups") or ())
 
     def member_slice(self, session, name: str) -> Slice:
         """The slice named ``name``: 404 when there is none, 403 when the caller is not a member."""
@@ -142,11 +145,14 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return row
 
     def require_member(self, slice_row: Slice) -> None:
-        if not self.is_member(slice_row):
+        self.require_member_of(slice_row.name, slice_row.group_name)
+
+    def require_member_of(self, slice_name: str, group: str) -> None:
+        if not self.is_member_of(group):
             raise web.HTTPError(
                 403,
-                f"{self.user_name} is not a member of slice {slice_row.name!r}; "
-                f"an admin adds members to hub group {slice_row.group_name!r}",
+                f"{self.user_name} is not a member of slice {slice_name!r}; "
+                f"an admin adds members to hub group {group!r}",
             )
 
     # bodies and answers

@@ -101,12 +101,21 @@ class GPRsHandler(GPRBase):
 class GPRHandler(GPRBase):
     @authenticated
     async def get(self, gpr_id: str) -> None:
+        """A GPR waiting or holding GPUs comes from the planning state in memory, with its slice's
+        group; one that ended, or whose slice the state does not know, from the store."""
+        number = self.int_argument("id", gpr_id)
         plan = await self.plan()
         with self.egs.sessions() as session:
-            row = self.load_gpr(session, gpr_id)
-            self.require_member(slice_of(session, row.slice))
-            view = self.view(queries.to_gpr(row), plan)
-        self.write_json(view)
+            state = self.egs.planning.state.current(session, self.now())
+            gpr = state.gprs.get(number)
+            group = None if gpr is None else state.groups.get(gpr.spec.slice)
+            if gpr is None or group is None:
+                row = self.load_gpr(session, gpr_id)
+                gpr, slice_row = queries.to_gpr(row), slice_of(session, row.slice)
+                self.require_member(slice_row)
+            else:
+                self.require_member_of(gpr.spec.slice, group)
+        self.write_json(self.view(gpr, plan))
 
     @authenticated
     async def patch(self, gpr_id: str) -> None:
