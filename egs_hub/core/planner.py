@@ -88,6 +88,15 @@ class Views:
         members = self.placed[band(spec.priority)]
         return bisect_right(members, probe, key=lambda m: queue_key(m[0], factors.get(m[0].spec.slice, 1.0))[:-1])
 
+    def prepare(self) -> None:
+        """Make every band's rewind, with the rows of each of its pools, now: a plan made in a
+        worker thread does, so that the first arrivals and wait-time queries on it do not."""
+        for b, placed in self.placed.items():
+            if placed:
+                rewind = self.rewind(b)
+                for pool in self.after_band[b].pools:
+                    rewind.pool(pool, 0)
+
     def rewind(self, b: int) -> Rewind:
         """Band ``b``'s timeline at any place in its queue order, made on the first query
         that needs it."""

@@ -272,9 +272,11 @@ class Planning:
         return Taken(self.snapshot(session, now), now, self._version, len(self._arrivals))
 
     def decide(self, taken: Taken) -> Plan:
-        """Step 2, pure (any thread): plan the snapshot."""
+        """Step 2, pure (any thread): plan the snapshot, and make the rewinds that arrivals and
+        wait-time queries are placed on (Views.prepare)."""
         started = time.perf_counter()
         made = planner.plan(taken.snapshot, taken.now)
+        made.views.prepare()
         self.pass_seconds = time.perf_counter() - started
         return made
 
