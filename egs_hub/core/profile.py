@@ -51,6 +51,29 @@ class Profile:
         if i > 0 and values[i] == values[i - 1]:
             del times[i], values[i]
 
+    def add_many(self, changes: list[tuple[float, float, int]]) -> None:
+        """``add`` of every ``(start, end, delta)`` at once: one pass over the steps, not one each."""
+        if not changes:
+            return
+        jumps: dict[float, int] = {}
+        for start, end, delta in changes:
+            jumps[start] = jumps.get(start, 0) + delta
+            if end != INF:
+                jumps[end] = jumps.get(end, 0) - delta
+        old_times, old_values = self.times, self.values
+        times: list[float] = []
+        values: list[int] = []
+        k, shift = 0, 0
+        for t in sorted({*old_times, *jumps}):
+            while k + 1 < len(old_times) and old_times[k + 1] <= t:
+                k += 1
+            shift += jumps.get(t, 0)
+            value = old_values[k] + shift
+            if not values or value != values[-1]:
+                times.append(t)
+                values.append(value)
+        self.times, self.values = times, values
+
     def _split(self, t: float) -> int:
         """Index of the step starting at ``t``, splitting the step that contains it."""
         times = self.times

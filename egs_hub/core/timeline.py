@@ -67,6 +67,12 @@ class SliceUse:
             t = t2
         return INF
 
+    def take_off(self, windows: list[Window]) -> None:
+        """``add`` with sign -1 of every window at once."""
+        self.active.add_many([(w.start, w.end, -1) for w in windows])
+        if self.max_gpus is not None:
+            self.gpus.add_many([(w.start, w.end, -w.gpus) for w in windows])
+
     def allows(self, gpus: int, start: float, end: float) -> bool:
         if self.active.maximum(start, end) + 1 > self.max_active:
             return False
@@ -257,8 +263,7 @@ class Rewind:
         if not later:
             return use
         use = use.copy()
-        for window in later:
-            use.add(window.start, window.end, window.gpus, -1)
+        use.take_off(later)
         return use
 
 
