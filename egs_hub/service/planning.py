@@ -255,6 +255,10 @@ class Planning:
         try:
             try:
                 made = await asyncio.to_thread(self.decide, taken)
+                # The arrivals placed on the last plan meanwhile are placed on this one there too; those
+                # that come while they are, on the event loop when it is adopted.
+                arrived = self._arrivals[taken.arrivals :]
+                await asyncio.to_thread(self._place_on, made, arrived, taken.now)
             finally:
                 self._making = None
                 if collecting:
@@ -283,8 +287,9 @@ class Planning:
     def adopt(self, taken: Taken, made: Plan) -> Planned:
         """Step 3: ``made`` becomes the last plan and its estimates the promises, less those dropped
         since the snapshot; the GPRs that arrived since are placed on it."""
-        self._promises = {i: e for i, e in made.estimates.items() if i not in self._dropped}
         self._bands = {r.gpr_id: band(r.spec.priority) for r in taken.snapshot.queue}
+        # Arrivals placed on it (not in its snapshot) are not promises yet: the next plan weighs them.
+        self._promises = {i: e for i, e in made.estimates.items() if i in self._bands and i not in self._dropped}
         self._first_starts = {i: t for i, t in self._first_starts.items() if i in self._bands}
         for estimate in (*made.estimates.values(), *made.admits):
             if estimate.start is not None:
@@ -297,20 +302,25 @@ class Planning:
         return planned
 
     def _place(self, current: Plan, gprs: list[core.GPR], now: datetime) -> None:
-        """Place each arrival on ``current``; one that cannot be placed is left without an estimate
-        (the next plan pass leaves it out too, and the reconcile loop fails it: issue 25)."""
+        """Place each arrival on ``current`` (``_place_on``), and count it placed on the last plan."""
+        self._place_on(current, gprs, now)
+        for gpr in gprs:
+            estimate = current.estimates.get(gpr.id)
+            if estimate is not None and estimate.start is not None:
+                self._first_starts.setdefault(gpr.id, estimate.start)
+            self._arrivals.append(gpr)
+
+    def _place_on(self, current: Plan, gprs: list[core.GPR], now: datetime) -> None:
+        """Place on ``current`` each arrival it has no estimate for that is still queued; one that cannot
+        be placed is left without an estimate (the next plan pass leaves it out too, and the reconcile
+        loop fails it: issue 25). In a worker thread only on a plan nobody else uses yet."""
         for gpr in gprs:
             if gpr.id not in current.estimates and self.state.is_queued(gpr.id):
                 request = Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes))
                 try:
-                    estimate = planner.place_arrival(current, request, now)
+                    current.estimates[gpr.id] = planner.place_arrival(current, request, now)
                 except Exception:
                     log.exception("GPR %s could not be placed on the plan; the next plan pass weighs it", gpr.id)
-                else:
-                    current.estimates[gpr.id] = estimate
-                    if estimate.start is not None:
-                        self._first_starts.setdefault(gpr.id, estimate.start)
-            self._arrivals.append(gpr)
 
     def forget(self, gpr_ids: Iterable[int] = (), bands: Iterable[int] = ()) -> None:
         """Drop the promises of these GPRs and of every GPR in these bands, so the next

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from datetime import timedelta
 
 import pytest
@@ -244,3 +245,22 @@ async def test_the_next_plan_moves_what_an_arrival_ahead_displaced(world):  # no
     positions = [read.estimates[s.gpr.id].position for s in (ahead, first, behind)]
     assert positions == [1, 2, 3]
     assert read.estimates[first.gpr.id].start == clock.now + timedelta(minutes=30)
+
+
+async def test_a_submit_while_a_plan_is_made_aside_is_placed_on_it_in_its_thread(world):  # noqa: F811
+    sessions, clock = world[0], world[1]
+    planning = watching(sessions)
+    commands = commands_of(sessions, clock, planning)
+    await commands.submit(spec("a", 4, 60), "alice", admin=False)
+    threads: list[str] = []
+    place_on = planning._place_on
+    planning._place_on = lambda *args: threads.append(threading.current_thread().name) or place_on(*args)
+    aside = asyncio.ensure_future(planning.fresh(sessions, clock.now))
+    await asyncio.sleep(0)  # it took its snapshot and went to its thread
+    during = await commands.submit(spec("a", 4, 30), "alice", admin=False)  # placed on the last plan
+    made = await aside
+    assert made.plan.estimates[during.gpr.id].start == during.estimate.start
+    assert threading.main_thread().name in threads and len(set(threads)) == 2  # and again in the plan's thread
+    with sessions() as session:
+        fresh = planning.plan_now(session, clock.now, fresh=True).plan
+    assert fresh.estimates[during.gpr.id].start == during.estimate.start
