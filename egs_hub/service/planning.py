@@ -216,10 +216,10 @@ class Planning:
         self._current_at = now
         return True
 
-    def plan_now(self, session: Session, now: datetime, *, fresh: bool = False, any_age: bool = False) -> Planned:
+    def plan_now(self, session: Session, now: datetime, *, fresh: bool = False) -> Planned:
         """The plan as of ``now``: the last one where it may be reused unless ``fresh``, else one made
         on the caller's thread."""
-        if not fresh and (last := self._reusable(now, any_age)) is not None:
+        if not fresh and (last := self._reusable(now)) is not None:
             return last
         taken = self.take(session, now, fresh=fresh)
         return self.adopt(taken, self.decide(taken))
