@@ -225,7 +225,9 @@ class Rewind:
                 live = made.profiles[i] is pool.profiles[i]  # else the node's profile as the rewind was made
                 if live == (p < place):  # the live profile holds it, one as made does not
                     continue
-                profile = patched.get(i) or patched.setdefault(i, made.profiles[i].copy())
+                if i not in patched:
+                    patched[i] = made.profiles[i].copy()
+                profile = patched[i]
                 taken = pool.taken(i, gpus)
                 profile.add(window.start, window.end, taken if live else -taken)
         if not patched:

@@ -41,8 +41,8 @@ class QueueHandler(GPRBase):
         estimates = plan.estimates
         keyed = sorted(((position_key(estimates.get(gpr.id), gpr.id), gpr) for gpr in queued), key=lambda kg: kg[0])
         start = 0 if after is None else bisect_right(keyed, tuple(after), key=lambda kg: kg[0])
-        page = [self.view(gpr, plan, gpr.spec.slice in member_of) for _, gpr in keyed[start : start + limit + 1]]
-        views, next_cursor = cursors.QUEUE.page(page, limit, key=queue_key)
+        page, next_cursor = cursors.QUEUE.page(keyed[start : start + limit + 1], limit, key=lambda kg: kg[0])
+        views = [self.view(gpr, plan, gpr.spec.slice in member_of) for _, gpr in page]
         factor_of = factors(snapshot)
         for view in views:
             view["band"] = BAND_NAMES[band(view["priority"])]
@@ -54,11 +54,6 @@ def position_key(estimate: Estimate | None, gpr_id: int) -> tuple[bool, int, int
     """Planner order: queue position (those without one last), then id."""
     position = None if estimate is None else estimate.position
     return (position is None, position or 0, gpr_id)
-
-
-def queue_key(view: dict) -> tuple[bool, int, int]:
-    """``position_key`` of a GPR's view."""
-    return (view["queue_position"] is None, view["queue_position"] or 0, view["id"])
 
 
 class EvictionsHandler(GPRBase):
