@@ -91,18 +91,19 @@ class ScheduleHandler(APIHandler):
             ).all()
             self._add_held(nodes, held, start, now)
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
-            queued = {r.id: r for r in queries.gpr_rows(session, statuses=["queued"])}
+            queued = {gpr.id: gpr for gpr in self.egs.planning.state.current(session, now).queued()}
         for estimate in plan.estimates.values():
             if estimate.start is None or not (estimate.start < end and estimate.end > start):
                 continue
-            row = queued.get(estimate.gpr_id)
-            if row is None:  # the plan was made before it started or ended (a plan made aside serves meanwhile)
+            gpr = queued.get(estimate.gpr_id)
+            if gpr is None:  # the plan was made before it started or ended (a plan made aside serves meanwhile)
                 continue
             for node, gpus, count in planned_per_node(estimate.placement, node_of):
                 if node in nodes:
-                    nodes[node]["windows"].append(
-                        window_json(row.id, row.slice, gpus, estimate.start, estimate.end, "planned", row.status, count)
+                    window = window_json(
+                        gpr.id, gpr.spec.slice, gpus, estimate.start, estimate.end, "planned", gpr.status.value, count
                     )
+                    nodes[node]["windows"].append(window)
         self.write_json({"start": format_time(start), "end": format_time(end), "nodes": list(nodes.values())})
 
     def _add_held(self, nodes: dict, held, start, now) -> None:
