@@ -35,3 +35,7 @@ class Forbidden(EGSError):
 
 class NotFound(EGSError):
     """What was asked for does not exist, or the caller may not see it (HTTP 404)."""
+
+
+class Unavailable(EGSError):
+    """The service cannot do it now, and did nothing; the same request may succeed soon (HTTP 503)."""

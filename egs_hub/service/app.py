@@ -36,6 +36,7 @@ from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from ..traits import Duration
+from . import standby
 from .clusters import Clusters
 from .commands import Commands
 from .exporter import Exporter
@@ -44,6 +45,7 @@ from .handlers import clusters, gprs, gpus, inventory, pages, prometheus, queue,
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
 from .kube_events import KubeEvents
+from .leadership import Leadership
 from .notify import SlackNotifier
 from .planning import Planning
 from .reconcile import Reconciler
@@ -407,6 +409,23 @@ class EGSService(Application):
     def _default_service_url(self) -> str:
         return os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101")
 
+    advertise_url = Unicode(
+        help="""Where the other replicas of the service reach this one when it leads (leadership.py): a
+        standby forwards requests there. Default: $EGS_ADVERTISE_URL, else service_url (one host; in
+        Kubernetes the chart sets the pod's IP)."""
+    ).tag(config=True)
+
+    @default("advertise_url")
+    def _default_advertise_url(self) -> str:
+        return os.environ.get("EGS_ADVERTISE_URL") or self.service_url
+
+    leader_poll_seconds = Float(
+        1.0,
+        help="""How often, in seconds, a standby replica tries the leader's lock, and the leader checks
+        that it still holds it (leadership.py). A standby takes over within this long of the leader's
+        end, plus the time it takes to load the state.""",
+    ).tag(config=True)
+
     config_file = Unicode(help="Python config file to load. Default: $EGS_CONFIG_FILE.").tag(config=True)
 
     @default("config_file")
@@ -596,22 +615,27 @@ class EGSService(Application):
         # after at most this long (5 ms by default): the event loop's thread gives up the GIL
         # at every socket and database call, and would wait that long each time a plan is made.
         sys.setswitchinterval(GIL_SWITCH_SECONDS)
+        leadership = Leadership(self.db_url, self.advertise_url, self.leader_poll_seconds)
+        check_schema(leadership.engine)  # a standby refuses another revision too
+        stopped = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopped.set)
+        if not await self._stand_by(leadership, stopped):
+            return
         await self.setup()
-        url = urlparse(self.service_url)
+        leadership.fence(self.sessions)
         server = HTTPServer(self.make_app(), xheaders=True)
-        server.listen(url.port or 80, url.hostname or "127.0.0.1")
-        hooks = self._webhook_server()
+        self._listen(server)
+        hooks = self._webhook_server(webhooks.make_app(self))
         self.slice_setup.start()
         self.reconciler.start()
         self.telemetry.start()
         self.registry.start()
         self.gpr_sync.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
-        stopped = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopped.set)
-        await stopped.wait()
+        lost = asyncio.ensure_future(leadership.hold())
+        await asyncio.wait([lost, asyncio.ensure_future(stopped.wait())], return_when=asyncio.FIRST_COMPLETED)
         server.stop()
         if hooks is not None:
             hooks.stop()
@@ -620,16 +644,41 @@ class EGSService(Application):
         await self.telemetry.stop()
         await self.reconciler.stop()
         await self.registry.close()
+        if lost.done():
+            raise SystemExit("this replica lost the leader's lock: it exits, to start again as a standby")
+        lost.cancel()
 
-    def _webhook_server(self) -> HTTPServer | None:
-        """The HTTPS listener for the admission webhook, when webhook_port is set."""
+    async def _stand_by(self, leadership: Leadership, stopped: asyncio.Event) -> bool:
+        """Wait for the leader's lock, forwarding requests to the leader meanwhile (standby.py);
+        False when stopped first."""
+        if await leadership.try_take():
+            return True
+        server = HTTPServer(standby.make_app(leadership, self.api_prefix), xheaders=True)
+        self._listen(server)
+        hooks = self._webhook_server(standby.make_app(leadership, self.api_prefix))
+        self.log.info("standing by on %s: the replica at %s leads", self.service_url, leadership.leader_url())
+        taken = asyncio.ensure_future(leadership.take())
+        await asyncio.wait([taken, asyncio.ensure_future(stopped.wait())], return_when=asyncio.FIRST_COMPLETED)
+        for each in (server, hooks):
+            if each is not None:
+                each.stop()
+                await each.close_all_connections()
+        if not taken.done():
+            taken.cancel()
+            return False
+        return True
+
+    def _listen(self, server: HTTPServer) -> None:
+        url = urlparse(self.service_url)
+        server.listen(url.port or 80, url.hostname or "127.0.0.1")
+
+    def _webhook_server(self, app: web.Application) -> HTTPServer | None:
+        """The HTTPS listener for the admission webhook serving ``app``, when webhook_port is set."""
         if not self.webhook_port:
             return None
         if not (self.webhook_certfile and self.webhook_keyfile):
             raise TraitError("webhook_port is set: webhook_certfile and webhook_keyfile are needed too (HTTPS only)")
-        server = webhooks.listen(
-            webhooks.make_app(self), self.webhook_port, self.webhook_ip, self.webhook_certfile, self.webhook_keyfile
-        )
+        server = webhooks.listen(app, self.webhook_port, self.webhook_ip, self.webhook_certfile, self.webhook_keyfile)
         self.log.info(
             "pod admission webhook listening on https://%s:%s%s",
             self.webhook_ip or "*",

@@ -304,3 +304,17 @@ class SliceLeftover(Base):
     __tablename__ = "slice_leftovers"
     slice: Mapped[str] = mapped_column(String(63), primary_key=True)
     cluster: Mapped[str] = mapped_column(String(63), primary_key=True)
+
+
+class LeaderRow(Base):
+    """The replica of the service that plans, binds and serves (service/leadership.py): one row.
+    ``term`` counts the leaders there have been; a write of a replica whose term is not this one
+    is refused (the fence), so a replica that lost its lock without knowing writes nothing.
+    ``url`` is where the leader serves, for the standbys that forward to it."""
+
+    __tablename__ = "leader"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    term: Mapped[int] = mapped_column(Integer)
+    url: Mapped[str] = mapped_column(String(2048))
+    holder: Mapped[str] = mapped_column(String(255))
+    since: Mapped[datetime] = mapped_column(UTCDateTime)

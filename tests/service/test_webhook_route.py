@@ -18,6 +18,7 @@ from traitlets import TraitError
 from egs_hub.embedded import free_port
 from egs_hub.service.app import EGSService
 from egs_hub.service.clusters import Clusters, ClusterState
+from egs_hub.service.handlers import webhooks
 
 from ..k8s.test_webhook import patched
 from ..k8s.tls import self_signed
@@ -58,7 +59,7 @@ def review() -> dict:
 
 
 async def test_the_https_listener_answers_reviews_per_cluster(service):
-    server = service._webhook_server()
+    server = service._webhook_server(webhooks.make_app(service))
     context = ssl.create_default_context(cafile=service.webhook_certfile)
     http = tornado.httpclient.AsyncHTTPClient()
     base = f"https://127.0.0.1:{service.webhook_port}{service.prefix}webhooks/pods/"
@@ -83,7 +84,7 @@ async def test_the_https_listener_answers_reviews_per_cluster(service):
 def test_a_webhook_port_needs_a_certificate_and_key(service):
     service.webhook_keyfile = ""
     with pytest.raises(TraitError, match="webhook_certfile and webhook_keyfile are needed"):
-        service._webhook_server()
+        service._webhook_server(webhooks.make_app(service))
 
 
 BAD_REVIEWS = {
@@ -100,7 +101,7 @@ BAD_REVIEWS = {
 @pytest.mark.parametrize("case", BAD_REVIEWS.values(), ids=BAD_REVIEWS.keys())
 async def test_a_body_that_cannot_be_a_review_is_a_400(service, case):
     body, want_message = case
-    server = service._webhook_server()
+    server = service._webhook_server(webhooks.make_app(service))
     context = ssl.create_default_context(cafile=service.webhook_certfile)
     url = f"https://127.0.0.1:{service.webhook_port}{service.prefix}webhooks/pods/east"
     try:

@@ -22,7 +22,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from ...core.decoding import decode_argument, decode_json
-from ...core.errors import Conflict, Forbidden, IllegalTransition, InvalidRequest, NotFound, PolicyViolation
+from ...core.errors import (
+    Conflict,
+    Forbidden,
+    IllegalTransition,
+    InvalidRequest,
+    NotFound,
+    PolicyViolation,
+    Unavailable,
+)
 from ...core.requests import ID_MAX
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -43,6 +51,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     Conflict: 409,
     Forbidden: 403,
     NotFound: 404,
+    Unavailable: 503,
     HubAPIError: 502,
 }
 

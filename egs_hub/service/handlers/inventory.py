@@ -29,7 +29,7 @@ class HealthHandler(APIHandler):
         except Exception as e:
             self.write_json({"status": "unavailable", "database": f"failing: {type(e).__name__}"}, 503)
             return
-        self.write_json({"status": "ok", "version": self.egs.version, "database": "ok"})
+        self.write_json({"status": "ok", "version": self.egs.version, "database": "ok", "role": "leader"})
 
 
 class OpenAPIHandler(APIHandler):
