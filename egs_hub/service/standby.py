@@ -64,11 +64,8 @@ class ForwardHandler(web.RequestHandler):
         )
         try:
             response = await httpclient.AsyncHTTPClient().fetch(request, raise_error=False)
-        except OSError as e:
+        except (OSError, httpclient.HTTPClientError) as e:  # no HTTP answer: refused, reset, timed out
             self._unavailable(f"the leading replica at {leader} does not answer ({e})")
-            return
-        if response.code == 599:  # no HTTP answer: refused, reset, timed out
-            self._unavailable(f"the leading replica at {leader} does not answer ({response.error})")
             return
         self.set_status(response.code, response.reason)
         self.clear_header("Content-Type")

@@ -72,6 +72,7 @@ class Service:
     hub: Hub
     log_path: str
     process: subprocess.Popen | None = None
+    overrides: dict[str, str] = field(default_factory=dict)  # environment over the hub's
 
     def start(self) -> None:
         with open(os.path.join(self.hub.data_dir, "egs_service.json")) as f:
@@ -79,7 +80,7 @@ class Service:
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(
                 launch["command"],
-                env={**os.environ, **launch["environment"]},
+                env={**os.environ, **launch["environment"], **self.overrides},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.hub.data_dir,

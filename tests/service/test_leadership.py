@@ -63,9 +63,11 @@ async def test_a_replica_that_lost_the_lock_commits_nothing_once_another_leads(m
     let_go(first)
     second = Leadership(migrated, "http://second:1", poll=0.05)
     assert await second.try_take()
-    with pytest.raises(NotLeader, match="took term 1, another replica took term 2"):
-        with transaction(sessions) as session:
-            session.add(event_row("after the next took over"))
+    with (
+        pytest.raises(NotLeader, match="took term 1, another replica took term 2"),
+        transaction(sessions) as session,
+    ):
+        session.add(event_row("after the next took over"))
     with sessions() as session:  # a read still works; a transaction that wrote nothing commits
         messages = set(session.scalars(select(EventRow.reason)))
         session.commit()
