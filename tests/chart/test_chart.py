@@ -258,6 +258,22 @@ def test_postgres_from_a_url(rendered):
         assert env_of(container)["EGS_DB_URL"]["value"] == "postgresql://egs:secret@db.example.org/egs"
 
 
+def test_one_replica_on_sqlite_replaced_by_recreate(defaults):
+    deployment = of_kind(defaults, "Deployment", "egs")["spec"]
+    assert deployment["replicas"] == 1
+    assert deployment["strategy"] == {"type": "Recreate"}
+
+
+def test_replicas_on_postgres_roll_and_tell_the_standbys_where_the_leader_is(render):
+    docs = render(set_values=["egs.database.existingSecret=egs-db", "egs.replicas=3"])
+    deployment = of_kind(docs, "Deployment", "egs")["spec"]
+    assert deployment["replicas"] == 3
+    assert deployment["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    env = env_of(egs_pod(docs)["spec"]["containers"][0])
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["EGS_ADVERTISE_URL"]["value"] == "http://$(POD_IP):8080"
+
+
 # Webhook TLS
 
 
@@ -493,6 +509,8 @@ BAD_VALUES = {
         {"egs.database.url": "postgresql://db/egs", "egs.database.existingSecret": "egs-db"},
         "egs.database.url and egs.database.existingSecret are both set",
     ),
+    "replicas on sqlite": ({"egs.replicas": "2"}, "egs.replicas is 2: more than one replica needs PostgreSQL"),
+    "no replica": ({"egs.replicas": "0"}, "at '/egs/replicas'"),
     "not a postgres url": ({"egs.database.url": "mysql://db/egs"}, "egs.database.url must be a PostgreSQL URL"),
     "hub points elsewhere": (
         {"jupyterhub.hub.services.egs.url": "http://elsewhere:8080"},

@@ -109,6 +109,9 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- if and .Values.egs.database.url .Values.egs.database.existingSecret }}
 {{- fail "egs.database.url and egs.database.existingSecret are both set: give the PostgreSQL URL one way" }}
 {{- end }}
+{{- if and (gt (int .Values.egs.replicas) 1) (include "egs-hub.database.sqlite" .) }}
+{{- fail (printf "egs.replicas is %v: more than one replica needs PostgreSQL (egs.database.url or egs.database.existingSecret); SQLite's file is one pod's" .Values.egs.replicas) }}
+{{- end }}
 {{- with .Values.egs.database.url }}
 {{- if not (regexMatch "^postgres(ql)?(\\+psycopg)?://" .) }}
 {{- fail (printf "egs.database.url must be a PostgreSQL URL (postgresql://user:password@host/db), not %q; leave it empty for SQLite" .) }}
