@@ -7,8 +7,8 @@ and one of them takes the lock when the leader lets go of it. The lock goes with
 leader's process, so a leader killed with ``kill -9`` lets go of it at once:
 
 - PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) on a connection of
-  its own, which the server drops when the process's connection ends (TCP keepalives find a
-  peer that vanished);
+  its own, which the server lets go of when the connection ends (TCP keepalives, set on the
+  session, find within about 11 s a leader whose node vanished);
 - SQLite: a file lock (``flock``) beside the database file, for replicas on one host; an
   in-memory database has one replica, which leads.
 
@@ -44,8 +44,15 @@ log = logging.getLogger(__name__)
 
 LOCK_KEY = 0x65677368  # "egsh": the advisory lock's key, the same for every replica of one database
 _WROTE = "egs_fence_wrote"  # Session.info key: this transaction wrote something
-# How soon a PostgreSQL peer that vanished (a node that went away) is found out on the lock's connection.
-_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
+# TCP keepalives on the lock's connection, both ways: the server ends the session of a leader whose
+# node vanished (and lets go of its lock) within about 11 s, and the leader finds a server that vanished.
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "options": "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3",
+}
 
 
 class NotLeader(Unavailable):
