@@ -372,8 +372,14 @@ SCHEMAS = {
             "status": {"type": "string"},
             "version": {"type": "string"},
             "database": {"type": "string"},
+            "role": {
+                "type": "string",
+                "enum": ["leader", "standby"],
+                "description": "leader: this replica plans and answers; standby: it forwards to the leader",
+            },
+            "leader": {"type": ["string", "null"], "description": "a standby's: where the leader serves"},
         },
-        "required": ["status", "database"],
+        "required": ["status", "database", "role"],
     },
     "GPRCreate": body_schema(GPRCreate),
     "GPRUpdate": body_schema(GPRUpdate, partial=True),
@@ -569,7 +575,11 @@ def _paths() -> dict:
     return {
         "/health": {
             "get": {
-                "summary": "Liveness and database check",
+                "summary": "Liveness and database check; which replica this is (leader or standby)",
+                "description": (
+                    "A standby replica answers this itself and forwards every other request to the leader; "
+                    "503 when the database does not answer."
+                ),
                 "security": [],
                 "responses": _responses("healthy", _ref("Health")),
             }

@@ -27,7 +27,9 @@ class HealthHandler(APIHandler):
             with self.egs.sessions() as session:
                 session.execute(text("SELECT 1"))
         except Exception as e:
-            self.write_json({"status": "unavailable", "database": f"failing: {type(e).__name__}"}, 503)
+            self.write_json(
+                {"status": "unavailable", "database": f"failing: {type(e).__name__}", "role": "leader"}, 503
+            )
             return
         self.write_json({"status": "ok", "version": self.egs.version, "database": "ok", "role": "leader"})
 
