@@ -61,9 +61,6 @@ BANDS = (2, 1, 0)
 # at ``now``; they are free for planning right after.
 JUST_AFTER = timedelta(microseconds=1)
 _JUST_AFTER_S = JUST_AFTER.total_seconds()
-# Windows placed on a plan's views after a band's rewind was made that it patches in per
-# query (Rewind.arrived) before it is made again: about a plan pass's worth of submits.
-_PENDING_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -89,13 +86,11 @@ class Views:
         return bisect_right(members, probe, key=lambda m: queue_key(m[0], factors.get(m[0].spec.slice, 1.0))[:-1])
 
     def prepare(self) -> None:
-        """Make every band's rewind, with the rows of each of its pools, now: a plan made in a
-        worker thread does, so that the first arrivals and wait-time queries on it do not."""
+        """Make every band's rewind now: a plan made in a worker thread does, so that the first
+        arrivals and wait-time queries on it do not."""
         for b, placed in self.placed.items():
             if placed:
-                rewind = self.rewind(b)
-                for pool in self.after_band[b].pools:
-                    rewind.pool(pool, 0)
+                self.rewind(b)
 
     def rewind(self, b: int) -> Rewind:
         """Band ``b``'s timeline at any place in its queue order, made on the first query
@@ -240,11 +235,9 @@ def place_arrival(current: Plan, request: Request, now: datetime) -> Estimate:
         later: set = set()
         timeline.put(timeline.translate(held), 1, later)
         Pool.summarize(later)
-    for lower, rewind in list(views.rewinds.items()):
+    for lower, rewind in views.rewinds.items():
         if lower <= b:
             rewind.arrived(place if lower == b else -1, held)
-            if len(rewind.pending) > _PENDING_MAX:
-                del views.rewinds[lower]  # made again when next asked
     return Estimate(request.gpr_id, position, start, end, _placement(held, ()))
 
 

@@ -228,46 +228,57 @@ class Pool:
 
     def _summarize(self, i: int) -> None:
         """Recompute node ``i``'s ``tail`` and ``hole`` for every level, and ``free_now``."""
-        profile = self.profiles[i]
-        times, free = profile.times, profile.values
-        levels = self.width + 1
-        tails = [INF] * levels
-        top = free[-1]
-        for k in range(len(times) - 2, -1, -1):
-            f = free[k]
-            if f < top:
-                for g in range(f + 1 if f > 0 else 1, top + 1):
-                    tails[g] = times[k + 1]
-                top = f
-        for g in range(1, top + 1):
-            tails[g] = 0.0
-        # A run at level g starts where free rises to g and, unless it is the tail, ends
-        # where free drops below g: one pass over the steps touches each level change once.
-        holes = [0.0] * levels
-        starts = [0.0] * levels
-        firsts = [INF] * levels
-        previous = 0
-        for t, f in zip(times, free, strict=True):
-            if f > previous:
-                for g in range(previous + 1 if previous > 0 else 1, f + 1):
-                    starts[g] = t
-                    if firsts[g] == INF:
-                        firsts[g] = t
-            else:
-                for g in range(f + 1 if f > 0 else 1, previous + 1):
-                    run = t - starts[g]
-                    if run > holes[g]:
-                        holes[g] = run
-            previous = f
-        self.free_now[i] = free[0]
-        self.tail[:, i] = tails
-        self.hole[:, i] = holes
-        self.first[:, i] = firsts
+        self.tail[:, i], self.hole[:, i], self.first[:, i], self.free_now[i] = _summary(self.profiles[i], self.width)
+
+
+def _summary(profile: Profile, width: int) -> tuple[list[float], list[float], list[float], int]:
+    """One profile's ``tail``, ``hole`` and ``first`` per level (0 .. ``width``), and free GPUs now."""
+    times, free = profile.times, profile.values
+    levels = width + 1
+    tails = [INF] * levels
+    top = free[-1]
+    for k in range(len(times) - 2, -1, -1):
+        f = free[k]
+        if f < top:
+            for g in range(f + 1 if f > 0 else 1, top + 1):
+                tails[g] = times[k + 1]
+            top = f
+    for g in range(1, top + 1):
+        tails[g] = 0.0
+    # A run at level g starts where free rises to g and, unless it is the tail, ends
+    # where free drops below g: one pass over the steps touches each level change once.
+    holes = [0.0] * levels
+    starts = [0.0] * levels
+    firsts = [INF] * levels
+    previous = 0
+    for t, f in zip(times, free, strict=True):
+        if f > previous:
+            for g in range(previous + 1 if previous > 0 else 1, f + 1):
+                starts[g] = t
+                if firsts[g] == INF:
+                    firsts[g] = t
+        else:
+            for g in range(f + 1 if f > 0 else 1, previous + 1):
+                run = t - starts[g]
+                if run > holes[g]:
+                    holes[g] = run
+        previous = f
+    return tails, holes, firsts, free[0]
+
+
+_FEW = 8  # summaries of up to this many profiles are made one by one (numpy's set-up costs more)
 
 
 def summaries(profiles: Sequence[Profile], width: int) -> Summary:
     """``tail``, ``hole`` and ``first`` (levels x profiles) and ``free_now`` of many profiles
     at once, as ``Pool._summarize`` makes them one node at a time, for what-if pools."""
+    if len(profiles) <= _FEW:
+        made = [_summary(p, width) for p in profiles]
+        if not made:
+            empty = np.empty((width + 1, 0))
+            return empty, empty.copy(), empty.copy(), np.empty(0)
+        tails, holes, firsts, free_now = zip(*made, strict=True)
+        return np.array(tails).T, np.array(holes).T, np.array(firsts).T, np.array(free_now, dtype=np.int64)
     counts = np.fromiter((len(p.times) for p in profiles), dtype=np.int64, count=len(profiles))
     size = int(counts.sum())
     times = np.fromiter(chain.from_iterable(p.times for p in profiles), dtype=float, count=size)

@@ -8,7 +8,6 @@ place in the order its windows were planned in (for wait-time queries).
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -175,93 +174,63 @@ def earliest_window(
         t = fit.start
 
 
+STEP = 1 << 32  # a rewind row's key: its node's rank times STEP, plus its place (places stay below STEP)
+
+
 class Rewind:
     """A timeline after some requests were planned, taken back to any place in their order:
     what a request placed there would find, with the windows of those from the place on
     (counted from 0) given back.
 
     ``windows`` are the requests' windows in their order, on the timeline or a copy of it.
-    Made once, then asked often: per node, its profile without its windows from each of
-    them on and the summaries of that (made for a pool when it is first asked about), and
-    per slice its windows. Nothing here changes the timeline.
+    Made once (per pool and node, its profile without its windows from each of them on, and
+    the summaries of that; per slice its windows), then asked often. Nothing here changes
+    the timeline.
 
-    Windows put on the timeline later (``arrived``: a request placed at some place of the
-    order, or a higher band's, before every place) are *pending*: an answer patches them in
-    (or out) on the few nodes they touch, instead of the whole rewind being made again."""
+    Windows put on the timeline later are taken in as they come (``arrived``), on the few
+    nodes they touch: a request's window placed at some place of the order (those from there
+    on move one place later), or a higher band's, before every place."""
 
     def __init__(self, timeline: Timeline, windows: list[Window]):
         self.timeline = timeline
-        self.size = len(windows)
-        self.slices: dict[str, list[tuple[int, Window]]] = defaultdict(list)
+        slices: dict[str, list[tuple[int, Window]]] = defaultdict(list)
         # Per pool (by id) and node: (place, GPUs taken off its profile, window), by place
-        self._held: dict[int, dict[int, list[tuple[int, int, Window]]]] = defaultdict(lambda: defaultdict(list))
+        held: dict[int, dict[int, list[tuple[int, int, Window]]]] = defaultdict(lambda: defaultdict(list))
         for place, window in enumerate(windows):
             window = timeline.translate(window)
-            self.slices[window.slice].append((place, window))
+            slices[window.slice].append((place, window))
             for i, gpus in window.picks:
-                self._held[id(window.pool)][i].append((place, window.pool.taken(i, gpus), window))
-        self._pools: dict[int, _PoolRewind] = {}
-        self.pending: list[tuple[int, Window]] = []  # (place now, -1: before every place; window on the timeline)
+                held[id(window.pool)][i].append((place, window.pool.taken(i, gpus), window))
+        self._slices = {name: _SliceRewind(placed) for name, placed in slices.items()}
+        self._pools = {id(pool): _PoolRewind(pool, held[id(pool)]) for pool in timeline.pools if id(pool) in held}
 
     def arrived(self, place: int, window: Window) -> None:
         """``window`` was put on the timeline since: a request's, now at ``place`` of the order (those
         from there on move one place later), or, with ``place`` -1, a higher band's."""
+        window = self.timeline.translate(window)
         if place >= 0:
-            self.pending = [(p + 1 if p >= place else p, w) for p, w in self.pending]
-        self.pending.append((place, self.timeline.translate(window)))
-
-    def _made_place(self, place: int) -> int:
-        """``place`` in the order the rewind was made with (before the pending windows)."""
-        return place - sum(1 for p, _ in self.pending if 0 <= p < place)
+            for rewound in (*self._slices.values(), *self._pools.values()):
+                rewound.shift(place)
+            self._slices.setdefault(window.slice, _SliceRewind([])).insert(place, window)
+        rewound = self._pools.get(id(window.pool))
+        if rewound is None and place >= 0:
+            rewound = self._pools[id(window.pool)] = _PoolRewind(window.pool, {})
+        if rewound is not None:
+            rewound.arrived(place, window)
 
     def pool(self, pool: Pool, place: int) -> Pool:
-        """``pool`` (of the timeline) without the windows from ``place`` on."""
-        made = self._made_pool(pool, self._made_place(place))
-        patched: dict[int, Profile] = {}
-        for p, window in self.pending:
-            if window.pool is not pool:
-                continue
-            for i, gpus in window.picks:
-                live = made.profiles[i] is pool.profiles[i]  # else the node's profile as the rewind was made
-                if live == (p < place):  # the live profile holds it, one as made does not
-                    continue
-                if i not in patched:
-                    patched[i] = made.profiles[i].copy()
-                profile = patched[i]
-                taken = pool.taken(i, gpus)
-                profile.add(window.start, window.end, taken if live else -taken)
-        if not patched:
-            return made
-        nodes = sorted(patched)
-        profiles = [patched[i] for i in nodes]
-        return made.with_profiles(nodes, profiles, summaries(profiles, pool.width))
-
-    def _made_pool(self, pool: Pool, place: int) -> Pool:
-        """``pool`` without the windows (of the rewind as made) from ``place`` on; a node with none
-        there keeps its live profile."""
-        if id(pool) not in self._held:
-            return pool
-        if id(pool) not in self._pools:
-            self._pools[id(pool)] = _PoolRewind(pool, self._held[id(pool)], self.size, self._pending_on(pool))
-        return self._pools[id(pool)].at(place)
-
-    def _pending_on(self, pool: Pool) -> dict[int, list[tuple[int, Window]]]:
-        """The pending windows on ``pool``, per node: (GPUs taken off its profile, window)."""
-        on: dict[int, list[tuple[int, Window]]] = defaultdict(list)
-        for _, window in self.pending:
-            if window.pool is pool:
-                for i, gpus in window.picks:
-                    on[i].append((pool.taken(i, gpus), window))
-        return on
+        """``pool`` (of the timeline) without the windows from ``place`` on; a node with none there
+        keeps its live profile."""
+        rewound = self._pools.get(id(pool))
+        return pool if rewound is None else rewound.at(place)
 
     def use(self, slice_name: str, place: int) -> SliceUse | None:
         """The slice's use without its windows from ``place`` on."""
         use = self.timeline.use(slice_name)
-        if use is None:
-            return None
-        windows = self.slices.get(slice_name, [])
-        k = bisect_left(windows, self._made_place(place), key=lambda pw: pw[0])
-        later = [w for _, w in windows[k:]] + [w for p, w in self.pending if p >= place and w.slice == slice_name]
+        rewound = self._slices.get(slice_name)
+        if use is None or rewound is None:
+            return use
+        later = rewound.from_place(place)
         if not later:
             return use
         use = use.copy()
@@ -269,48 +238,55 @@ class Rewind:
         return use
 
 
+class _SliceRewind:
+    """One slice's windows of a Rewind, by place."""
+
+    def __init__(self, placed: list[tuple[int, Window]]):
+        self.places = np.array([place for place, _ in placed], dtype=np.int64)
+        self.windows = [window for _, window in placed]
+
+    def shift(self, place: int) -> None:
+        self.places[self.places >= place] += 1
+
+    def insert(self, place: int, window: Window) -> None:
+        k = int(np.searchsorted(self.places, place))
+        self.places = np.insert(self.places, k, place)
+        self.windows.insert(k, window)
+
+    def from_place(self, place: int) -> list[Window]:
+        return self.windows[int(np.searchsorted(self.places, place)) :]
+
+
 class _PoolRewind:
     """One pool of a Rewind. A *row* is a node and one of its windows (by node, then place);
     each row has the node's profile without its windows from that one on, and its summary.
-    The rows of a node sort by ``key``: its rank among the nodes times ``step``, plus place.
-    ``pending``: windows on the pool's nodes that are not the rewind's (GPUs taken, window per
-    node), taken off the profiles the rows start from."""
+    The rows sort by ``keys``: the node's rank among ``nodes`` times STEP, plus the place;
+    ``ends[rank]`` is where the node's rows end."""
 
-    def __init__(
-        self,
-        pool: Pool,
-        held: dict[int, list[tuple[int, int, Window]]],
-        size: int,
-        pending: dict[int, list[tuple[int, Window]]],
-    ):
+    def __init__(self, pool: Pool, held: dict[int, list[tuple[int, int, Window]]]):
         self.pool = pool
-        self.step = size + 1
         nodes = sorted(held.items())
-        self.nodes = np.array([i for i, _ in nodes])
+        self.nodes = np.array([i for i, _ in nodes], dtype=np.int64)
         keys: list[int] = []
         self.profiles: list[Profile] = []
         ends = []
-        for rank, (i, held) in enumerate(nodes):
+        for rank, (i, rows) in enumerate(nodes):
             profile, given_back = pool.profiles[i], []
-            if i in pending:
-                profile = profile.copy()
-                for taken, window in pending[i]:
-                    profile.add(window.start, window.end, taken)
-            for _, taken, window in reversed(held):
+            for _, taken, window in reversed(rows):
                 profile = profile.copy()
                 profile.add(window.start, window.end, taken)
                 given_back.append(profile)
             self.profiles += reversed(given_back)
-            keys += (rank * self.step + place for place, _, _ in held)
+            keys += (rank * STEP + place for place, _, _ in rows)
             ends.append(len(self.profiles))
         self.keys = np.array(keys, dtype=np.int64)
-        self.ends = np.array(ends)
+        self.ends = np.array(ends, dtype=np.int64)
         self.summary = summaries(self.profiles, pool.width)
 
     def at(self, place: int) -> Pool:
         """The pool without the windows from ``place`` on: each node's first row at or after
         ``place``, where it has one."""
-        rows = np.searchsorted(self.keys, np.arange(len(self.nodes)) * self.step + place)
+        rows = np.searchsorted(self.keys, np.arange(len(self.nodes)) * STEP + place)
         changed = rows < self.ends
         if not changed.any():
             return self.pool
@@ -318,3 +294,49 @@ class _PoolRewind:
         profiles = [self.profiles[r] for r in rows.tolist()]
         summary = tuple(part[..., rows] for part in self.summary)
         return self.pool.with_profiles(self.nodes[changed].tolist(), profiles, summary)
+
+    def shift(self, place: int) -> None:
+        """A window arrived at ``place``: the rows from there on move one place later."""
+        self.keys[self.keys % STEP >= place] += 1
+
+    def arrived(self, place: int, window: Window) -> None:
+        """``window``, on the pool's live profiles now, at ``place`` (after ``shift``), or before
+        every place (-1): the rows after it have it taken, and its nodes a row at ``place``."""
+        for i, gpus in window.picks:
+            taken = self.pool.taken(i, gpus)
+            rank = int(np.searchsorted(self.nodes, i))
+            if rank == len(self.nodes) or self.nodes[rank] != i:
+                if place < 0:
+                    continue  # no row: its live profile has the window, as every place must
+                self._add_node(rank, i)
+            first = int(self.ends[rank - 1]) if rank else 0
+            end = int(self.ends[rank])
+            after = first + int(np.searchsorted(self.keys[first:end], rank * STEP + max(place, 0)))
+            if place >= 0:  # its row: the profile of the node's next row as it was, else the live one without it
+                if after < end:
+                    profile, column = self.profiles[after], tuple(part[..., [after]] for part in self.summary)
+                else:
+                    profile = self.pool.profiles[i].copy()
+                    profile.add(window.start, window.end, taken)
+                    column = summaries([profile], self.pool.width)
+            later = []
+            for r in range(after, end):
+                later.append(self.profiles[r].copy())
+                later[-1].add(window.start, window.end, -taken)
+                self.profiles[r] = later[-1]
+            if later:
+                for part, made in zip(self.summary, summaries(later, self.pool.width), strict=True):
+                    part[..., after:end] = made
+            if place >= 0:
+                self.keys = np.insert(self.keys, after, rank * STEP + place)
+                self.profiles.insert(after, profile)
+                self.summary = tuple(
+                    np.insert(part, [after], col, axis=-1) for part, col in zip(self.summary, column, strict=True)
+                )
+                self.ends[rank:] += 1
+
+    def _add_node(self, rank: int, i: int) -> None:
+        """Node ``i``, with no row yet, at ``rank``."""
+        self.keys[self.keys >= rank * STEP] += STEP
+        self.nodes = np.insert(self.nodes, rank, i)
+        self.ends = np.insert(self.ends, rank, self.ends[rank - 1] if rank else 0)
