@@ -41,7 +41,7 @@ from .planning import Planning, eviction_proposals, issue_eviction, week_gpu_hou
 log = logging.getLogger(__name__)
 
 START_NOW = timedelta(milliseconds=1)  # an arrival estimated to start this soon starts now
-Authorize = Callable[[SliceRow], None]
+Authorize = Callable[[str, str], None]  # (slice, its hub group): raises when the caller is not a member
 Also = Callable[[Session, core.GPR], None]  # more to write in a command's transaction
 
 
@@ -84,14 +84,13 @@ class Commands:
     # Checks shared by submit and edit
 
     def vet(
-        self, session: Session, spec: core.GPRSpec, slice_row: SliceRow, now: datetime, *, admin: bool
+        self, session: Session, spec: core.GPRSpec, policy: core.SlicePolicy, now: datetime, *, admin: bool
     ) -> list[str]:
         """Check a spec's start_after against the horizon (``max_start_after``), then the spec
         against its slice (members' limits, unless ``admin``) and the inventory (can it ever run).
         Returns why it would need an admin's approval (or be rejected): over max_duration,
         max_gpus, auto_approve_max_gpus, or the GPU-hours left of the slice's rolling week."""
         check_start_after(spec.start_after, now, self.max_start_after)
-        policy = queries.slice_policy(slice_row)
         if not admin:
             check_request(spec, policy)
         servability = self.planning.state.current(session, now).servability(spec)
@@ -99,6 +98,19 @@ class Commands:
             raise PolicyViolation(servability.field, servability.reason)
         week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
         return approval_reasons(spec, servability.gpus, policy, week)
+
+    def policy_of(
+        self, session: Session, slice_name: str, now: datetime, authorize: Authorize | None
+    ) -> core.SlicePolicy:
+        """The slice's policy, from the planning state (read up to the last commit), once ``authorize``
+        let the caller in; PolicyViolation when there is no such slice."""
+        state = self.planning.state.current(session, now)
+        policy = state.policies.get(slice_name)
+        if policy is None:
+            raise PolicyViolation("slice", f"no slice named {slice_name!r}; GET /slices lists yours")
+        if authorize is not None:
+            authorize(slice_name, state.groups[slice_name])
+        return policy
 
     # The commands
 
@@ -152,10 +164,9 @@ class Commands:
         try:
             with transaction(self.sessions) as session:
                 checked: dict[int, tuple[core.GPR, core.Event]] = {}
-                slices: dict[str, SliceRow] = {}
                 for i, asked in enumerate(group):
                     try:
-                        checked[i] = self._check(session, asked, now, slices)
+                        checked[i] = self._check(session, asked, now)
                     except Exception as e:  # its own answer: the others go on
                         answers[i] = e
                 gprs = dict(zip(checked, queries.add_gprs(session, list(checked.values())), strict=True))
@@ -187,18 +198,13 @@ class Commands:
             answers[i] = Submitted(gpr, estimates.get(gpr.id))
         return answers
 
-    def _check(
-        self, session: Session, asked: _Asked, now: datetime, slices: dict[str, SliceRow]
-    ) -> tuple[core.GPR, core.Event]:
-        """The GPR a submit makes (id 0 until written) and its event; raises what refuses it.
-        ``slices``: the slices read in this transaction, by name."""
+    def _check(self, session: Session, asked: _Asked, now: datetime) -> tuple[core.GPR, core.Event]:
+        """The GPR a submit makes (id 0 until written) and its event; raises what refuses it. The
+        slice's policy and group come from the planning state (read up to the last commit)."""
         spec = asked.spec
-        slice_row = slices.get(spec.slice) or slices.setdefault(spec.slice, slice_of(session, spec.slice))
-        if asked.authorize is not None:
-            asked.authorize(slice_row)
-        reasons = self.vet(session, spec, slice_row, now, admin=asked.admin)
-        reject = queries.slice_policy(slice_row).reject_over_limits
-        return lifecycle.submit(0, spec, asked.requested_by, reasons, now, reject=reject)
+        policy = self.policy_of(session, spec.slice, now, asked.authorize)
+        reasons = self.vet(session, spec, policy, now, admin=asked.admin)
+        return lifecycle.submit(0, spec, asked.requested_by, reasons, now, reject=policy.reject_over_limits)
 
     def edit(
         self,
@@ -239,8 +245,9 @@ class Commands:
         return gpr
 
     def _edit(self, session, row, gpr, spec, slice_row, actor, now, *, admin: bool) -> core.GPR:
-        reasons = self.vet(session, spec, slice_row, now, admin=admin)
-        if reasons and not admin and queries.slice_policy(slice_row).reject_over_limits:
+        policy = queries.slice_policy(slice_row)
+        reasons = self.vet(session, spec, policy, now, admin=admin)
+        if reasons and not admin and policy.reject_over_limits:
             raise Conflict(f"this change is over the slice's limits ({'; '.join(reasons)}); it is not allowed")
         if gpr.status is core.Status.QUEUED and reasons and not admin:
             raise Conflict(
@@ -335,7 +342,7 @@ class Commands:
         if authorize is not None:
             if slice_row is None:
                 raise PolicyViolation("slice", f"no slice named {row.slice!r}; GET /slices lists yours")
-            authorize(slice_row)
+            authorize(slice_row.name, slice_row.group_name)
         return row, slice_row
 
 

@@ -92,7 +92,7 @@ class GPRsHandler(GPRBase):
     async def post(self) -> None:
         spec = parse_body(GPRCreate, self.json_body()).to_spec()
         submitted = await self.egs.commands.submit(
-            spec, self.user_name, admin=self.is_admin, authorize=self.require_member
+            spec, self.user_name, admin=self.is_admin, authorize=self.require_member_of
         )
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{submitted.gpr.id}")
         self.write_json(gpr_json(submitted.gpr, submitted.estimate), 201)
@@ -125,7 +125,7 @@ class GPRHandler(GPRBase):
             update.apply,
             self.user_name,
             admin=self.is_admin,
-            authorize=self.require_member,
+            authorize=self.require_member_of,
         )
         await self.answer(gpr)
 
@@ -133,7 +133,7 @@ class GPRHandler(GPRBase):
     async def delete(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.cancel(
-            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member
+            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member_of
         )
         await self.answer(gpr)
 
@@ -143,7 +143,7 @@ class ReleaseHandler(GPRBase):
     async def post(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.release(
-            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member
+            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member_of
         )
         await self.answer(gpr)
 
@@ -164,9 +164,8 @@ class WaitTimesHandler(GPRBase):
         spec = parse_body(WaitTimeQuery, self.json_body()).to_spec()
         now = self.now()
         with self.egs.sessions() as session:
-            slice_row = slice_of(session, spec.slice)
-            self.require_member(slice_row)
-            reasons = self.egs.commands.vet(session, spec, slice_row, now, admin=self.is_admin)
+            policy = self.egs.commands.policy_of(session, spec.slice, now, self.require_member_of)
+            reasons = self.egs.commands.vet(session, spec, policy, now, admin=self.is_admin)
         snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
         options = planner.wait_times(snapshot, spec, planned_at, current=plan)
         self.write_json({"options": [option_json(o) for o in options], "needs_approval": reasons})
