@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 BAND_NAMES = ("low", "medium", "high")
 _WROTE = "egs_wrote"  # Session.info key: this transaction flushed a change to the planner's input
 _ARRIVALS = "egs_arrivals"  # Session.info key: it wrote arrivals only (Planning.mark_arrivals)
+_FEW_ARRIVALS = 8  # arrivals placed on a plan made aside on the event loop when it is adopted, at most
 
 
 class Taken(NamedTuple):
@@ -255,10 +256,14 @@ class Planning:
         try:
             try:
                 made = await asyncio.to_thread(self.decide, taken)
-                # The arrivals placed on the last plan meanwhile are placed on this one there too; those
-                # that come while they are, on the event loop when it is adopted.
-                arrived = self._arrivals[taken.arrivals :]
-                await asyncio.to_thread(self._place_on, made, arrived, taken.now)
+                # The arrivals placed on the last plan meanwhile are placed on this one there too, and
+                # those that came while they were, until a few are left: those are placed on the event
+                # loop when it is adopted (a pass's worth of arrivals would hold the loop up).
+                placed = taken.arrivals
+                while len(self._arrivals) - placed > _FEW_ARRIVALS:
+                    arrived = self._arrivals[placed:]
+                    await asyncio.to_thread(self._place_on, made, arrived, taken.now)
+                    placed += len(arrived)
             finally:
                 self._making = None
                 if collecting:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import and_, delete, func, insert, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from ..core import fairshare
@@ -651,15 +651,23 @@ def save_promises(
     session: Session, changed: Mapping[int, tuple[Estimate, int, datetime | None]], gone: Iterable[int]
 ) -> None:
     """Write the ``changed`` promises (GPR id -> (estimate, band, first start)); delete the ``gone`` ones."""
-    gone = list(gone)
-    if gone:
-        session.execute(delete(PromiseRow).where(PromiseRow.gpr_id.in_(gone)))
-    stored = {r.gpr_id: r for r in session.scalars(select(PromiseRow).where(PromiseRow.gpr_id.in_(list(changed))))}
-    for gpr_id, (estimate, band, first_start) in changed.items():
-        row = stored.get(gpr_id) or PromiseRow(gpr_id=gpr_id)
-        row.position, row.start, row.end = estimate.position, estimate.start, estimate.end
-        row.placement, row.band, row.first_start = _placement_json(estimate.placement), band, first_start
-        session.add(row)
+    replaced = [*gone, *changed]
+    if replaced:
+        session.execute(delete(PromiseRow).where(PromiseRow.gpr_id.in_(replaced)))
+    if changed:  # many rows at once: no ORM object per row (a plan pass may change thousands)
+        rows = [
+            {
+                "gpr_id": gpr_id,
+                "position": estimate.position,
+                "start": estimate.start,
+                "end": estimate.end,
+                "placement": _placement_json(estimate.placement),
+                "band": band,
+                "first_start": first_start,
+            }
+            for gpr_id, (estimate, band, first_start) in changed.items()
+        ]
+        session.execute(insert(PromiseRow), rows)
 
 
 # Servers started in slices

@@ -20,7 +20,7 @@ from egs_hub.core import lifecycle
 from egs_hub.core import model as core
 from egs_hub.core.errors import PolicyViolation
 from egs_hub.service.commands import Commands
-from egs_hub.service.planning import Planning
+from egs_hub.service.planning import _FEW_ARRIVALS, Planning
 from egs_hub.store import queries
 from egs_hub.store.db import transaction
 
@@ -247,20 +247,35 @@ async def test_the_next_plan_moves_what_an_arrival_ahead_displaced(world):  # no
     assert read.estimates[first.gpr.id].start == clock.now + timedelta(minutes=30)
 
 
-async def test_a_submit_while_a_plan_is_made_aside_is_placed_on_it_in_its_thread(world):  # noqa: F811
+async def test_submits_while_a_plan_is_made_aside_are_placed_on_it_in_its_thread(world):  # noqa: F811
+    """More than a few arrivals while a plan is made aside are placed on it in its thread, not on the event
+    loop when it is adopted; each gets there the start it was answered with."""
     sessions, clock = world[0], world[1]
     planning = watching(sessions)
     commands = commands_of(sessions, clock, planning)
     await commands.submit(spec("a", 4, 60), "alice", admin=False)
     threads: list[str] = []
     place_on = planning._place_on
-    planning._place_on = lambda *args: threads.append(threading.current_thread().name) or place_on(*args)
+
+    def placing(current, gprs, now):
+        threads.extend(threading.current_thread().name for gpr in gprs if gpr.id not in current.estimates)
+        place_on(current, gprs, now)
+
+    planning._place_on = placing
+    decided, decide = threading.Event(), planning.decide
+    planning.decide = lambda taken: decided.wait(10) and decide(taken)
     aside = asyncio.ensure_future(planning.fresh(sessions, clock.now))
     await asyncio.sleep(0)  # it took its snapshot and went to its thread
-    during = await commands.submit(spec("a", 4, 30), "alice", admin=False)  # placed on the last plan
+    during = []  # placed on the last plan, on the event loop
+    for _ in range(_FEW_ARRIVALS + 1):
+        during.append(await commands.submit(spec("a", 4, 30), "alice", admin=False))
+    decided.set()
     made = await aside
-    assert made.plan.estimates[during.gpr.id].start == during.estimate.start
-    assert threading.main_thread().name in threads and len(set(threads)) == 2  # and again in the plan's thread
+    for submitted in during:
+        assert made.plan.estimates[submitted.gpr.id].start == submitted.estimate.start
+    main = threading.main_thread().name
+    assert threads.count(main) == len(during) and len(threads) == 2 * len(during)  # and again in the plan's thread
     with sessions() as session:
         fresh = planning.plan_now(session, clock.now, fresh=True).plan
-    assert fresh.estimates[during.gpr.id].start == during.estimate.start
+    for submitted in during:
+        assert fresh.estimates[submitted.gpr.id].start == submitted.estimate.start
