@@ -634,8 +634,9 @@ class EGSService(Application):
         self.registry.start()
         self.gpr_sync.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
-        lost = asyncio.ensure_future(leadership.hold())
-        await asyncio.wait([lost, asyncio.ensure_future(stopped.wait())], return_when=asyncio.FIRST_COMPLETED)
+        lost, stopping = asyncio.ensure_future(leadership.hold()), asyncio.ensure_future(stopped.wait())
+        await asyncio.wait([lost, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
         server.stop()
         if hooks is not None:
             hooks.stop()
@@ -657,8 +658,9 @@ class EGSService(Application):
         self._listen(server)
         hooks = self._webhook_server(standby.make_app(leadership, self.api_prefix))
         self.log.info("standing by on %s: the replica at %s leads", self.service_url, leadership.leader_url())
-        taken = asyncio.ensure_future(leadership.take())
-        await asyncio.wait([taken, asyncio.ensure_future(stopped.wait())], return_when=asyncio.FIRST_COMPLETED)
+        taken, stopping = asyncio.ensure_future(leadership.take()), asyncio.ensure_future(stopped.wait())
+        await asyncio.wait([taken, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
         for each in (server, hooks):
             if each is not None:
                 each.stop()

@@ -115,6 +115,7 @@ class Planning:
         self._current_at = datetime.min.replace(tzinfo=UTC)  # when the last plan was made or found current
         self._arrivals: list[core.GPR] = []  # placed on the last plan, in order
         self._dropped: set[int] = set()  # promises dropped since the last snapshot
+        self._queue_order: tuple | None = None  # queue_order's last: (plan, its estimates, state version, order)
         # The plan being made in a worker thread: the version its snapshot saw, and its outcome
         # (the plan, or None when making it failed).
         self._making: tuple[int, asyncio.Future[Planned | None]] | None = None
@@ -184,6 +185,17 @@ class Planning:
 
     def snapshot(self, session: Session, now: datetime) -> Snapshot:
         return self.state.snapshot(session, now, self._promises)
+
+    def queue_order(self, planned: Planned) -> list[tuple[tuple[bool, int, int], core.GPR]]:
+        """The queued GPRs of the state (read up to the caller's last ``state.current``) in ``planned``'s
+        order, each with its key (``position_key``); sorted once per plan, arrival and change of the state."""
+        plan, estimates = planned.plan, planned.plan.estimates
+        made = self._queue_order
+        if made is None or made[0] is not plan or made[1:3] != (len(estimates), self.state.version):
+            queued = self.state.queued()
+            order = sorted(((position_key(estimates.get(g.id), g.id), g) for g in queued), key=lambda kg: kg[0])
+            made = self._queue_order = (plan, len(estimates), self.state.version, order)
+        return made[3]
 
     def first_start(self, gpr_id: int) -> datetime | None:
         """The first start this service estimated for a queued GPR (for the estimate-error metric)."""
@@ -337,6 +349,12 @@ class Planning:
             self._promises.pop(gpr_id, None)
         self._dropped |= drop
         self._version += 1
+
+
+def position_key(estimate: Estimate | None, gpr_id: int) -> tuple[bool, int, int]:
+    """Planner order: queue position (those without one last), then id."""
+    position = None if estimate is None else estimate.position
+    return (position is None, position or 0, gpr_id)
 
 
 def factors(snapshot: Snapshot) -> dict[str, float]:

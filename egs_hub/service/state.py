@@ -100,6 +100,7 @@ class PlanningState:
         self._unread = Changes(inventory=True, slices=True)
         self.watching = False
         self.loaded = False
+        self.version = 0  # counts the reads that changed the GPRs held
 
     # Following the store
 
@@ -167,12 +168,14 @@ class PlanningState:
             raise
 
     def _drop(self, gpr_id: int) -> None:
+        self.version += 1
         self.gprs.pop(gpr_id, None)
         self._queue.pop(gpr_id, None)
         self._pending.pop(gpr_id, None)
         self._bookings.pop(gpr_id, None)
 
     def _put(self, gpr: core.GPR) -> None:
+        self.version += 1
         self.gprs[gpr.id] = gpr
         if gpr.status.holds_gpus:
             self._bookings[gpr.id] = Booking.of(gpr)

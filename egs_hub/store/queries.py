@@ -52,6 +52,12 @@ def _delta(seconds: int | None) -> timedelta | None:
 
 
 def to_gpr(row: GPRRow) -> core.GPR:
+    return _gpr_of(row, [(a.gpu_uuid, a.node) for a in row.allocations])
+
+
+def _gpr_of(row, allocations: list[tuple[str, str]]) -> core.GPR:
+    """The GPR of a ``gprs`` row (an ORM row or a Core one: the same attributes) with its allocations
+    ``(GPU, node)`` in placement order."""
     spec = core.GPRSpec(
         slice=row.slice,
         duration=timedelta(seconds=row.duration_s),
@@ -77,8 +83,8 @@ def to_gpr(row: GPRRow) -> core.GPR:
         window_end=row.window_end,
         ended_at=row.ended_at,
         end_reason=core.EndReason(row.end_reason) if row.end_reason else None,
-        bound_gpus=tuple(a.gpu_uuid for a in row.allocations),
-        bound_nodes=tuple(dict.fromkeys(a.node for a in row.allocations)),
+        bound_gpus=tuple(gpu for gpu, _ in allocations),
+        bound_nodes=tuple(dict.fromkeys(node for _, node in allocations)),
         avoid_nodes=tuple((cluster, node) for cluster, node in row.avoid_nodes or ()),
     )
 
@@ -210,6 +216,35 @@ def gpr_rows(
     if limit is not None:
         query = query.limit(limit)
     return list(session.scalars(query))
+
+
+def gprs_page(
+    session: Session,
+    *,
+    slices: Iterable[str] | None = None,
+    statuses: Iterable[str] | None = None,
+    after_id: int | None = None,
+    limit: int,
+) -> list[core.GPR]:
+    """``gpr_rows`` as GPRs, read without ORM objects (a page of a list: two queries, no identity map)."""
+    query = select(GPRRow.__table__).order_by(GPRRow.id).limit(limit)
+    if slices is not None:
+        query = query.where(GPRRow.slice.in_(list(slices)))
+    if statuses is not None:
+        query = query.where(GPRRow.status.in_(list(statuses)))
+    if after_id is not None:
+        query = query.where(GPRRow.id > after_id)
+    rows = session.execute(query).all()
+    allocations: dict[int, list[tuple[str, str]]] = {row.id: [] for row in rows}
+    if rows:
+        held = (
+            select(Allocation.gpr_id, Allocation.gpu_uuid, Allocation.node)
+            .where(Allocation.gpr_id.in_(list(allocations)))
+            .order_by(Allocation.gpr_id, Allocation.position)
+        )
+        for gpr_id, gpu, node in session.execute(held):
+            allocations[gpr_id].append((gpu, node))
+    return [_gpr_of(row, allocations[row.id]) for row in rows]
 
 
 # Bindings: a GPU bound to at most one slice, enforced by the primary key.

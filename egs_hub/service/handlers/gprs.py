@@ -77,15 +77,15 @@ class GPRsHandler(GPRBase):
                 slices = None
             else:
                 slices = [r.name for r in queries.all_slices(session) if self.is_member(r)]
-            rows = queries.gpr_rows(
+            gprs = queries.gprs_page(
                 session,
                 slices=slices,
                 statuses=[status] if status else None,
                 after_id=after[0] if after else None,
                 limit=limit + 1,
             )
-            rows, next_cursor = cursors.GPRS.page(rows, limit, key=lambda r: (r.id,))
-            views = [self.view(queries.to_gpr(r), plan) for r in rows]
+            gprs, next_cursor = cursors.GPRS.page(gprs, limit, key=lambda g: (g.id,))
+            views = [self.view(gpr, plan) for gpr in gprs]
         self.write_json({"gprs": views, "next_cursor": next_cursor})
 
     @authenticated

@@ -12,7 +12,6 @@ from bisect import bisect_right
 
 from ...core.queue import band
 from ...core.requests import EvictionConfirm, parse_body
-from ...core.snapshot import Estimate
 from ...core.units import format_time
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -34,12 +33,12 @@ class QueueHandler(GPRBase):
         limit = cursors.QUEUE.limit(self.get_argument("limit", None))
         after = cursors.QUEUE.after(self.get_argument("cursor", None))
         now = self.now()
-        snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
+        planned = await self.egs.planning.current(self.egs.sessions, now)
+        snapshot, plan, planned_at = planned
         with self.egs.sessions() as session:
             member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
-            queued = self.egs.planning.state.current(session, now).queued()
-        estimates = plan.estimates
-        keyed = sorted(((position_key(estimates.get(gpr.id), gpr.id), gpr) for gpr in queued), key=lambda kg: kg[0])
+            self.egs.planning.state.current(session, now)
+        keyed = self.egs.planning.queue_order(planned)
         start = 0 if after is None else bisect_right(keyed, tuple(after), key=lambda kg: kg[0])
         page, next_cursor = cursors.QUEUE.page(keyed[start : start + limit + 1], limit, key=lambda kg: kg[0])
         views = [self.view(gpr, plan, gpr.spec.slice in member_of) for _, gpr in page]
@@ -48,12 +47,6 @@ class QueueHandler(GPRBase):
             view["band"] = BAND_NAMES[band(view["priority"])]
             view["fair_share_factor"] = round(factor_of.get(view["slice"], 1.0), 6)
         self.write_json({"queue": views, "next_cursor": next_cursor, "planned_at": format_time(planned_at)})
-
-
-def position_key(estimate: Estimate | None, gpr_id: int) -> tuple[bool, int, int]:
-    """Planner order: queue position (those without one last), then id."""
-    position = None if estimate is None else estimate.position
-    return (position is None, position or 0, gpr_id)
 
 
 class EvictionsHandler(GPRBase):
