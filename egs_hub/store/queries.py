@@ -225,26 +225,33 @@ def gprs_page(
     statuses: Iterable[str] | None = None,
     after_id: int | None = None,
     limit: int,
+    known: Mapping[int, core.GPR] | None = None,
 ) -> list[core.GPR]:
-    """``gpr_rows`` as GPRs, read without ORM objects (a page of a list: two queries, no identity map)."""
-    query = select(GPRRow.__table__).order_by(GPRRow.id).limit(limit)
+    """``gpr_rows`` as GPRs, read without ORM objects; those in ``known`` (GPRs already in memory, as
+    current as the database) are taken from there, and only the others are read."""
+    query = select(GPRRow.id).order_by(GPRRow.id).limit(limit)
     if slices is not None:
         query = query.where(GPRRow.slice.in_(list(slices)))
     if statuses is not None:
         query = query.where(GPRRow.status.in_(list(statuses)))
     if after_id is not None:
         query = query.where(GPRRow.id > after_id)
-    rows = session.execute(query).all()
-    allocations: dict[int, list[tuple[str, str]]] = {row.id: [] for row in rows}
-    if rows:
+    ids = list(session.scalars(query))
+    known = known or {}
+    unknown = [i for i in ids if i not in known]
+    read: dict[int, core.GPR] = {}
+    if unknown:
+        allocations: dict[int, list[tuple[str, str]]] = {i: [] for i in unknown}
         held = (
             select(Allocation.gpr_id, Allocation.gpu_uuid, Allocation.node)
-            .where(Allocation.gpr_id.in_(list(allocations)))
+            .where(Allocation.gpr_id.in_(unknown))
             .order_by(Allocation.gpr_id, Allocation.position)
         )
         for gpr_id, gpu, node in session.execute(held):
             allocations[gpr_id].append((gpu, node))
-    return [_gpr_of(row, allocations[row.id]) for row in rows]
+        for row in session.execute(select(GPRRow.__table__).where(GPRRow.id.in_(unknown))):
+            read[row.id] = _gpr_of(row, allocations[row.id])
+    return [known[i] if i in known else read[i] for i in ids if i in known or i in read]
 
 
 # Bindings: a GPU bound to at most one slice, enforced by the primary key.

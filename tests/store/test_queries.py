@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -92,6 +93,21 @@ def test_admitted_gpr_keeps_its_gpus_in_order(sessions):
         assert stored.bound_gpus == ("GPU-a-2", "GPU-a-0")
         assert stored.bound_nodes == ("a",)
         assert queries.slice_usable_gpus(session, "team-a") == [("GPU-a-0", gpr.id), ("GPU-a-2", gpr.id)]
+
+
+def test_a_page_of_gprs_reads_those_not_known_and_equals_their_rows(sessions):
+    gprs = [submit(sessions) for _ in range(5)]
+    gprs[1] = admit(sessions, gprs[1].id, ("GPU-a-2", "GPU-a-0"))
+    with sessions() as session:
+        rows = [queries.to_gpr(r) for r in queries.gpr_rows(session, after_id=gprs[0].id, limit=3)]
+        assert [g.id for g in rows] == [g.id for g in gprs[1:4]]
+        assert queries.gprs_page(session, after_id=gprs[0].id, limit=3) == rows
+        assert rows[0].bound_gpus == ("GPU-a-2", "GPU-a-0")
+        # those known are taken as they are (the caller's memory is as current as the database)
+        known = {gprs[2].id: dataclasses.replace(gprs[2], status_reason="from memory")}
+        page = queries.gprs_page(session, after_id=gprs[0].id, limit=3, known=known)
+        assert page == [rows[0], known[gprs[2].id], rows[2]]
+        assert queries.gprs_page(session, statuses=["provisioning"], limit=10) == [rows[0]]
 
 
 def test_a_gpu_cannot_be_bound_twice(sessions):

@@ -83,6 +83,7 @@ class GPRsHandler(GPRBase):
                 statuses=[status] if status else None,
                 after_id=after[0] if after else None,
                 limit=limit + 1,
+                known=self.egs.planning.state.current(session, self.now()).gprs,  # the active ones
             )
             gprs, next_cursor = cursors.GPRS.page(gprs, limit, key=lambda g: (g.id,))
             views = [self.view(gpr, plan) for gpr in gprs]
