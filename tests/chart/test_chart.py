@@ -119,6 +119,7 @@ def test_the_defaults_render_the_whole_installation(defaults):
         ("NetworkPolicy", "egs"),
         ("PersistentVolumeClaim", "egs"),
         ("PodDisruptionBudget", "egs"),
+        ("Secret", "egs-cookie"),
         ("Secret", "egs-webhook-tls"),
         ("Service", "egs"),
         ("ServiceAccount", "egs"),
@@ -256,6 +257,13 @@ def test_postgres_from_a_url(rendered):
     pod = egs_pod(rendered["postgres by url"])["spec"]
     for container in (*pod["initContainers"], *pod["containers"]):
         assert env_of(container)["EGS_DB_URL"]["value"] == "postgresql://egs:secret@db.example.org/egs"
+
+
+def test_every_replica_signs_cookies_with_the_secret_of_the_release(defaults):
+    secret = of_kind(defaults, "Secret", "egs-cookie")
+    assert len(base64.b64decode(secret["data"]["cookie-secret"])) == 64
+    ref = env_of(egs_container(defaults))["EGS_COOKIE_SECRET"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "egs-cookie", "key": "cookie-secret"}
 
 
 def test_one_replica_on_sqlite_replaced_by_recreate(defaults):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from egs_hub.service.app import EGSService
 from egs_hub.service.handlers.pages import ADMIN_PAGES, USER_PAGES
 
 from .hub import Hub, sqlite_hub
@@ -107,3 +108,13 @@ def test_every_module_a_script_imports_is_served(hub):
         for name in IMPORT.findall(script.read_text()):
             assert (STATIC / name).is_file(), f"{script.name} imports {name}, which is not in static/"
             assert requests.get(f"{hub.url}/services/egs/static/{name}", timeout=30).status_code == 200
+
+
+def test_the_cookie_secret_is_the_environments_when_set_else_one_kept_in_the_data_dir(tmp_path, monkeypatch):
+    """Every replica of the chart signs the portal's cookies with $EGS_COOKIE_SECRET (its Secret)."""
+    monkeypatch.setenv("EGS_COOKIE_SECRET", "same-in-every-replica")
+    assert EGSService(data_dir=str(tmp_path))._cookie_secret() == b"same-in-every-replica"
+    assert not (tmp_path / "egs_cookie_secret").exists()
+    monkeypatch.delenv("EGS_COOKIE_SECRET")
+    made = EGSService(data_dir=str(tmp_path))._cookie_secret()
+    assert len(made) == 64 and EGSService(data_dir=str(tmp_path))._cookie_secret() == made

@@ -33,6 +33,10 @@ app.kubernetes.io/component: egs
 /usr/local/etc/jupyterhub/egs
 {{- end -}}
 
+{{- define "egs-hub.egs.cookieSecretName" -}}
+{{- include "jupyterhub.fullname.dash" . }}egs-cookie
+{{- end -}}
+
 {{- define "egs-hub.webhookTLS.fullname" -}}
 {{- include "jupyterhub.fullname.dash" . }}egs-webhook-tls
 {{- end -}}
