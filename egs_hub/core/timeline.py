@@ -301,7 +301,7 @@ class _PoolRewind:
 
     def arrived(self, place: int, window: Window) -> None:
         """``window``, on the pool's live profiles now, at ``place`` (after ``shift``), or before
-        every place (-1): the rows after it have it taken, and its nodes a row at ``place``."""
+        every place (-1): its nodes get a row at ``place``, and their rows after it have it taken."""
         for i, gpus in window.picks:
             taken = self.pool.taken(i, gpus)
             rank = int(np.searchsorted(self.nodes, i))
@@ -310,30 +310,37 @@ class _PoolRewind:
                     continue  # no row: its live profile has the window, as every place must
                 self._add_node(rank, i)
             first = int(self.ends[rank - 1]) if rank else 0
-            end = int(self.ends[rank])
-            after = first + int(np.searchsorted(self.keys[first:end], rank * STEP + max(place, 0)))
-            if place >= 0:  # its row: the profile of the node's next row as it was, else the live one without it
-                if after < end:
-                    profile, column = self.profiles[after], tuple(part[..., [after]] for part in self.summary)
-                else:
-                    profile = self.pool.profiles[i].copy()
-                    profile.add(window.start, window.end, taken)
-                    column = summaries([profile], self.pool.width)
-            later = []
-            for r in range(after, end):
-                later.append(self.profiles[r].copy())
-                later[-1].add(window.start, window.end, -taken)
-                self.profiles[r] = later[-1]
-            if later:
-                for part, made in zip(self.summary, summaries(later, self.pool.width), strict=True):
-                    part[..., after:end] = made
+            after = first + int(np.searchsorted(self.keys[first : self.ends[rank]], rank * STEP + max(place, 0)))
             if place >= 0:
-                self.keys = np.insert(self.keys, after, rank * STEP + place)
-                self.profiles.insert(after, profile)
-                self.summary = tuple(
-                    np.insert(part, [after], col, axis=-1) for part, col in zip(self.summary, column, strict=True)
-                )
-                self.ends[rank:] += 1
+                self._insert_row(rank, after, place, window, taken)
+                after += 1
+            self._take(after, int(self.ends[rank]), window, taken)
+
+    def _insert_row(self, rank: int, at: int, place: int, window: Window, taken: int) -> None:
+        """Node ``rank``'s row for ``window`` at ``place``, before the node's row ``at`` (if it has one):
+        that row's profile as it is, else the live profile without the window."""
+        if at < self.ends[rank]:
+            profile, column = self.profiles[at], tuple(part[..., [at]] for part in self.summary)
+        else:
+            profile = self.pool.profiles[int(self.nodes[rank])].copy()
+            profile.add(window.start, window.end, taken)
+            column = summaries([profile], self.pool.width)
+        self.keys = np.insert(self.keys, at, rank * STEP + place)
+        self.profiles.insert(at, profile)
+        parts = zip(self.summary, column, strict=True)
+        self.summary = tuple(np.insert(part, [at], col, axis=-1) for part, col in parts)
+        self.ends[rank:] += 1
+
+    def _take(self, start: int, end: int, window: Window, taken: int) -> None:
+        """Rows ``start`` to ``end`` with ``window``'s GPUs taken off their profiles."""
+        if start == end:
+            return
+        later = [profile.copy() for profile in self.profiles[start:end]]
+        for profile in later:
+            profile.add(window.start, window.end, -taken)
+        self.profiles[start:end] = later
+        for part, made in zip(self.summary, summaries(later, self.pool.width), strict=True):
+            part[..., start:end] = made
 
     def _add_node(self, rank: int, i: int) -> None:
         """Node ``i``, with no row yet, at ``rank``."""
