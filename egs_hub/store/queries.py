@@ -197,25 +197,21 @@ def get_gpr_row(session: Session, gpr_id: int, *, lock: bool = False) -> GPRRow 
     return session.scalars(query).one_or_none()
 
 
-def gpr_rows(
-    session: Session,
-    *,
-    slices: Iterable[str] | None = None,
-    statuses: Iterable[str] | None = None,
-    after_id: int | None = None,
-    limit: int | None = None,
-) -> list[GPRRow]:
-    """In id order; ``after_id`` and ``limit``: the page after that id (keyset, on the primary key)."""
-    query = select(GPRRow).options(selectinload(GPRRow.allocations)).order_by(GPRRow.id)
+def _of_gprs(query, slices: Iterable[str] | None, statuses: Iterable[str] | None):
+    """``query`` on ``gprs`` narrowed to these slices and statuses (None: any)."""
     if slices is not None:
         query = query.where(GPRRow.slice.in_(list(slices)))
     if statuses is not None:
         query = query.where(GPRRow.status.in_(list(statuses)))
-    if after_id is not None:
-        query = query.where(GPRRow.id > after_id)
-    if limit is not None:
-        query = query.limit(limit)
-    return list(session.scalars(query))
+    return query
+
+
+def gpr_rows(
+    session: Session, *, slices: Iterable[str] | None = None, statuses: Iterable[str] | None = None
+) -> list[GPRRow]:
+    """In id order."""
+    query = select(GPRRow).options(selectinload(GPRRow.allocations)).order_by(GPRRow.id)
+    return list(session.scalars(_of_gprs(query, slices, statuses)))
 
 
 def gprs_page(
@@ -227,13 +223,10 @@ def gprs_page(
     limit: int,
     known: Mapping[int, core.GPR] | None = None,
 ) -> list[core.GPR]:
-    """``gpr_rows`` as GPRs, read without ORM objects; those in ``known`` (GPRs already in memory, as
-    current as the database) are taken from there, and only the others are read."""
-    query = select(GPRRow.id).order_by(GPRRow.id).limit(limit)
-    if slices is not None:
-        query = query.where(GPRRow.slice.in_(list(slices)))
-    if statuses is not None:
-        query = query.where(GPRRow.status.in_(list(statuses)))
+    """The page after ``after_id`` (keyset, on the primary key) of the GPRs in id order, read without
+    ORM objects; those in ``known`` (GPRs already in memory, as current as the database) are taken from
+    there, and only the others are read."""
+    query = _of_gprs(select(GPRRow.id).order_by(GPRRow.id).limit(limit), slices, statuses)
     if after_id is not None:
         query = query.where(GPRRow.id > after_id)
     ids = list(session.scalars(query))
