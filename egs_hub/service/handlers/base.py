@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -144,6 +144,10 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
     def is_member_of(self, group: str) -> bool:
         return self.is_admin or group in (self.current_user.get("groups") or ())
+
+    def slices_of_caller(self, groups: Mapping[str, str]) -> set[str]:
+        """Of the slices with these hub groups (planning state's ``groups``), those the caller is a member of."""
+        return {name for name, group in groups.items() if self.is_member_of(group)}
 
     def member_slice(self, session, name: str) -> Slice:
         """The slice named ``name``: 404 when there is none, 403 when the caller is not a member."""

@@ -71,19 +71,20 @@ class GPRsHandler(GPRBase):
         after = cursors.GPRS.after(self.get_argument("cursor", None))
         plan = await self.plan()
         with self.egs.sessions() as session:
+            state = self.egs.planning.state.current(session, self.now())
             if slice_name is not None:
                 slices = [self.member_slice(session, slice_name).name]
             elif self.is_admin:
                 slices = None
             else:
-                slices = [r.name for r in queries.all_slices(session) if self.is_member(r)]
+                slices = sorted(self.slices_of_caller(state.groups))
             gprs = queries.gprs_page(
                 session,
                 slices=slices,
                 statuses=[status] if status else None,
                 after_id=after[0] if after else None,
                 limit=limit + 1,
-                known=self.egs.planning.state.current(session, self.now()).gprs,  # the active ones
+                known=state.gprs,  # the active ones
             )
             gprs, next_cursor = cursors.GPRS.page(gprs, limit, key=lambda g: (g.id,))
             views = [self.view(gpr, plan) for gpr in gprs]

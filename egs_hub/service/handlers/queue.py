@@ -36,8 +36,7 @@ class QueueHandler(GPRBase):
         planned = await self.egs.planning.current(self.egs.sessions, now)
         snapshot, plan, planned_at = planned
         with self.egs.sessions() as session:
-            member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
-            self.egs.planning.state.current(session, now)
+            member_of = self.slices_of_caller(self.egs.planning.state.current(session, now).groups)
         keyed = self.egs.planning.queue_order(planned)
         start = 0 if after is None else bisect_right(keyed, tuple(after), key=lambda kg: kg[0])
         page, next_cursor = cursors.QUEUE.page(keyed[start : start + limit + 1], limit, key=lambda kg: kg[0])
