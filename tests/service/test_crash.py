@@ -24,6 +24,7 @@ not at JupyterHub's next poll of a managed service. The inventory (two 8-GPU nod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -32,7 +33,7 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -185,6 +186,23 @@ class Load:
                 await asyncio.wait_for(self.idle.wait(), 40)
             except TimeoutError:
                 raise AssertionError(f"{self.in_flight} submit(s) got no answer within 40 s") from None
+
+
+@contextlib.asynccontextmanager
+async def submitting(load: Load, clients: int) -> AsyncIterator[None]:
+    """``clients`` of ``load`` submitting (while ``load.go`` is set) for the block; after it they stop
+    and finish what they sent (within 40 s), or, when it raised, are cancelled."""
+    tasks = [asyncio.ensure_future(load.client(i)) for i in range(clients)]
+    try:
+        yield
+        load.stop = True
+        load.go.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 40)
+    finally:
+        load.stop = True
+        load.go.set()
+        for task in tasks:
+            task.cancel()
 
 
 @pytest.fixture(params=DATABASES)
@@ -371,12 +389,11 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     slice_name = f"crash-{secrets.token_hex(3)}"
     hub.admin().post("slices", {"name": slice_name, "members": [alice], "policy": {"max_active_gprs": 50}}, expect=201)
     load = Load(hub.api, hub.user_token(alice), slice_name, rng)
-    clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
     outages: list[Outage] = []
     broken: list[str] = []  # estimates of GPRs planned in queue order, not kept
     lost_gaps: list[str] = []  # of backfilled GPRs
     started = time.monotonic()
-    try:
+    async with submitting(load, CLIENTS):
         for _ in range(CYCLES):
             load.go.set()
             # The kill lands at a random moment of a steady load, in flight submits and reconcile passes included.
@@ -396,14 +413,6 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
             wait_for(lambda: not overdue(db_url, datetime.now(UTC)), 10, "overdue windows to end")
             check_database(db_url, load, outages)
             load.seen.clear()
-        load.stop = True
-        load.go.set()
-        await asyncio.wait_for(asyncio.gather(*clients), 40)
-    finally:
-        load.stop = True
-        load.go.set()
-        for client in clients:
-            client.cancel()
 
     # The test did what it says: a load that was answered, GPRs that started and ended, within bounded time.
     rows = check_database(db_url, load, outages)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import select
 
-from egs_hub.service.leadership import Leadership, NotLeader
+from egs_hub.service.leadership import AdvisoryLock, Leadership, NotLeader
 from egs_hub.store.db import make_engine, make_sessions, transaction, upgrade
 from egs_hub.store.models import EventRow, LeaderRow
 
@@ -30,7 +30,7 @@ def let_go(leadership: Leadership) -> None:
     """The lock goes as when the leader's connection broke (PostgreSQL) or its process ended (SQLite),
     while the replica goes on running without knowing yet."""
     lock = leadership.lock
-    if hasattr(lock, "_drop"):
+    if isinstance(lock, AdvisoryLock):
         lock._drop()
     else:
         os.close(lock._fd)

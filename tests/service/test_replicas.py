@@ -28,7 +28,7 @@ from egs_hub.embedded import free_port
 
 from ..conftest import DATABASES, new_db_url
 from .hub import UNMANAGED_SERVICE_CONFIG, start_hub, stop_hub, wait_for
-from .test_crash import Load, Outage, Service, check_database, overdue
+from .test_crash import Load, Outage, Service, check_database, overdue, submitting
 
 SEED = 6
 CYCLES = 4
@@ -93,11 +93,10 @@ async def test_the_standby_takes_over_within_15_s_of_the_leaders_kill_losing_not
     slice_name = f"replicas-{secrets.token_hex(3)}"
     hub.admin().post("slices", {"name": slice_name, "members": [alice]}, expect=201)
     load = Load(b.api, hub.user_token(alice), slice_name, rng)
-    clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
     leader, standby = a, b
     outages: list[Outage] = []
     takeovers: list[float] = []
-    try:
+    async with submitting(load, CLIENTS):
         for _ in range(CYCLES):
             assert (await standby.health())["leader"] == leader.url
             load.api = standby.api  # forwarded to the leader
@@ -118,14 +117,6 @@ async def test_the_standby_takes_over_within_15_s_of_the_leaders_kill_losing_not
             wait_for(lambda: not overdue(db_url, datetime.now(UTC)), 10, "overdue windows to end")
             check_database(db_url, load, outages)
             leader, standby = standby, leader
-        load.stop = True
-        load.go.set()
-        await asyncio.wait_for(asyncio.gather(*clients), 40)
-    finally:
-        load.stop = True
-        load.go.set()
-        for client in clients:
-            client.cancel()
 
     rows = check_database(db_url, load, outages)
     assert len(takeovers) == CYCLES and max(takeovers) < TAKEOVER_SECONDS, takeovers
