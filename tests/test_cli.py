@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
+from egs_hub import embedded
 from egs_hub.cli import main
 from egs_hub.embedded import HUB_CONFIG_FILE, SetupError, configure_hub, free_port, service_token
 from egs_hub.roles import ADMIN_SCOPE
@@ -169,6 +170,22 @@ def test_up_with_the_port_taken_names_it_and_the_option(tmp_path, taken_port: in
     assert "choose another port with --port" in done.stderr
     assert "starting JupyterHub" not in done.stdout and not ws.proxy_ran
     assert not (ws.root / "data").exists()
+
+
+def test_free_port_is_below_the_ephemeral_range_and_skips_a_taken_one(monkeypatch):
+    low = embedded._ephemeral_low()
+    assert all(embedded._LOWEST_FREE_PORT <= free_port() < low for _ in range(20))
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setattr(embedded, "_LOWEST_FREE_PORT", port)
+        monkeypatch.setattr(embedded, "_ephemeral_low", lambda: port + 1)
+        with pytest.raises(SetupError, match=f"no free port on 127.0.0.1 from {port} to {port}"):
+            free_port()
+        monkeypatch.setattr(embedded, "_LOWEST_FREE_PORT", port - 1)
+        assert free_port() == port - 1
 
 
 # --- db upgrade | current ------------------------------------------------------------------

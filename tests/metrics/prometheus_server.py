@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -29,6 +28,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from egs_hub.embedded import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 RECORDED_EXPOSITION = os.path.join(os.path.dirname(__file__), "dcgm_exposition.txt")
@@ -114,12 +115,6 @@ class Prometheus:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_prometheus(data_dir: str, targets: list[str], scrape_interval: str = "1s") -> Prometheus:
