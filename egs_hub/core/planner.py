@@ -597,15 +597,42 @@ class _Pass:
 
     def _hold_promises(self, requests: list[Request]) -> dict[int, Window]:
         """Put each request's promised window back on the timeline, earliest first; a
-        promise that no longer fits (capacity lost, higher band arrived) is dropped."""
+        promise that no longer fits (capacity lost, higher band arrived) is dropped.
+
+        Promises due before now that did not start (the service was away, or a pass came
+        late) start late and end late, so those after them on their GPUs may no longer fit.
+        Then every promise of the band is held that much later, when that drops fewer: a
+        late start moves each promise by no more than it was late (each moves earlier at its
+        turn where it can), where dropping them would let one ahead in the queue take the
+        window of one behind it and move that one by a whole window."""
+        promised = sorted(
+            ((e, r) for e, r in ((self._promise(r), r) for r in requests) if e is not None),
+            key=lambda er: (er[0].start, er[1].gpr_id),
+        )
+        holds = self._hold(promised, 0.0)
+        late = max((-self.seconds(e.start) for e, _ in promised), default=0.0)
+        if late <= 0.0 or len(holds) == len(promised):
+            return holds
+        self._give_back(holds)
+        shifted = self._hold(promised, late)
+        if len(shifted) > len(holds):
+            return shifted
+        self._give_back(shifted)
+        return self._hold(promised, 0.0)
+
+    def _give_back(self, holds: dict[int, Window]) -> None:
+        later: set = set()
+        for window in holds.values():
+            self.timeline.put(window, -1, later=later)
+        Pool.summarize(later)
+
+    def _hold(self, promised: list[tuple[Estimate, Request]], shift: float) -> dict[int, Window]:
+        """Hold each promise ``shift`` seconds later, earliest first, where it fits."""
         holds: dict[int, Window] = {}
         later: set = set()
-        promised = [(self._promise(r), r) for r in requests]
-        for estimate, request in sorted(
-            ((e, r) for e, r in promised if e is not None), key=lambda er: (er[0].start, er[1].gpr_id)
-        ):
+        for estimate, request in promised:
             with _Placing(request.gpr_id):
-                window = self._promised_window(request, estimate)
+                window = self._promised_window(request, estimate, shift)
                 if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
                     # Due now, on GPUs whose window ended at this instant: they are free just after.
                     # The hold keeps its end, so a promise that follows it right away still fits.
@@ -623,7 +650,7 @@ class _Pass:
             return None
         return estimate
 
-    def _promised_window(self, request: Request, estimate: Estimate) -> Window | None:
+    def _promised_window(self, request: Request, estimate: Estimate, shift: float) -> Window | None:
         spec, placement = request.spec, estimate.placement
         if any((placement.cluster, name) in request.avoid for name in placement.nodes):
             return None
@@ -636,7 +663,7 @@ class _Pass:
         count, full, last = pool.need(spec.gpus, spec.nodes)
         if count != len(where):
             return None
-        start = max(0.0, self.seconds(estimate.start))
+        start = max(0.0, end_of(self.seconds(estimate.start), shift))
         if spec.start_after is not None and start < self.seconds(spec.start_after):
             return None
         picks = (*((i, full) for _, i in where[:-1]), (where[-1][1], last))

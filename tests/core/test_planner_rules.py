@@ -147,6 +147,31 @@ def test_a_request_whose_promise_no_longer_fits_stays_ahead_of_those_queued_afte
     assert starts(second) == {1: at(1.5), 2: at(2.5)}
 
 
+def test_promises_due_while_the_service_was_away_move_every_promise_of_the_band_by_as_much_at_most():
+    """Planned at -0.2h: 3 starts at once on c (4 GPUs) and 4 follows it there at +0.8h; 5 waits
+    for a, busy until +0.95h; b is busy for hours. The service was away until now, so 3 starts
+    0.2h late and 4's promise no longer fits. Taking its place in the queue, 4 would take half
+    of a at +0.95h and push 5 a whole hour; instead every promise of the band moves 0.2h later
+    (they all still fit), and each then moves earlier where it can: 4 starts when 3 ends, 5
+    keeps its window."""
+    a, b, c = node("a"), node("b"), node("c", gpus=4)
+    busy = (booking(90, a.gpus, until=0.95, slice="o"), booking(91, b.gpus, until=3, slice="o"))
+    queue = (req(3, gpus=4), req(4, gpus=4), req(5, gpus=8))
+    first_snapshot = snap(a, b, c, bookings=busy, queue=queue, policies=SLICES)
+    first = plan(first_snapshot, at(-0.2))
+    assert {i: (e.start, e.placement.nodes) for i, e in first.estimates.items()} == {
+        3: (at(-0.2), ("c",)),
+        4: (at(0.8), ("c",)),
+        5: (at(0.95), ("a",)),
+    }
+    second = dataclasses.replace(first_snapshot, previous=first.estimates)
+    assert {i: (e.start, e.placement.nodes) for i, e in plan(second, NOW).estimates.items()} == {
+        3: (NOW, ("c",)),
+        4: (at(1), ("c",)),
+        5: (at(0.95), ("a",)),
+    }
+
+
 def test_a_request_whose_promise_no_longer_fits_takes_a_window_nobody_was_promised_if_as_early():
     """1 waits for h2 (free at +1h), 2 for h1 (free at +1.5h). The window on h2 overruns to +1.5h:
     1's promise no longer fits. h1 and h2 are both free at +1.5h; 1 takes h2, which nobody was
