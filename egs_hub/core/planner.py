@@ -633,10 +633,13 @@ class _Pass:
         for estimate, request in promised:
             with _Placing(request.gpr_id):
                 window = self._promised_window(request, estimate, shift)
-                if window is not None and window.start < _JUST_AFTER_S and not self.timeline.fits(window):
+                if window is not None and (shift or window.start < _JUST_AFTER_S) and not self.timeline.fits(window):
                     # Due now, on GPUs whose window ended at this instant: they are free just after.
                     # The hold keeps its end, so a promise that follows it right away still fits.
-                    window = Window(window.slice, window.pool, window.picks, _JUST_AFTER_S, window.end)
+                    # Such a hold is a microsecond shorter than its request's estimate, and the promise
+                    # planned after it starts that microsecond early: held later, it is likewise.
+                    start = end_of(window.start, _JUST_AFTER_S)
+                    window = Window(window.slice, window.pool, window.picks, start, window.end)
                 if window is not None and self.timeline.fits(window):
                     self.timeline.put(window, later=later)
                     holds[request.gpr_id] = window

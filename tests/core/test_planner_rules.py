@@ -147,24 +147,34 @@ def test_a_request_whose_promise_no_longer_fits_stays_ahead_of_those_queued_afte
     assert starts(second) == {1: at(1.5), 2: at(2.5)}
 
 
-def test_promises_due_while_the_service_was_away_move_every_promise_of_the_band_by_as_much_at_most():
+@pytest.mark.parametrize("c_freed_then", [False, True])
+def test_promises_due_while_the_service_was_away_move_every_promise_of_the_band_by_as_much_at_most(
+    c_freed_then: bool,
+):
     """Planned at -0.2h: 3 starts at once on c (4 GPUs) and 4 follows it there at +0.8h; 5 waits
     for a, busy until +0.95h; b is busy for hours. The service was away until now, so 3 starts
     0.2h late and 4's promise no longer fits. Taking its place in the queue, 4 would take half
     of a at +0.95h and push 5 a whole hour; instead every promise of the band moves 0.2h later
     (they all still fit), and each then moves earlier where it can: 4 starts when 3 ends, 5
-    keeps its window."""
+    keeps its window. When c's last window ended at -0.2h, 3 was held on c from just after
+    (a microsecond), keeping its end, so 4's promise starts a microsecond before 3's estimated
+    end: held later, it fits likewise."""
     a, b, c = node("a"), node("b"), node("c", gpus=4)
     busy = (booking(90, a.gpus, until=0.95, slice="o"), booking(91, b.gpus, until=3, slice="o"))
+    if c_freed_then:
+        busy += (booking(92, c.gpus, until=-0.2, slice="o"),)
     queue = (req(3, gpus=4), req(4, gpus=4), req(5, gpus=8))
     first_snapshot = snap(a, b, c, bookings=busy, queue=queue, policies=SLICES)
-    first = plan(first_snapshot, at(-0.2))
+    first = plan(first_snapshot, at(-0.3 if c_freed_then else -0.2))
+    if c_freed_then:  # the pass when 3 was due
+        first = plan(dataclasses.replace(first_snapshot, previous=first.estimates), at(-0.2))
+    just_after = timedelta(microseconds=1) if c_freed_then else timedelta(0)
     assert {i: (e.start, e.placement.nodes) for i, e in first.estimates.items()} == {
-        3: (at(-0.2), ("c",)),
+        3: (at(-0.2) + just_after, ("c",)),
         4: (at(0.8), ("c",)),
         5: (at(0.95), ("a",)),
     }
-    second = dataclasses.replace(first_snapshot, previous=first.estimates)
+    second = dataclasses.replace(first_snapshot, bookings=busy[:2], previous=first.estimates)
     assert {i: (e.start, e.placement.nodes) for i, e in plan(second, NOW).estimates.items()} == {
         3: (NOW, ("c",)),
         4: (at(1), ("c",)),
