@@ -332,6 +332,23 @@ def test_an_outage_delays_an_estimate_by_at_most_its_length(snapshot: Snapshot, 
 
 
 @SETTINGS
+@given(snapshots(queued=(1, 10)), st.sampled_from([0.0002, 1, 5, 30, 120]))
+def test_promises_left_late_by_an_outage_move_by_at_most_its_length(snapshot: Snapshot, minutes: float):
+    """The service was away for ``minutes`` right after a plan, before it admitted anything:
+    what was to start then starts late, and so would everything planned after it on its GPUs.
+    Every promise of the plan moved as much later is still feasible, so no request, backfilled
+    or not, starts later than its estimate plus the outage (and a microsecond or two where a
+    window ends at the instant it comes back)."""
+    first = plan(snapshot, NOW)
+    outage = timedelta(minutes=minutes)
+    second = plan(dataclasses.replace(snapshot, previous=first.estimates), NOW + outage)
+    for request in snapshot.queue:
+        before, after = first.estimates[request.gpr_id].start, second.estimates[request.gpr_id].start
+        if before is not None:
+            assert after is not None and after <= before + outage + 2 * JUST_AFTER, request.gpr_id
+
+
+@SETTINGS
 @given(snapshots())
 def test_estimates_equal_actual_starts_when_nothing_changes(snapshot: Snapshot):
     """Replay the plan: at each next start or window end, end what is due, book what is
