@@ -378,7 +378,7 @@ class _Pass:
         self.after_band: dict[int, Timeline] = {}
         self.placed: dict[int, list[tuple[Request, Window]]] = {b: [] for b in BANDS}
         self.free_now: dict[tuple[str, str], list[str]] = {}
-        self.late = 0.0  # how much later the promises of the bands planned so far are held
+        self.late = 0.0  # how late the latest promise of the bands planned so far starts
         self._pools: dict[tuple[str | None, str | None], list[Pool]] = {}
 
     def _empty_timeline(self) -> Timeline:
@@ -587,8 +587,9 @@ class _Pass:
             use.add(held.start, held.end, gpus, -1)
         window = self.earliest(request, upper=held.start)  # its own node still holds the promise
         profile.add(held.start, held.end, taken)
-        # Its own node, where as early: a window moved off it would take one planned around it.
-        upper = math.nextafter(window.start, INF) if window else held.start
+        # Held later after a late start, it goes back to its own node where as early there: moved
+        # off it, it would take a window that the promises of the bands below were planned around.
+        upper = held.start if window is None else math.nextafter(window.start, INF) if self.late else window.start
         own = self.earliest(request, upper=upper, only=held.pool, node=i)
         profile.add(held.start, held.end, -taken)
         if use is not None:
@@ -608,19 +609,19 @@ class _Pass:
         late start moves each promise by no more than it was late (each moves earlier at its
         turn where it can), where dropping them would let one ahead in the queue take the
         window of one behind it and move that one by a whole window. The bands below were
-        planned around this band's windows: their promises are held at least as much later."""
+        planned around this band's windows, the late ones too: their promises are held at
+        least as much later."""
         promised = sorted(
             ((e, r) for e, r in ((self._promise(r), r) for r in requests) if e is not None),
             key=lambda er: (er[0].start, er[1].gpr_id),
         )
         holds = self._hold(promised, 0.0)
-        late = max(self.late, max((-self.seconds(e.start) for e, _ in promised), default=0.0))
+        late = self.late = max(self.late, max((-self.seconds(e.start) for e, _ in promised), default=0.0))
         if late <= 0.0 or len(holds) == len(promised):
             return holds
         self._give_back(holds)
         shifted = self._hold(promised, late)
         if len(shifted) > len(holds):
-            self.late = late
             return shifted
         self._give_back(shifted)
         return self._hold(promised, 0.0)

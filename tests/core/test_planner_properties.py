@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from egs_hub.core.model import GPRSpec, Node, SlicePolicy
+from egs_hub.core.model import PRIORITY_DEFAULT, GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, place_arrival, plan, unservable_reason, wait_times
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
@@ -338,7 +338,13 @@ def test_promises_left_late_by_an_outage_move_by_at_most_its_length(snapshot: Sn
     what was to start then starts late, and so would everything planned after it on its GPUs.
     Every promise of the plan moved as much later is still feasible, so no request, backfilled
     or not, starts later than its estimate plus the outage (and a microsecond or two where a
-    window ends at the instant it comes back)."""
+    window ends at the instant it comes back). One band: across bands, a late start of a lower
+    band's request does not push a higher band's promise (the bands are planned in order), so
+    it may wait for it, and those behind it in its band for it."""
+    one_band = tuple(
+        dataclasses.replace(r, spec=dataclasses.replace(r.spec, priority=PRIORITY_DEFAULT)) for r in snapshot.queue
+    )
+    snapshot = dataclasses.replace(snapshot, queue=one_band)
     first = plan(snapshot, NOW)
     outage = timedelta(minutes=minutes)
     second = plan(dataclasses.replace(snapshot, previous=first.estimates), NOW + outage)
