@@ -16,7 +16,11 @@ it displaces are planned afresh. So an estimate moves later only when
 work arrives ahead of it in the queue (a higher band, or better fair share) or
 capacity is lost; fair-share changes among waiting requests, early and idle
 releases never move it later, and the next pass moves requests earlier into
-what was released.
+what was released. Promises that came due and did not start (the service was
+away, a pass came late) move every promise of their band, and of the bands
+below, by as much as the latest of them where that drops fewer, rather than
+let those behind them on their GPUs be dropped: a late start moves an estimate
+by no more than it was late.
 
 The wait-time query for a request not yet submitted answers from what the pass
 leaves (``Views``): the start the next pass would give it, wherever it sorts in
@@ -587,9 +591,11 @@ class _Pass:
             use.add(held.start, held.end, gpus, -1)
         window = self.earliest(request, upper=held.start)  # its own node still holds the promise
         profile.add(held.start, held.end, taken)
-        # Held later after a late start, it goes back to its own node where as early there: moved
-        # off it, it would take a window that the promises of the bands below were planned around.
-        upper = held.start if window is None else math.nextafter(window.start, INF) if self.late else window.start
+        upper = held.start if window is None else window.start
+        if window is not None and self.late:
+            # Held later after a late start, it goes back to its own node where as early there: moved
+            # off it, it would take a window that the promises of the bands below were planned around.
+            upper = math.nextafter(upper, INF)
         own = self.earliest(request, upper=upper, only=held.pool, node=i)
         profile.add(held.start, held.end, -taken)
         if use is not None:
