@@ -625,17 +625,19 @@ class _Pass:
         late = self.late = max(self.late, max((-self.seconds(e.start) for e, _ in promised), default=0.0))
         if late <= 0.0 or len(holds) == len(promised):
             return holds
-        self._give_back(holds)
+        self._put(holds, -1)
         shifted = self._hold(promised, late)
         if len(shifted) > len(holds):
             return shifted
-        self._give_back(shifted)
-        return self._hold(promised, 0.0)
+        self._put(shifted, -1)
+        self._put(holds, 1)
+        return holds
 
-    def _give_back(self, holds: dict[int, Window]) -> None:
+    def _put(self, holds: dict[int, Window], sign: int) -> None:
+        """Put the ``holds`` back on the timeline (1), or take them off (-1)."""
         later: set = set()
         for window in holds.values():
-            self.timeline.put(window, -1, later=later)
+            self.timeline.put(window, sign, later=later)
         Pool.summarize(later)
 
     def _hold(self, promised: list[tuple[Estimate, Request]], shift: float) -> dict[int, Window]:

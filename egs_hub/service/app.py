@@ -466,8 +466,8 @@ class EGSService(Application):
     def _cookie_secret(self) -> bytes:
         """$EGS_COOKIE_SECRET (the same for every replica: the chart's Secret), else a secret kept in the
         data directory, made at the first start."""
-        if os.environ.get("EGS_COOKIE_SECRET"):
-            return os.environ["EGS_COOKIE_SECRET"].encode()
+        if shared := os.environ.get("EGS_COOKIE_SECRET"):
+            return shared.encode()
         path = os.path.join(self.data_dir, "egs_cookie_secret")
         if not os.path.exists(path):
             os.makedirs(self.data_dir, exist_ok=True)

@@ -182,6 +182,23 @@ def test_promises_due_while_the_service_was_away_move_every_promise_of_the_band_
     }
 
 
+def test_a_late_promise_that_holding_its_band_later_does_not_save_is_dropped_and_the_band_kept():
+    """One GPR of slice a at a time (its default policy). 1 starts now and 3 waits until +1h, after 2 (a
+    higher band, not before +0.5h). The service was away 12 ms: 1 would end 12 ms into 2's window, held
+    later or not, so its promise is dropped and it waits for 2; 3 keeps its promise until 1 takes its
+    place in the queue ahead of it."""
+    queue = (
+        req(1, hours=0.5, slice="a", priority=50),
+        req(2, hours=0.5, slice="a", priority=150, start_after=0.5),
+        req(3, hours=0.5, slice="a", priority=50),
+    )
+    first_snapshot = snap(node("n0"), queue=queue)
+    first = plan(first_snapshot, NOW)
+    assert {i: e.start for i, e in first.estimates.items()} == {1: NOW, 2: at(0.5), 3: at(1)}
+    second = plan(dataclasses.replace(first_snapshot, previous=first.estimates), NOW + timedelta(milliseconds=12))
+    assert {i: e.start for i, e in second.estimates.items()} == {1: at(1), 2: at(0.5), 3: at(1.5)}
+
+
 def test_a_request_whose_promise_no_longer_fits_takes_a_window_nobody_was_promised_if_as_early():
     """1 waits for h2 (free at +1h), 2 for h1 (free at +1.5h). The window on h2 overruns to +1.5h:
     1's promise no longer fits. h1 and h2 are both free at +1.5h; 1 takes h2, which nobody was
