@@ -6,8 +6,11 @@ H100 (16,000 GPUs) and 10,000 queued GPRs in the store; an async client measures
 GET /gprs?limit=100 (list: a page of 100; ``--list-query``; the level's ``items`` say how
 many GPRs the answer held), GET /gprs/{id} (get) and GET /queue (what
 the portal's GPU requests page fetches besides the list: static/requests.js), on
-SQLite and on PostgreSQL. Targets at 32 clients: submit >= 500/s with p99 <= 50 ms;
-estimate, list and get p99 <= 20 ms; the service's RSS <= 1 GB.
+SQLite and on PostgreSQL, and GET /health, the floor: the cheapest answer the service
+gives (no token to check, one SELECT 1), through the same proxy and client. Targets
+at 32 clients: submit >= 500/s with p99 <= 50 ms; estimate, list and get p99 <= 20 ms;
+the service's RSS <= 1 GB. (bench_floor.py measures what a server that does nothing
+gets through the same proxy and client.)
 
 How a run goes, per database:
 
@@ -39,7 +42,8 @@ How a run goes, per database:
 
 The service's RSS is its peak resident set (VmHWM of /proc/PID/status), the highest of its runs;
 ``service_cpu`` the service process's CPU seconds per wall second in each level (1.0:
-one core busy). ``reference_loop_s`` is the machine's speed at the time (as in
+one core busy), ``client_cpu`` the benchmark's own and ``machine_cpu`` the whole machine's
+(at most its number of cores). ``reference_loop_s`` is the machine's speed at the time (as in
 bench_planner.py): compare figures taken on different days through it. Client, proxy,
 hub and service share the machine's cores.
 
@@ -86,7 +90,8 @@ SIZES = [1, 1, 2, 4, 8, 8, 16]  # GPUs; 16 spans two nodes
 HOURS = [1, 2, 4, 8, 12, 24]  # window lengths
 PRIORITIES = [50, 101, 101, 101, 150, 250]
 USER = "bench"
-OPERATIONS = ("estimate", "get", "list", "queue", "submit")
+# health is the floor: the cheapest answer (no token, one SELECT 1) through the same proxy and client.
+OPERATIONS = ("estimate", "get", "list", "queue", "submit", "health")
 TARGETS = {  # figure -> (target, "min" or "max"), at --target-clients
     "submit_rps": (500, "min"),
     "submit_p99_ms": (50, "max"),
@@ -313,6 +318,8 @@ class Level:
     first_error: str = ""
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+    machine_cpu_s: float = 0.0
     quiet: bool = True
     items: int | None = None  # list: GPRs in the first answer
 
@@ -329,6 +336,8 @@ class Level:
             "p99_ms": round(1000 * percentile(waits, 0.99), 2),
             "max_ms": round(1000 * max(waits), 2),
             "service_cpu": round(self.cpu_s / self.wall_s, 2) if self.wall_s else 0.0,
+            "client_cpu": round(self.client_cpu_s / self.wall_s, 2) if self.wall_s else 0.0,
+            "machine_cpu": round(self.machine_cpu_s / self.wall_s, 2) if self.wall_s else 0.0,
             **({"first_error": self.first_error} if self.errors else {}),
             **({"items": self.items} if self.items is not None else {}),
             **({"quiet_before": False} if not self.quiet else {}),
@@ -339,6 +348,13 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds spent busy by the whole machine, all cores (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def memory_mb(pid: int) -> dict[str, float]:
@@ -375,6 +391,8 @@ class Bench:
             return "GET", f"gprs?{self.args.list_query}", None, 200
         if operation == "get":
             return "GET", f"gprs/{self.rng.choice(self.gpr_ids)}", None, 200
+        if operation == "health":
+            return "GET", "health", None, 200
         return "GET", "queue", None, 200
 
     async def health_s(self, session: aiohttp.ClientSession, timeout: float = 60.0) -> float:
@@ -427,6 +445,7 @@ class Bench:
                     result.items = len(json.loads(data)["gprs"])
 
         cpu_before, started = cpu_seconds(pid), time.perf_counter()
+        client_before, machine_before = time.process_time(), machine_cpu_seconds()
         stop_at, last_answer = started + self.args.seconds, [started]
         tasks = [asyncio.ensure_future(client()) for _ in range(clients)]
         # In flight at the end: answers within --drain count, the rest are given up on.
@@ -436,6 +455,8 @@ class Bench:
         await asyncio.gather(*tasks, return_exceptions=True)
         result.wall_s = (time.perf_counter() if pending else last_answer[0]) - started
         result.cpu_s = cpu_seconds(pid) - cpu_before
+        result.client_cpu_s = time.process_time() - client_before
+        result.machine_cpu_s = machine_cpu_seconds() - machine_before
         return result
 
     async def run(self, operations: tuple[str, ...]) -> dict[str, list[dict]]:
@@ -581,18 +602,20 @@ def print_report(results: dict) -> None:
             verdict = "met" if met(value, target, kind_of) else "NOT met"
             sign = ">=" if kind_of == "min" else "<="
             print(f"  {key:<18} {value:>10} {sign + ' ' + str(target):>10}  {verdict}")
-        if "queue_p99_ms" in figures:
-            print(f"  {'queue_p99_ms':<18} {figures['queue_p99_ms']:>10} {'-':>10}")
+        for key in ("queue_p99_ms", "health_rps", "health_p99_ms"):
+            if key in figures:
+                print(f"  {key:<18} {figures[key]:>10} {'-':>10}")
         print(f"  {'reference_loop_s':<18} {figures['reference_loop_s']:>10} {'-':>10}")
         print(
             f"\n  {'operation':<9} {'clients':>7} {'requests':>8} {'given up':>8} {'errors':>6} {'rps':>9} "
-            f"{'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'svc cpu':>7}"
+            f"{'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'svc cpu':>7} {'client':>6} {'machine':>7}"
         )
         for operation, rows in figures["levels"].items():
             for r in rows:
                 print(
                     f"  {operation:<9} {r['clients']:>7} {r['requests']:>8} {r['unanswered']:>8} {r['errors']:>6} "
-                    f"{r['rps']:>9} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['max_ms']:>9} {r['service_cpu']:>7}"
+                    f"{r['rps']:>9} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['max_ms']:>9} {r['service_cpu']:>7} "
+                    f"{r['client_cpu']:>6} {r['machine_cpu']:>7}"
                 )
 
 
