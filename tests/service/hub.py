@@ -1,7 +1,8 @@
 """A real egs-hub (JupyterHub, proxy, EGS service) for end-to-end tests, and its clients.
 
 Every request goes through ``Client.call``, which also checks what every API
-answer must hold: a JSON body, the content type, and the error shape.
+answer must hold: a JSON body, the content type, the error shape, and the status and
+body the OpenAPI document lists for the operation (contract.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..metrics.prometheus_server import (
     read_recorded_exposition,
     start_prometheus,
 )
+from .contract import contract
 
 HERE = os.path.dirname(__file__)
 ADMIN_PASSWORD = "admin-password"  # the hub admin's, in $EGS_ADMIN_PASSWORD
@@ -65,6 +67,7 @@ class Client:
                 assert set(data) >= {"status", "message"} and data["status"] == response.status_code, data
         else:
             data = None
+        contract(self.base).check(method, path, response.status_code, data)
         if expect is not None and response.status_code != expect:
             raise APIError(f"{method} {path} answered {response.status_code}, not {expect}: {response.text[:500]}")
         return data

@@ -1,0 +1,59 @@
+"""The test client's contract check: it fails on what the document does not describe."""
+
+from __future__ import annotations
+
+import pytest
+
+from egs_hub.service.openapi import openapi_document
+
+from .contract import Contract, ContractError
+
+CONTRACT = Contract(openapi_document("/services/egs/api/v1/", "test"))
+GPR = {
+    "id": 7,
+    "name": "",
+    "slice": "team",
+    "requested_by": "ann",
+    "cluster": None,
+    "shape": None,
+    "gpus": 1,
+    "nodes": None,
+    "priority": 101,
+    "duration": 3600,
+    "start_after": None,
+    "idle_timeout": None,
+    "preemptible": True,
+    "status": "queued",
+}
+
+
+def test_a_documented_answer_passes():
+    error = {"status": 404, "message": "no GPR 7"}
+    CONTRACT.check("GET", "gprs/7", 404, error)
+    CONTRACT.check("GET", "gprs?limit=1", 401, {"status": 401, "message": "no token"})
+
+
+def test_a_body_that_does_not_match_its_schema_fails_naming_where():
+    with pytest.raises(ContractError, match=r"GET /gprs/\{id\} 200: .*"):
+        CONTRACT.check("GET", "gprs/7", 200, {**GPR, "gpus": "one"})
+    with pytest.raises(ContractError, match="GET /queue 200"):
+        CONTRACT.check("GET", "queue", 200, {"queue": "none"})
+
+
+def test_a_status_the_operation_does_not_list_fails():
+    with pytest.raises(ContractError, match="answered 418, which the OpenAPI document does not list"):
+        CONTRACT.check("GET", "gprs/7", 418, {"status": 418, "message": "teapot"})
+
+
+def test_a_body_where_the_document_lists_none_fails():
+    with pytest.raises(ContractError, match="lists no body"):
+        CONTRACT.check("DELETE", "slices/team", 204, {"deleted": True})
+
+
+def test_a_path_or_method_outside_the_document_may_only_be_404_or_405():
+    CONTRACT.check("GET", "no-such-thing", 404, {"status": 404, "message": "not found"})
+    CONTRACT.check("PUT", "gprs", 405, {"status": 405, "message": "method not allowed"})
+    with pytest.raises(ContractError, match="no path of the OpenAPI document matches"):
+        CONTRACT.check("GET", "no-such-thing", 200, {})
+    with pytest.raises(ContractError, match="PUT /gprs is not in the OpenAPI document"):
+        CONTRACT.check("PUT", "gprs", 200, {})
