@@ -1,20 +1,27 @@
-"""Request bodies of the REST API as dataclasses, parsed and validated.
+"""Request bodies of the REST API as pydantic models: one definition each.
 
-Each body class lists its fields once; the metadata of a field holds its
-parser (``value -> typed value``, raising InvalidRequest naming the field) and
-its JSON schema, so validation and the OpenAPI document cannot disagree.
-A field left out of a body is ``MISSING`` (PATCH bodies) or its default.
+A model's fields carry their constraints in their types (ranges, lengths, patterns,
+choices, and parsers for durations, times, user names and the like), so the same
+definition validates a body (``parse_body``), gives the OpenAPI document its schema
+(``body_schemas``), and names the field in every refusal: ``parse_body`` turns the
+first validation error into an InvalidRequest whose message is a sentence
+(``gpus must be from 1 to 100000, not -1``). PATCH bodies leave out what they do not
+change: their fields default to ``MISSING``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema, models_json_schema
+from pydantic_core import PydanticCustomError
 
 from .errors import InvalidRequest
 from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
@@ -29,8 +36,18 @@ from .units import (
 )
 from .user_names import normalize_user_name
 
-SLICE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}")
+SLICE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+GROUP_NAME_PATTERN = r"^[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}$"
+TEXT_PATTERN = r"^[^\x00-\x1f]*$"  # no control characters
+# What a value matching each pattern is, for refusals ("slice must be ..., not 'X'").
+PATTERN_MEANINGS = {
+    SLICE_NAME_PATTERN: "lower-case letters, digits and '-', starting and ending with a letter or digit",
+    GROUP_NAME_PATTERN: "a JupyterHub group name",
+}
+ID_MAX = 2**31 - 1  # ids are SQL INTEGER columns
+AMOUNT_MAX = 1e9
+PATH_MAX = 4096
+EXIT_GRACE_MAX = timedelta(days=1)
 
 
 class _Missing:
@@ -42,6 +59,31 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
+_FIELD = "\x00field\x00"  # stands for the field's name in a parser's refusal until parse_body knows it
+
+
+def _parsed(parse: Callable[[Any, str], Any]) -> Callable[[Any], Any]:
+    """A field validator from a parser ``(value, field name) -> value`` that raises InvalidRequest."""
+
+    def validate(value: Any) -> Any:
+        try:
+            return parse(value, _FIELD)
+        except InvalidRequest as e:
+            raise PydanticCustomError("egs", "{message}", {"message": str(e), "field": e.field}) from None
+
+    return validate
+
+
+def _optional(parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    return lambda value, field: None if value is None else parse(value, field)
+
+
+def _typed(cls: type, parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """``parse``, letting through a value that already has the parsed type (a model built in code)."""
+    return lambda value, field: value if isinstance(value, cls) else parse(value, field)
+
+
+# Field types
 
 DURATION_SCHEMA = {
     "oneOf": [
@@ -50,160 +92,52 @@ DURATION_SCHEMA = {
     ],
     "description": 'seconds, or units largest first like "1d2h30m"; at most ten years',
 }
-TIME_SCHEMA = {"type": "string", "format": "date-time"}
-START_AFTER_SCHEMA = {
-    **TIME_SCHEMA,
-    "type": ["string", "null"],
-    "description": "not before this time; at most the service's max_start_after (default 365 days) from now",
-}
+_parse_duration = _typed(timedelta, parse_duration)
+Duration = Annotated[timedelta, BeforeValidator(_parsed(_parse_duration)), WithJsonSchema(DURATION_SCHEMA)]
+OptionalDuration = Annotated[
+    timedelta | None,
+    BeforeValidator(_parsed(_optional(_parse_duration))),
+    WithJsonSchema({"oneOf": [DURATION_SCHEMA, {"type": "null"}]}),
+]
+StartAfter = Annotated[
+    datetime | None,
+    # How far ahead is check_start_after's to say, with the time now and the service's horizon.
+    BeforeValidator(_parsed(_optional(_typed(datetime, lambda value, field: parse_time(value, field, latest=None))))),
+    WithJsonSchema(
+        {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "not before this time; at most the service's max_start_after (default 365 days) from now",
+        }
+    ),
+]
+Count = Annotated[int, Field(ge=1, le=100_000)]
+Priority = Annotated[
+    int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX, description="low 1-100, medium 101-200, high 201-300")
+]
+SliceName = Annotated[str, Field(pattern=SLICE_NAME_PATTERN, max_length=63)]
+# Text is stripped after its checks: they hold for the text as given.
+_STRIPPED = AfterValidator(lambda value: value.strip() if isinstance(value, str) else value)
+Selector = Annotated[str | None, Field(max_length=100, pattern=TEXT_PATTERN), _STRIPPED]
+Amount = Annotated[float | None, Field(gt=0, le=AMOUNT_MAX, allow_inf_nan=False)]
+GPRId = Annotated[int, Field(ge=1, le=ID_MAX)]
 
 
-def _field(parse: Callable[[Any, str], Any], schema: dict, default: Any = MISSING) -> Any:
-    metadata = {"parse": parse, "schema": schema}
-    if isinstance(default, dict):
-        return dataclasses.field(default_factory=dict, metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
+def _text(max_length: int) -> Any:
+    """Text of at most ``max_length`` characters, none of them control characters, stripped."""
+    return Annotated[str, Field(max_length=max_length, pattern=TEXT_PATTERN), _STRIPPED]
 
 
-def parse_body(cls: type, body: object, *, partial: bool = False, prefix: str = ""):
-    """Build ``cls`` from a decoded JSON body; ``partial`` allows any field to be left out.
-
-    ``prefix`` names the enclosing field of a nested object in error messages.
-    """
-    if not isinstance(body, Mapping):
-        where = prefix.rstrip(".")
-        raise InvalidRequest(where or "body", f"{where or 'the request body'} must be a JSON object")
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    for key in body:
-        if key not in known:
-            raise InvalidRequest(
-                f"{prefix}{key}",
-                f"unknown field {prefix + key!r}; known fields: {', '.join(sorted(known))}",
-            )
-    values = {}
-    for name, f in known.items():
-        if name in body:
-            values[name] = f.metadata["parse"](body[name], f"{prefix}{name}")
-        elif f.default is MISSING and not partial:
-            raise InvalidRequest(f"{prefix}{name}", f"{prefix}{name} is required")
-        elif partial:
-            values[name] = MISSING
-    made = cls(**values)
-    check = getattr(made, "check", None)
-    if check is not None:
-        check(partial=partial)
-    return made
+Name = _text(100)
+ReasonText = _text(500)
 
 
-def body_schema(cls: type, *, partial: bool = False) -> dict:
-    """The JSON schema of a body class, for the OpenAPI document."""
-    fields = dataclasses.fields(cls)
-    schema: dict = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {f.name: f.metadata["schema"] for f in fields},
-    }
-    required = [f.name for f in fields if f.default is MISSING and not partial]
-    if required:
-        schema["required"] = required
-    return schema
-
-
-# Field parsers: (value, field name) -> typed value, or InvalidRequest.
-
-
-def optional(parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
-    def parse_optional(value: Any, field: str) -> Any:
-        return None if value is None else parse(value, field)
-
-    return parse_optional
-
-
-def parse_int_between(low: int, high: int) -> Callable[[Any, str], int]:
-    def parse_int(value: Any, field: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidRequest(field, f"{field} must be a whole number from {low} to {high}")
-        if not low <= value <= high:
-            raise InvalidRequest(field, f"{field} must be from {low} to {high}, not {value}")
-        return value
-
-    return parse_int
-
-
-def parse_positive_number(high: float) -> Callable[[Any, str], float]:
-    """A number above 0 and at most ``high`` (whole or not); JSON's NaN and Infinity are refused."""
-
-    def parse(value: Any, field: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InvalidRequest(field, f"{field} must be a number above 0 and at most {high:g}")
-        if not 0 < value <= high:
-            raise InvalidRequest(field, f"{field} must be above 0 and at most {high:g}, not {value}")
-        return float(value)
-
-    return parse
-
-
-def parse_choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
-    def parse(value: Any, field: str) -> str:
-        if not isinstance(value, str) or value not in choices:
-            raise InvalidRequest(field, f"{field} must be one of {', '.join(map(repr, choices))}, not {value!r}")
-        return value
-
-    return parse
-
-
-def parse_bool(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidRequest(field, f"{field} must be true or false")
-    return value
-
-
-def parse_text(max_length: int) -> Callable[[Any, str], str]:
-    def parse(value: Any, field: str) -> str:
-        if not isinstance(value, str):
-            raise InvalidRequest(field, f"{field} must be a string")
-        if len(value) > max_length:
-            raise InvalidRequest(field, f"{field} must be at most {max_length} characters")
-        if any(ord(c) < 32 for c in value):
-            raise InvalidRequest(field, f"{field} must not contain control characters")
-        return value.strip()
-
-    return parse
-
-
-def parse_matching(pattern: re.Pattern, what: str) -> Callable[[Any, str], str]:
-    def parse(value: Any, field: str) -> str:
-        if not isinstance(value, str) or not pattern.fullmatch(value):
-            raise InvalidRequest(field, f"{field} must be {what}, not {value!r}")
-        return value
-
-    return parse
-
-
-parse_slice_name = parse_matching(
-    SLICE_NAME_RE, "lower-case letters, digits and '-', starting and ending with a letter or digit"
-)
-
-
-def check_slice_name(name: str, field: str = "slice") -> str:
-    parse_slice_name(name, field)
-    if len(name) > 63:
-        raise InvalidRequest(field, f"{field} must be at most 63 characters")
-    return name
-
-
-def parse_slice_ref(value: Any, field: str) -> str:
-    return check_slice_name(parse_slice_name(value, field), field)
-
-
-def parse_duration_field(value: Any, field: str) -> timedelta:
-    return parse_duration(value, field)
-
-
-def parse_start_after(value: Any, field: str) -> datetime:
-    """A GPR's start_after: a time from EARLIEST_TIME on; how far ahead is bounded by
-    ``check_start_after``, which needs the time now and the service's horizon."""
-    return parse_time(value, field, latest=None)
+def describe_horizon(horizon: timedelta) -> str:
+    """``timedelta(days=365)`` is "365 days", ``timedelta(hours=36)`` is "1d12h"."""
+    days, rest = divmod(horizon, timedelta(days=1))
+    if rest or not days:
+        return format_duration(horizon)
+    return f"{days} day" if days == 1 else f"{days} days"
 
 
 def check_start_after(start_after: datetime | None, now: datetime, horizon: timedelta) -> None:
@@ -220,26 +154,13 @@ def check_start_after(start_after: datetime | None, now: datetime, horizon: time
         )
 
 
-def describe_horizon(horizon: timedelta) -> str:
-    """``timedelta(days=365)`` is "365 days", ``timedelta(hours=36)`` is "1d12h"."""
-    days, rest = divmod(horizon, timedelta(days=1))
-    if rest or not days:
-        return format_duration(horizon)
-    return f"{days} day" if days == 1 else f"{days} days"
-
-
-_COUNT = parse_int_between(1, 100_000)
-_COUNT_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 100_000}
-_PRIORITY = parse_int_between(PRIORITY_MIN, PRIORITY_MAX)
-_PRIORITY_SCHEMA = {
-    "type": "integer",
-    "minimum": PRIORITY_MIN,
-    "maximum": PRIORITY_MAX,
-    "description": "low 1-100, medium 101-200, high 201-300",
-}
-_NAME = parse_text(100)
-_SELECTOR = optional(parse_text(100))
-_SELECTOR_SCHEMA = {"type": ["string", "null"], "maxLength": 100}
+def check_slice_name(name: str, field: str = "slice") -> str:
+    """``name`` if it is a slice name (a path argument), else InvalidRequest naming ``field``."""
+    if not re.fullmatch(SLICE_NAME_PATTERN, name):
+        raise InvalidRequest(field, f"{field} must be {PATTERN_MEANINGS[SLICE_NAME_PATTERN]}, not {name!r}")
+    if len(name) > 63:
+        raise InvalidRequest(field, f"{field} must be at most 63 characters")
+    return name
 
 
 def _check_gpus_or_nodes(gpus: Any, nodes: Any, *, partial: bool) -> None:
@@ -249,55 +170,62 @@ def _check_gpus_or_nodes(gpus: Any, nodes: Any, *, partial: bool) -> None:
         raise InvalidRequest("gpus", "give gpus (a number of GPUs) or nodes (whole nodes)")
 
 
-@dataclass(frozen=True)
-class GPRCreate:
-    slice: str = _field(parse_slice_ref, {"type": "string"})
-    duration: timedelta = _field(parse_duration_field, DURATION_SCHEMA)
-    gpus: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
-    nodes: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
-    name: str = _field(_NAME, {"type": "string", "maxLength": 100}, "")
-    priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
-    shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    start_after: datetime | None = _field(optional(parse_start_after), START_AFTER_SCHEMA, None)
-    idle_timeout: timedelta | None = _field(
-        optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}, None
-    )
-    preemptible: bool = _field(parse_bool, {"type": "boolean"}, True)
+# Bodies
 
-    def check(self, partial: bool) -> None:
-        _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
+
+class Body(BaseModel):
+    """A request body: unknown fields refused, values exactly of their JSON types (no "2" for 2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    def check(self) -> None:
+        """Rules across fields, after each field is valid; InvalidRequest naming a field."""
+
+    def given(self) -> dict[str, Any]:
+        """The fields this (PATCH) body gives: every field not MISSING."""
+        return {name: value for name in type(self).model_fields if (value := getattr(self, name)) is not MISSING}
+
+
+class GPRCreate(Body):
+    slice: SliceName
+    duration: Duration
+    gpus: Count | None = None
+    nodes: Count | None = None
+    name: Name = ""
+    priority: Priority = PRIORITY_DEFAULT
+    shape: Selector = None
+    cluster: Selector = None
+    start_after: StartAfter = None
+    idle_timeout: OptionalDuration = None
+    preemptible: bool = True
+
+    def check(self) -> None:
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=False)
 
     def to_spec(self) -> GPRSpec:
-        return GPRSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        return GPRSpec(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
-@dataclass(frozen=True)
-class GPRUpdate:
+class GPRUpdate(Body):
     """PATCH /gprs/{id}: the owner edits before provisioning; admins change priority."""
 
-    duration: timedelta = _field(parse_duration_field, DURATION_SCHEMA)
-    gpus: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]})
-    nodes: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]})
-    name: str = _field(_NAME, {"type": "string", "maxLength": 100})
-    priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA)
-    shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
-    cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA)
-    start_after: datetime | None = _field(optional(parse_start_after), START_AFTER_SCHEMA)
-    idle_timeout: timedelta | None = _field(
-        optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}
-    )
-    preemptible: bool = _field(parse_bool, {"type": "boolean"})
+    duration: Duration = MISSING
+    gpus: Count | None = MISSING
+    nodes: Count | None = MISSING
+    name: Name = MISSING
+    priority: Priority = MISSING
+    shape: Selector = MISSING
+    cluster: Selector = MISSING
+    start_after: StartAfter = MISSING
+    idle_timeout: OptionalDuration = MISSING
+    preemptible: bool = MISSING
 
-    def check(self, partial: bool) -> None:
-        _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
-
-    def changes(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not MISSING}
+    def check(self) -> None:
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=True)
 
     def apply(self, spec: GPRSpec) -> GPRSpec:
         """The spec with these changes; giving gpus clears nodes and the other way round."""
-        changes = self.changes()
+        changes = self.given()
         if changes.get("gpus"):
             changes["nodes"] = None
         if changes.get("nodes"):
@@ -307,109 +235,34 @@ class GPRUpdate:
         return updated
 
 
-@dataclass(frozen=True)
-class WaitTimeQuery:
-    slice: str = _field(parse_slice_ref, {"type": "string"})
-    duration: timedelta = _field(parse_duration_field, DURATION_SCHEMA)
-    gpus: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
-    nodes: int | None = _field(optional(_COUNT), {**_COUNT_SCHEMA, "type": ["integer", "null"]}, None)
-    priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_DEFAULT)
-    shape: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    cluster: str | None = _field(_SELECTOR, _SELECTOR_SCHEMA, None)
-    start_after: datetime | None = _field(optional(parse_start_after), START_AFTER_SCHEMA, None)
+class WaitTimeQuery(Body):
+    slice: SliceName
+    duration: Duration
+    gpus: Count | None = None
+    nodes: Count | None = None
+    priority: Priority = PRIORITY_DEFAULT
+    shape: Selector = None
+    cluster: Selector = None
+    start_after: StartAfter = None
 
-    def check(self, partial: bool) -> None:
-        _check_gpus_or_nodes(self.gpus, self.nodes, partial=partial)
+    def check(self) -> None:
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=False)
 
     def to_spec(self) -> GPRSpec:
-        return GPRSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        return GPRSpec(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
-@dataclass(frozen=True)
-class Reason:
+class Reason(Body):
     """Body of approve, deny, release and cancel: an optional reason for the audit log."""
 
-    reason: str = _field(parse_text(500), {"type": "string", "maxLength": 500}, "")
+    reason: ReasonText = ""
 
 
 def parse_user_list(value: Any, field: str) -> tuple[str, ...]:
     """User names, normalised as the hub does (``Bob`` is ``bob``), each once."""
-    if not isinstance(value, list) or len(value) > 1000:
+    if not isinstance(value, list | tuple) or len(value) > 1000:
         raise InvalidRequest(field, f"{field} must be a list of at most 1000 user names")
     return tuple(dict.fromkeys(normalize_user_name(name, field) for name in value))
-
-
-def nested(cls: type, *, partial: bool = False) -> Callable[[Any, str], Any]:
-    def parse(value: Any, field: str) -> Any:
-        return parse_body(cls, value, partial=partial, prefix=f"{field}.")
-
-    return parse
-
-
-_LIMIT = optional(parse_int_between(1, 100_000))
-_LIMIT_SCHEMA = {"type": ["integer", "null"], "minimum": 1, "maximum": 100_000}
-
-
-_AMOUNT_MAX = 1e9
-_AMOUNT = optional(parse_positive_number(_AMOUNT_MAX))
-_AMOUNT_SCHEMA = {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": _AMOUNT_MAX}
-
-
-@dataclass(frozen=True)
-class QuotaBody:
-    max_gpus: int | None = _field(_LIMIT, {**_LIMIT_SCHEMA, "description": "GPUs held at once"}, None)
-    max_gpu_hours: float | None = _field(
-        _AMOUNT, {**_AMOUNT_SCHEMA, "description": "GPU-hours per rolling week (7 days)"}, None
-    )
-
-
-@dataclass(frozen=True)
-class PolicyBody:
-    max_duration: timedelta | None = _field(
-        optional(parse_duration_field), {"oneOf": [DURATION_SCHEMA, {"type": "null"}]}, None
-    )
-    max_priority: int = _field(_PRIORITY, _PRIORITY_SCHEMA, PRIORITY_MAX)
-    auto_approve_max_gpus: int | None = _field(_LIMIT, _LIMIT_SCHEMA, None)
-    max_active_gprs: int = _field(parse_int_between(1, 1000), {"type": "integer", "minimum": 1, "maximum": 1000}, 1)
-    restart_servers: bool = _field(parse_bool, {"type": "boolean"}, False)
-    reject_over_limits: bool = _field(
-        parse_bool, {"type": "boolean", "description": "reject over-limit GPRs instead of asking an admin"}, False
-    )
-    eviction: str = _field(
-        parse_choice(EVICTION_MODES),
-        {
-            "type": "string",
-            "enum": list(EVICTION_MODES),
-            "description": "ending lower-priority preemptible GPRs for this slice's GPRs: "
-            "auto, confirm (an admin confirms) or off",
-        },
-        "confirm",
-    )
-    requeue_evicted: bool = _field(
-        parse_bool, {"type": "boolean", "description": "an evicted GPR of this slice is queued again"}, True
-    )
-    share: float | None = _field(
-        _AMOUNT, {**_AMOUNT_SCHEMA, "description": "fair-share weight; null: max_gpus, else 1"}, None
-    )
-    idle_timeout: timedelta | None = _field(
-        optional(parse_duration_field),
-        {"oneOf": [DURATION_SCHEMA, {"type": "null"}], "description": "default idle timeout of the slice's GPRs"},
-        None,
-    )
-    max_idle_timeout: timedelta | None = _field(
-        optional(parse_duration_field),
-        {"oneOf": [DURATION_SCHEMA, {"type": "null"}], "description": "longest idle timeout members may ask for"},
-        None,
-    )
-    bind_failure: str = _field(
-        parse_choice(BIND_FAILURES),
-        {
-            "type": "string",
-            "enum": list(BIND_FAILURES),
-            "description": "a GPR whose nodes fail their pre-checks: fail, or move (queued again for other nodes)",
-        },
-        "fail",
-    )
 
 
 def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:
@@ -419,81 +272,130 @@ def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:
     namespaces = {}
     for cluster, names in value.items():
         where = f"{field}.{cluster}"
-        _SELECTOR(cluster, where)
-        if not isinstance(names, list) or not names:
+        if len(cluster) > 100 or not re.fullmatch(TEXT_PATTERN, cluster):
+            raise InvalidRequest(where, f"{where}: a cluster name is at most 100 characters, none of them control")
+        if not isinstance(names, list | tuple) or not names:
             raise InvalidRequest(where, f"{where} must be a non-empty list of namespace names")
-        namespaces[cluster] = tuple(parse_slice_ref(name, where) for name in names)
+        for name in names:
+            if not isinstance(name, str):
+                raise InvalidRequest(where, f"{where} must list namespace names (strings)")
+            check_slice_name(name, where)
+        namespaces[cluster] = tuple(names)
         if len(set(namespaces[cluster])) != len(names):
             raise InvalidRequest(where, f"{where} lists a namespace more than once")
     return namespaces
 
 
-_NAMESPACES_SCHEMA = {
-    "type": "object",
-    "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True},
-}
+class QuotaBody(Body):
+    max_gpus: Annotated[int | None, Field(ge=1, le=100_000, description="GPUs held at once")] = None
+    max_gpu_hours: Annotated[Amount, Field(description="GPU-hours per rolling week (7 days)")] = None
 
 
-@dataclass(frozen=True)
-class SliceCreate:
-    name: str = _field(parse_slice_ref, {"type": "string", "pattern": SLICE_NAME_RE.pattern})
-    display_name: str = _field(_NAME, {"type": "string", "maxLength": 100}, "")
-    group: str | None = _field(
-        optional(parse_matching(GROUP_NAME_RE, "a JupyterHub group name")),
-        {"type": ["string", "null"], "description": "hub group of members; default: the slice name"},
-        None,
-    )
-    quota: QuotaBody = _field(nested(QuotaBody), body_schema(QuotaBody), QuotaBody())
-    policy: PolicyBody = _field(nested(PolicyBody), body_schema(PolicyBody), PolicyBody())
-    namespaces: dict = _field(parse_namespaces, _NAMESPACES_SCHEMA, {})
-    members: tuple[str, ...] = _field(
-        parse_user_list, {"type": "array", "items": {"type": "string"}, "maxItems": 1000}, ()
-    )
+class PolicyBody(Body):
+    max_duration: OptionalDuration = None
+    max_priority: Priority = PRIORITY_MAX
+    auto_approve_max_gpus: Annotated[int | None, Field(ge=1, le=100_000)] = None
+    max_active_gprs: Annotated[int, Field(ge=1, le=1000)] = 1
+    restart_servers: bool = False
+    reject_over_limits: Annotated[bool, Field(description="reject over-limit GPRs instead of asking an admin")] = False
+    eviction: Annotated[
+        Literal[EVICTION_MODES],
+        Field(
+            description="ending lower-priority preemptible GPRs for this slice's GPRs: "
+            "auto, confirm (an admin confirms) or off",
+        ),
+    ] = "confirm"
+    requeue_evicted: Annotated[bool, Field(description="an evicted GPR of this slice is queued again")] = True
+    share: Annotated[Amount, Field(description="fair-share weight; null: max_gpus, else 1")] = None
+    idle_timeout: Annotated[OptionalDuration, Field(description="default idle timeout of the slice's GPRs")] = None
+    max_idle_timeout: Annotated[OptionalDuration, Field(description="longest idle timeout members may ask for")] = None
+    bind_failure: Annotated[
+        Literal[BIND_FAILURES],
+        Field(description="a GPR whose nodes fail their pre-checks: fail, or move (queued again for other nodes)"),
+    ] = "fail"
 
 
-@dataclass(frozen=True)
-class SliceUpdate:
+def _patch(cls: type[Body]) -> type[Body]:
+    """``cls`` as a PATCH body: every field may be left out, and is then MISSING."""
+    fields = {
+        name: (info.annotation, FieldInfo.merge_field_infos(info, default=MISSING))
+        for name, info in cls.model_fields.items()
+    }
+    namespace = {"__annotations__": {name: annotation for name, (annotation, _) in fields.items()}}
+    namespace |= {name: info for name, (_, info) in fields.items()}
+    return type(f"{cls.__name__}Patch", (cls,), namespace)
+
+
+QuotaPatch = _patch(QuotaBody)
+PolicyPatch = _patch(PolicyBody)
+Namespaces = Annotated[
+    dict[str, tuple[str, ...]],
+    BeforeValidator(_parsed(parse_namespaces)),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "additionalProperties": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+        }
+    ),
+]
+
+
+class SliceCreate(Body):
+    name: SliceName
+    display_name: Name = ""
+    group: Annotated[
+        str | None,
+        Field(pattern=GROUP_NAME_PATTERN, description="hub group of members; default: the slice name"),
+    ] = None
+    quota: QuotaBody = QuotaBody()
+    policy: PolicyBody = PolicyBody()
+    namespaces: Namespaces = {}
+    members: Annotated[
+        tuple[str, ...],
+        BeforeValidator(_parsed(parse_user_list)),
+        WithJsonSchema({"type": "array", "items": {"type": "string"}, "maxItems": 1000}),
+    ] = ()
+
+
+class SliceUpdate(Body):
     """PATCH /slices/{name}: the fields given replace the slice's; quota and policy per key."""
 
-    display_name: str = _field(_NAME, {"type": "string", "maxLength": 100})
-    quota: QuotaBody = _field(nested(QuotaBody, partial=True), body_schema(QuotaBody, partial=True))
-    policy: PolicyBody = _field(nested(PolicyBody, partial=True), body_schema(PolicyBody, partial=True))
-    namespaces: dict = _field(parse_namespaces, _NAMESPACES_SCHEMA)
+    display_name: Name = MISSING
+    quota: QuotaPatch = MISSING
+    policy: PolicyPatch = MISSING
+    namespaces: Namespaces = MISSING
 
 
-ID_MAX = 2**31 - 1  # ids are SQL INTEGER columns
-_ID = parse_int_between(1, ID_MAX)
-_ID_SCHEMA = {"type": "integer", "minimum": 1, "maximum": ID_MAX}
+def _as_tuple(value: Any) -> Any:
+    """A JSON array as the tuple a frozen body holds (its items are checked after)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
-def parse_id_list(value: Any, field: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not 1 <= len(value) <= 1000:
-        raise InvalidRequest(field, f"{field} must be a list of 1 to 1000 GPR ids")
-    ids = tuple(_ID(item, field) for item in value)
-    if len(set(ids)) != len(ids):
-        raise InvalidRequest(field, f"{field} lists a GPR more than once")
-    return ids
-
-
-@dataclass(frozen=True)
-class EvictionConfirm:
+class EvictionConfirm(Body):
     """POST queue/evictions: an admin confirms the planner's proposal for ``gpr_id``."""
 
-    gpr_id: int = _field(_ID, _ID_SCHEMA)
-    victims: tuple[int, ...] = _field(
-        parse_id_list,
-        {"type": "array", "items": _ID_SCHEMA, "minItems": 1, "maxItems": 1000, "uniqueItems": True},
-    )
+    gpr_id: GPRId
+    victims: Annotated[
+        tuple[GPRId, ...],
+        Field(min_length=1, max_length=1000, json_schema_extra={"uniqueItems": True}),
+        BeforeValidator(_as_tuple),
+    ]
+
+    def check(self) -> None:
+        if len(set(self.victims)) != len(self.victims):
+            raise InvalidRequest("victims", "victims lists a GPR more than once")
 
 
-@dataclass(frozen=True)
-class ServerStart:
+class ServerStart(Body):
     """PUT servers/{user}[/{server}]: the slice a starting server belongs to."""
 
-    slice: str = _field(parse_slice_ref, {"type": "string"})
+    slice: SliceName
 
-
-_PATH_MAX = 4096
 
 # Kubernetes label selector syntax (equality- and set-based requirements, comma-separated).
 _LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -504,58 +406,58 @@ _REQUIREMENT = (
     rf"|\s(?:in|notin)\s*\(\s*{_LABEL_VALUE}(?:\s*,\s*{_LABEL_VALUE})*\s*\))?)\s*"
 )
 LABEL_SELECTOR_RE = re.compile(rf"{_REQUIREMENT}(?:,{_REQUIREMENT})*")
-EXIT_GRACE_MAX = timedelta(days=1)
 
 
 def parse_label_selector(value: Any, field: str) -> str:
-    text = parse_text(1000)(value, field)
-    if not LABEL_SELECTOR_RE.fullmatch(text):
+    if not LABEL_SELECTOR_RE.fullmatch(value):
         raise InvalidRequest(
-            field, f"{field} {text[:80]!r} is not a Kubernetes label selector (like 'egs.io/slice,pool in (a,b)')"
+            field, f"{field} {value[:80]!r} is not a Kubernetes label selector (like 'egs.io/slice,pool in (a,b)')"
         )
-    return text.strip()
+    return value.strip()
 
 
 def parse_exit_grace(value: Any, field: str) -> timedelta:
-    grace = parse_duration(value, field)
+    grace = _parse_duration(value, field)
     if grace > EXIT_GRACE_MAX:
         raise InvalidRequest(field, f"{field} must be at most a day")
     return grace
 
 
-@dataclass(frozen=True)
-class ClusterCreate:
+class ClusterCreate(Body):
     """POST /clusters, and each item of ``EGSService.clusters``: a Kubernetes cluster reached by a
     kubeconfig file on the service's host (its ``context``, else its current context), or by the
     ServiceAccount of the pod the service runs in (``in_cluster``)."""
 
-    name: str = _field(parse_slice_ref, {"type": "string", "pattern": SLICE_NAME_RE.pattern, "maxLength": 63})
-    kubeconfig: str | None = _field(
-        optional(parse_text(_PATH_MAX)),
-        {"type": ["string", "null"], "maxLength": _PATH_MAX, "description": "absolute path on the service's host"},
-        None,
-    )
-    context: str | None = _field(
-        optional(parse_text(253)),
-        {"type": ["string", "null"], "maxLength": 253, "description": "default: the file's current-context"},
-        None,
-    )
-    in_cluster: bool = _field(parse_bool, {"type": "boolean"}, False)
-    node_selector: str = _field(
-        parse_label_selector,
-        {"type": "string", "maxLength": 1000, "description": "label selector of the GPU nodes egs-hub manages there"},
-        "egs.io/slice",
-    )
-    exit_grace: timedelta = _field(
-        parse_exit_grace,
-        {
-            "oneOf": [{**DURATION_SCHEMA["oneOf"][0], "maximum": 86400}, DURATION_SCHEMA["oneOf"][1]],
-            "description": "how long a slice's pods may take to leave a node before what remains is deleted",
-        },
-        timedelta(minutes=5),
-    )
+    name: SliceName
+    kubeconfig: Annotated[
+        str | None,
+        Field(max_length=PATH_MAX, pattern=TEXT_PATTERN, description="absolute path on the service's host"),
+    ] = None
+    context: Annotated[
+        str | None, Field(max_length=253, pattern=TEXT_PATTERN, description="default: the file's current-context")
+    ] = None
+    in_cluster: bool = False
+    node_selector: Annotated[
+        str,
+        Field(
+            max_length=1000,
+            pattern=TEXT_PATTERN,
+            description="label selector of the GPU nodes egs-hub manages there",
+        ),
+        AfterValidator(_parsed(parse_label_selector)),
+    ] = "egs.io/slice"
+    exit_grace: Annotated[
+        timedelta,
+        BeforeValidator(_parsed(_typed(timedelta, parse_exit_grace))),
+        WithJsonSchema(
+            {
+                "oneOf": [{**DURATION_SCHEMA["oneOf"][0], "maximum": 86400}, DURATION_SCHEMA["oneOf"][1]],
+                "description": "how long a slice's pods may take to leave a node before what remains is deleted",
+            }
+        ),
+    ] = timedelta(minutes=5)
 
-    def check(self, *, partial: bool) -> None:
+    def check(self) -> None:
         if self.in_cluster:
             if self.kubeconfig is not None or self.context is not None:
                 raise InvalidRequest("in_cluster", "in_cluster takes no kubeconfig or context: give one or the other")
@@ -568,3 +470,133 @@ class ClusterCreate:
             raise InvalidRequest("kubeconfig", f"kubeconfig must be an absolute path, not {self.kubeconfig!r}")
         if self.context == "":
             raise InvalidRequest("context", "context must not be empty: name a context of the kubeconfig")
+
+
+# Parsing and schemas
+
+
+B = TypeVar("B", bound=Body)
+
+
+def parse_body(cls: type[B], body: object) -> B:
+    """``cls`` from a decoded JSON body, or InvalidRequest naming the first field that is wrong."""
+    if not isinstance(body, Mapping):
+        raise InvalidRequest("body", "the request body must be a JSON object")
+    try:
+        made = cls.model_validate(body)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        # An unknown field is named first: the rest of the body may be meant for another field.
+        first = next((error for error in errors if error["type"] == "extra_forbidden"), errors[0])
+        raise _refusal(cls, first) from None
+    made.check()
+    return made
+
+
+def _refusal(cls: type[Body], error: dict) -> InvalidRequest:
+    """One pydantic error as the sentence the API answers."""
+    field = ".".join(str(part) for part in error["loc"])
+    kind, value, context = error["type"], error.get("input"), error.get("ctx") or {}
+    if kind == "egs":
+        return InvalidRequest(context["field"].replace(_FIELD, field), context["message"].replace(_FIELD, field))
+    if kind == "extra_forbidden":
+        known = ", ".join(_model_at(cls, error["loc"][:-1]).model_fields)
+        return InvalidRequest(field, f"unknown field {field!r}; known fields: {known}")
+    if kind == "missing":
+        return InvalidRequest(field, f"{field} is required")
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return InvalidRequest(field, f"{field} must be a JSON object")
+    if kind == "bool_type":
+        return InvalidRequest(field, f"{field} must be true or false")
+    if kind == "string_type":
+        return InvalidRequest(field, f"{field} must be a string")
+    if kind == "string_too_long":
+        return InvalidRequest(field, f"{field} must be at most {context['max_length']} characters")
+    if kind == "string_pattern_mismatch":
+        meaning = PATTERN_MEANINGS.get(context["pattern"])
+        if meaning is None:
+            return InvalidRequest(field, f"{field} must not contain control characters")
+        return InvalidRequest(field, f"{field} must be {meaning}, not {value!r}")
+    bounds = _bounds(cls, error["loc"])
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return InvalidRequest(field, f"{field} must be a whole number from {bounds['ge']} to {bounds['le']}")
+    if kind in ("greater_than_equal", "less_than_equal") and "ge" in bounds:
+        return InvalidRequest(field, f"{field} must be from {bounds['ge']} to {bounds['le']}, not {value}")
+    if kind in ("float_type", "float_parsing", "finite_number"):
+        return InvalidRequest(field, f"{field} must be a number above 0 and at most {bounds['le']:g}")
+    if kind in ("greater_than", "less_than_equal"):
+        return InvalidRequest(field, f"{field} must be above 0 and at most {bounds['le']:g}, not {value}")
+    if kind == "literal_error":
+        choices = get_args(_model_at(cls, error["loc"][:-1]).model_fields[error["loc"][-1]].annotation)
+        return InvalidRequest(field, f"{field} must be one of {', '.join(map(repr, choices))}, not {value!r}")
+    if kind in ("tuple_type", "list_type", "too_short", "too_long"):
+        low, high = bounds.get("min_length", 0), bounds["max_length"]
+        return InvalidRequest(field, f"{field} must be a list of {low} to {high} items")
+    return InvalidRequest(field, f"{field}: {error['msg']}")
+
+
+def _model_at(cls: type[Body], loc: tuple) -> type[Body]:
+    """The body model at ``loc`` within ``cls`` (a nested body's fields)."""
+    for part in loc:
+        cls = cls.model_fields[part].annotation
+    return cls
+
+
+def _bounds(cls: type[Body], loc: tuple) -> dict[str, Any]:
+    """The bounds (ge, le, gt, min_length, max_length) of the field at ``loc``; at an item of a
+    list (``loc`` ends with its index), the bounds of the list's item type."""
+    at_item = isinstance(loc[-1], int)
+    field = loc[-2] if at_item else loc[-1]
+    info = _model_at(cls, loc[: -2 if at_item else -1]).model_fields[field]
+    metadata = [] if at_item else list(info.metadata)
+    annotation = get_args(info.annotation)[0] if at_item else info.annotation
+    metadata += _metadata(annotation)
+    keys = ("ge", "le", "gt", "min_length", "max_length")
+    return {key: getattr(m, key) for m in metadata for key in keys if getattr(m, key, None) is not None}
+
+
+def _metadata(annotation: Any) -> list:
+    """The constraints inside a type: ``Annotated[int, Field(ge=1)] | None`` has ``Ge(1)``."""
+    if hasattr(annotation, "__metadata__"):  # Annotated[...]
+        found = [m for item in annotation.__metadata__ for m in getattr(item, "metadata", [item])]
+        return found + _metadata(annotation.__origin__)
+    if isinstance(annotation, UnionType) or getattr(annotation, "__origin__", None) is Union:
+        return [m for arg in get_args(annotation) for m in _metadata(arg)]
+    return []
+
+
+class _Schema(GenerateJsonSchema):
+    """JSON schemas for the OpenAPI document: no titles, no MISSING defaults."""
+
+    def field_title_should_be_set(self, schema) -> bool:
+        return False
+
+    def default_schema(self, schema):
+        default = schema.get("default")
+        if default is MISSING:
+            return self.generate_inner(schema["schema"])
+        if isinstance(default, timedelta):  # as the API writes durations: seconds
+            return {**self.generate_inner(schema["schema"]), "default": int(default.total_seconds())}
+        return super().default_schema(schema)
+
+
+BODIES: tuple[type[Body], ...] = (
+    GPRCreate,
+    GPRUpdate,
+    WaitTimeQuery,
+    SliceCreate,
+    SliceUpdate,
+    ClusterCreate,
+    Reason,
+    EvictionConfirm,
+    ServerStart,
+)
+
+
+def body_schemas(ref_template: str) -> dict[str, dict]:
+    """The JSON schema of every body model and the models nested in them, by name;
+    references between them follow ``ref_template`` (``"#/components/schemas/{model}"``)."""
+    _, schemas = models_json_schema(
+        [(cls, "validation") for cls in BODIES], ref_template=ref_template, schema_generator=_Schema
+    )
+    return {name: {k: v for k, v in schema.items() if k != "title"} for name, schema in schemas["$defs"].items()}

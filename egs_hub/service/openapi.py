@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of REST API v1.
 
-Request bodies come from the body dataclasses in ``core.requests`` (the same
-ones the handlers parse with); response schemas are written out here and
+Request bodies come from the body models in ``core.requests`` (the same ones
+the handlers parse with); response schemas are written out here and
 checked against the live service in the tests.
 """
 
@@ -9,20 +9,7 @@ from __future__ import annotations
 
 from ..backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
 from ..core.model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
-from ..core.requests import (
-    DURATION_PATTERN,
-    ID_MAX,
-    ClusterCreate,
-    EvictionConfirm,
-    GPRCreate,
-    GPRUpdate,
-    Reason,
-    ServerStart,
-    SliceCreate,
-    SliceUpdate,
-    WaitTimeQuery,
-    body_schema,
-)
+from ..core.requests import DURATION_PATTERN, ID_MAX, body_schemas
 from . import cursors
 from .clusters import ORIGINS as CLUSTER_ORIGINS
 
@@ -381,15 +368,7 @@ SCHEMAS = {
         },
         "required": ["status", "database", "role"],
     },
-    "GPRCreate": body_schema(GPRCreate),
-    "GPRUpdate": body_schema(GPRUpdate, partial=True),
-    "WaitTimeQuery": body_schema(WaitTimeQuery),
-    "SliceCreate": body_schema(SliceCreate),
-    "ClusterCreate": body_schema(ClusterCreate),
-    "SliceUpdate": body_schema(SliceUpdate, partial=True),
-    "Reason": body_schema(Reason),
-    "EvictionConfirm": body_schema(EvictionConfirm),
-    "ServerStart": body_schema(ServerStart),
+    **body_schemas("#/components/schemas/{model}"),
 }
 
 

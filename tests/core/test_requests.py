@@ -1,4 +1,4 @@
-"""Request bodies: parse_body over every body class, with the field each refusal names."""
+"""Request bodies: parse_body over every body model, with the field each refusal names."""
 
 from __future__ import annotations
 
@@ -22,14 +22,13 @@ from egs_hub.core.requests import (
     SliceCreate,
     SliceUpdate,
     WaitTimeQuery,
-    body_schema,
+    body_schemas,
     check_start_after,
     describe_horizon,
     parse_body,
 )
 
 GPR_BODY = {"slice": "team", "duration": "2h", "gpus": 2}
-PARTIAL = {GPRUpdate, SliceUpdate}  # PATCH bodies: every field may be left out
 
 
 @dataclass(frozen=True)
@@ -263,14 +262,13 @@ def attribute(made: object, dotted: str) -> object:
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_parse_body(case: BodyCase):
-    partial = case.cls in PARTIAL
     if case.want_field is None:
-        made = parse_body(case.cls, case.body, partial=partial)
+        made = parse_body(case.cls, case.body)
         assert isinstance(made, case.cls)
         assert {name: attribute(made, name) for name in case.want} == case.want
         return
     with pytest.raises(InvalidRequest) as raised:
-        parse_body(case.cls, case.body, partial=partial)
+        parse_body(case.cls, case.body)
     assert raised.value.field == case.want_field
     assert case.want_message in str(raised.value)
 
@@ -292,31 +290,32 @@ def test_to_spec_copies_every_field():
 )
 def test_update_apply(update: dict, want_gpus: int | None, want_nodes: int | None):
     base = parse_body(GPRCreate, GPR_BODY).to_spec()
-    applied = parse_body(GPRUpdate, update, partial=True).apply(base)
+    applied = parse_body(GPRUpdate, update).apply(base)
     assert (applied.gpus, applied.nodes) == (want_gpus, want_nodes)
     assert dataclasses.replace(applied, gpus=2, nodes=None, priority=base.priority) == base
 
 
 def test_update_apply_refuses_removing_gpus_and_nodes():
     base = parse_body(GPRCreate, GPR_BODY).to_spec()
-    update = parse_body(GPRUpdate, {"gpus": None}, partial=True)
+    update = parse_body(GPRUpdate, {"gpus": None})
     with pytest.raises(InvalidRequest) as raised:
         update.apply(base)
     assert raised.value.field == "gpus"
 
 
-def test_body_schema_lists_required_fields():
-    schema = body_schema(GPRCreate)
-    assert schema["required"] == ["slice", "duration"]
-    assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {f.name for f in dataclasses.fields(GPRCreate)}
-    assert "required" not in body_schema(GPRCreate, partial=True)
-    assert body_schema(SliceCreate)["required"] == ["name"]
+def test_body_schemas_list_required_fields():
+    schemas = body_schemas("#/components/schemas/{model}")
+    assert schemas["GPRCreate"]["required"] == ["slice", "duration"]
+    assert schemas["GPRCreate"]["additionalProperties"] is False
+    assert set(schemas["GPRCreate"]["properties"]) == set(GPRCreate.model_fields)
+    assert "required" not in schemas["GPRUpdate"]
+    assert schemas["SliceCreate"]["required"] == ["name"]
+    assert schemas["SliceUpdate"]["properties"]["policy"] == {"$ref": "#/components/schemas/PolicyBodyPatch"}
+    assert "required" not in schemas["PolicyBodyPatch"]
+    assert schemas["ClusterCreate"]["properties"]["exit_grace"]["default"] == 300
 
 
-KNOWN_KEYS = sorted(
-    {f.name for cls in (GPRCreate, SliceCreate, PolicyBody, QuotaBody) for f in dataclasses.fields(cls)}
-)
+KNOWN_KEYS = sorted({name for cls in (GPRCreate, SliceCreate, PolicyBody, QuotaBody) for name in cls.model_fields})
 SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -340,9 +339,9 @@ BODIES = st.dictionaries(st.sampled_from(KNOWN_KEYS) | st.text(max_size=6), JSON
 @settings(max_examples=300, deadline=None)
 @given(cls=st.sampled_from([GPRCreate, GPRUpdate, WaitTimeQuery, SliceCreate, SliceUpdate, Reason]), body=BODIES)
 def test_any_json_body_is_parsed_or_refused_with_a_field(cls: type, body: dict):
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = set(cls.model_fields)
     try:
-        made = parse_body(cls, body, partial=cls in PARTIAL)
+        made = parse_body(cls, body)
     except InvalidRequest as error:
         assert error.field in body or error.field.split(".")[0] in known
         assert str(error)

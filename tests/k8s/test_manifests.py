@@ -5,7 +5,6 @@ webhook, RBAC) is tested in tests/chart/.
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 import re
 
@@ -62,7 +61,7 @@ def camel(name: str) -> str:
 def test_crd_spec_fields_are_the_rest_apis(crd):
     """Every field of POST /gprs but slice (the namespace's) and name (metadata.name), in camelCase."""
     spec = version_of(crd)["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    api_fields = {camel(f.name) for f in dataclasses.fields(GPRCreate)} - {"slice", "name"}
+    api_fields = {camel(name) for name in GPRCreate.model_fields} - {"slice", "name"}
     assert set(spec["properties"]) == api_fields
     phases = version_of(crd)["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["phase"]["enum"]
     assert set(phases) == {s.value for s in Status} | {"invalid"}

@@ -121,7 +121,7 @@ class GPRHandler(GPRBase):
 
     @authenticated
     async def patch(self, gpr_id: str) -> None:
-        update = parse_body(GPRUpdate, self.json_body(), partial=True)
+        update = parse_body(GPRUpdate, self.json_body())
         gpr = self.egs.commands.edit(
             self.int_argument("id", gpr_id),
             update.apply,

@@ -65,13 +65,7 @@ def _policy(
     Quota and policy fields are SlicePolicy fields of the same names.
     """
     base = current or core.SlicePolicy()
-    changes = {
-        f.name: getattr(part, f.name)
-        for part in (quota, body)
-        if part
-        for f in dataclasses.fields(part)
-        if getattr(part, f.name) is not MISSING
-    }
+    changes = {name: value for part in (quota, body) if part for name, value in part.given().items()}
     policy = dataclasses.replace(base, **changes)
     check_policy(policy)
     return policy
@@ -240,7 +234,7 @@ class SliceHandler(SliceBase):
 
     @needs_scope(ADMIN_SCOPE)
     async def patch(self, name: str) -> None:
-        body = parse_body(SliceUpdate, self.json_body(), partial=True)
+        body = parse_body(SliceUpdate, self.json_body())
         now = self.now()
         with self.egs.sessions() as session:
             row = self.load_slice(session, name)
@@ -269,7 +263,7 @@ class SliceHandler(SliceBase):
                         queries.set_namespaces(session, row, body.namespaces)
                         queries.leave_behind(session, name, self.unregistered(before, after))
                     row.updated_at = now
-                    changed = [k for k, v in dataclasses.asdict(body).items() if v is not MISSING]
+                    changed = list(body.given())
                     queries.add_event(
                         session,
                         core.Event(
