@@ -1,0 +1,154 @@
+"""Schemathesis against a live egs-hub: every operation of its OpenAPI document, generated input.
+
+Used by tests/service/test_openapi.py (a few examples per operation, in CI) and by
+benchmarks/fuzz_api.py (many). Every answer must: not be a 5xx, use a status the
+document lists, be JSON matching the document's schema, reject schema-invalid input
+with a 4xx, and, when it is a 4xx, have changed nothing: what requests change (slices,
+their namespaces and hub groups, clusters, projects, GPR requests and the events users'
+actions write) reads the same after the answer as after the answer before it.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from sqlalchemy import bindparam, create_engine, text
+
+from .hub import Hub
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+# Operations without any input that can be invalid: no parameters, or only free-form path strings.
+NO_INVALID_INPUT = {
+    "GET /health",
+    "GET /role-templates",
+    "GET /openapi.json",
+    "GET /slices",
+    "GET /slices/{name}",
+    "DELETE /slices/{name}",
+    "PUT /slices/{name}/members/{user}",
+    "DELETE /slices/{name}/members/{user}",
+    "GET /inventory",
+    "GET /clusters",
+    "DELETE /clusters/{name}",
+    "GET /queue/evictions",
+    "DELETE /servers/{user}",
+    "DELETE /servers/{user}/{server}",
+    "POST /server-restarts/{user}",
+    "POST /server-restarts/{user}/{server}",
+}
+# What users' requests change; the reconcile loop and the hub change none of it.
+USER_STATE = {
+    "projects": "SELECT id, name FROM projects ORDER BY id",
+    "clusters": "SELECT id, project_id, name, kind, kubeconfig, context, in_cluster, node_selector, exit_grace_s "
+    "FROM clusters ORDER BY id",
+    "slices": "SELECT * FROM slices ORDER BY id",
+    "slice_namespaces": "SELECT * FROM slice_namespaces ORDER BY id",
+    "gprs": "SELECT id, name, slice, requested_by, cluster, shape, gpus, nodes, priority, duration_s, start_after, "
+    "idle_timeout_s, preemptible FROM gprs ORDER BY id",
+}
+
+
+@dataclass
+class Fuzzed:
+    requests: int = 0
+    statuses: collections.Counter = field(default_factory=collections.Counter)
+    failures: list[str] = field(default_factory=list)
+    nothing_to_send: list[str] = field(default_factory=list)
+
+
+class UserState:
+    """What the fuzzing users' requests can change, read from the store and the hub."""
+
+    def __init__(self, hub: Hub, users: tuple[str, ...]):
+        self.hub, self.users = hub, users
+        self.engine = create_engine(hub.db_url)
+
+    def read(self) -> dict:
+        with self.engine.connect() as connection:
+            state = {table: connection.execute(text(query)).all() for table, query in USER_STATE.items()}
+            state["users' events"] = connection.execute(
+                text("SELECT id, kind, gpr_id, slice FROM events WHERE actor IN :users ORDER BY id").bindparams(
+                    bindparam("users", expanding=True)
+                ),
+                {"users": list(self.users)},
+            ).all()
+        state["hub groups"] = sorted((g["name"], sorted(g["users"])) for g in self.hub.hub_api("GET", "groups"))
+        return state
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def changes(before: dict, after: dict) -> list[str]:
+    return [f"{key}: {before[key]} -> {after[key]}" for key in before if before[key] != after[key]]
+
+
+def operations(hub: Hub) -> list:
+    config = SchemathesisConfig()
+    config.projects.default.generation.update(with_security_parameters=False)
+    schema = schemathesis.openapi.from_url(hub.api + "openapi.json", config=config)
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def fuzz(hub: Hub, token: str, users: tuple[str, ...], mode: GenerationMode, examples: int, at: int) -> Fuzzed:
+    """Up to ``examples`` generated requests per operation with ``token``, from hypothesis seed ``at``.
+
+    ``users``: the hub users whose actions write events (the token's, and whoever it acts for)."""
+    headers = {"Authorization": f"token {token}"}
+    base_url = hub.api.rstrip("/")
+    fuzzed = Fuzzed()
+    state = UserState(hub, users)
+    last = state.read()
+    for operation in operations(hub):
+
+        @seed(at)
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.generate],
+        )
+        @given(case=operation.as_strategy(generation_mode=mode))
+        def check(case):
+            nonlocal last
+            response = case.call(base_url=base_url, headers=headers)
+            fuzzed.requests += 1
+            fuzzed.statuses[response.status_code] += 1
+            now = state.read()
+            before, last = last, now
+            case.validate_response(response, checks=CHECKS)
+            if 400 <= response.status_code < 500:
+                changed = changes(before, now)
+                assert not changed, f"answered {response.status_code} but changed " + "; ".join(changed)
+
+        try:
+            check()
+        except Unsatisfiable:
+            # No input of this kind exists (invalid input to an operation whose only inputs are
+            # free-form strings): there is nothing to send, which is recorded, not hidden.
+            fuzzed.nothing_to_send.append(operation.label)
+        except Exception as e:  # one operation's failure must not hide the others'
+            fuzzed.failures.append(f"{operation.label}: {e}")
+            last = state.read()
+    state.close()
+    return fuzzed
