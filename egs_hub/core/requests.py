@@ -334,9 +334,10 @@ Namespaces = Annotated[
     WithJsonSchema(
         {
             "type": "object",
+            "propertyNames": {"maxLength": 100, "pattern": TEXT_PATTERN},
             "additionalProperties": {
                 "type": "array",
-                "items": {"type": "string"},
+                "items": {"type": "string", "pattern": SLICE_NAME_PATTERN, "maxLength": 63},
                 "minItems": 1,
                 "uniqueItems": True,
             },

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
 from ..core.model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
-from ..core.requests import DURATION_PATTERN, ID_MAX, body_schemas
+from ..core.requests import DURATION_PATTERN, ID_MAX, SLICE_NAME_PATTERN, body_schemas
+from ..core.user_names import USER_NAME_RE
 from . import cursors
 from .clusters import ORIGINS as CLUSTER_ORIGINS
 
@@ -544,7 +545,9 @@ def _page(key: str, items: dict, **more: dict) -> dict:
 
 
 GPR_ID = _path("id", {"type": "integer", "minimum": 1, "maximum": ID_MAX})
-SLICE_NAME = _path("name")
+SLICE_NAME = _path("name", {"type": "string", "pattern": SLICE_NAME_PATTERN, "maxLength": 63})
+CLUSTER_NAME = SLICE_NAME  # clusters are named as slices are
+USER = _path("user", {"type": "string", "pattern": f"^{USER_NAME_RE.pattern}$"})
 AUTH_ERRORS = ("401",)
 
 
@@ -630,7 +633,7 @@ def _paths() -> dict:
             },
         },
         "/slices/{name}/members/{user}": {
-            "parameters": [SLICE_NAME, _path("user")],
+            "parameters": [SLICE_NAME, USER],
             "put": {
                 "summary": "Add a member (admin); the hub group changes too",
                 "responses": _responses("the slice", slice_, "400", "401", "403", "404"),
@@ -676,7 +679,7 @@ def _paths() -> dict:
             },
         },
         "/clusters/{name}": {
-            "parameters": [_path("name")],
+            "parameters": [CLUSTER_NAME],
             "delete": {
                 "summary": "Remove a cluster registered through the API, unless GPRs hold or wait for it (admin)",
                 "responses": _responses("removed", None, "401", "403", "404", "409", status="204"),
@@ -921,7 +924,7 @@ def _paths() -> dict:
             },
         },
         "/servers/{user}": {
-            "parameters": [_path("user")],
+            "parameters": [USER],
             "put": {
                 "summary": "Register a starting default server; answers the GPUs it may use (spawner)",
                 "requestBody": _body("ServerStart"),
@@ -933,7 +936,7 @@ def _paths() -> dict:
             },
         },
         "/servers/{user}/{server}": {
-            "parameters": [_path("user"), _path("server")],
+            "parameters": [USER, _path("server")],
             "put": {
                 "summary": "Register a starting named server; answers the GPUs it may use (spawner)",
                 "requestBody": _body("ServerStart"),
@@ -945,7 +948,7 @@ def _paths() -> dict:
             },
         },
         "/server-restarts/{user}": {
-            "parameters": [_path("user")],
+            "parameters": [USER],
             "post": {
                 "summary": "Restart a running default server, e.g. to see newly bound GPUs (its owner or an admin)",
                 "responses": _responses(
@@ -954,7 +957,7 @@ def _paths() -> dict:
             },
         },
         "/server-restarts/{user}/{server}": {
-            "parameters": [_path("user"), _path("server")],
+            "parameters": [USER, _path("server")],
             "post": {
                 "summary": "Restart a running named server, e.g. to see newly bound GPUs (its owner or an admin)",
                 "responses": _responses(
