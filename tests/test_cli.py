@@ -172,20 +172,36 @@ def test_up_with_the_port_taken_names_it_and_the_option(tmp_path, taken_port: in
     assert not (ws.root / "data").exists()
 
 
+def two_neighbouring_ports() -> tuple[socket.socket, socket.socket]:
+    """Sockets bound to two neighbouring ports below the ephemeral range: no outgoing connection
+    takes such a port, so only these sockets decide what free_port finds there."""
+    while True:
+        port = free_port()
+        first, second = socket.socket(), socket.socket()
+        try:
+            first.bind(("127.0.0.1", port))
+            second.bind(("127.0.0.1", port + 1))
+            return first, second
+        except OSError:
+            first.close()
+            second.close()
+
+
 def test_free_port_is_below_the_ephemeral_range_and_skips_a_taken_one(monkeypatch):
     low = embedded._ephemeral_low()
     assert all(embedded._LOWEST_FREE_PORT <= free_port() < low for _ in range(20))
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
+    taken, neighbour = two_neighbouring_ports()
+    with taken, neighbour:
         port = taken.getsockname()[1]
+        taken.listen()
         monkeypatch.setattr(embedded, "_LOWEST_FREE_PORT", port)
         monkeypatch.setattr(embedded, "_ephemeral_low", lambda: port + 1)
         with pytest.raises(SetupError, match=f"no free port on 127.0.0.1 from {port} to {port}"):
             free_port()
-        monkeypatch.setattr(embedded, "_LOWEST_FREE_PORT", port - 1)
-        assert free_port() == port - 1
+        monkeypatch.setattr(embedded, "_ephemeral_low", lambda: port + 2)
+        neighbour.close()
+        assert free_port() == port + 1
 
 
 # --- db upgrade | current ------------------------------------------------------------------
