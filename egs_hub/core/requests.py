@@ -18,7 +18,16 @@ from datetime import datetime, timedelta
 from types import UnionType
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    create_model,
+)
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import PydanticCustomError
@@ -186,18 +195,17 @@ class Body(BaseModel):
         return {name: value for name in type(self).model_fields if (value := getattr(self, name)) is not MISSING}
 
 
-class GPRCreate(Body):
+class _Ask(Body):
+    """What a wait-time query and a GPR both ask for."""
+
     slice: SliceName
     duration: Duration
     gpus: Count | None = None
     nodes: Count | None = None
-    name: Name = ""
     priority: Priority = PRIORITY_DEFAULT
     shape: Selector = None
     cluster: Selector = None
     start_after: StartAfter = None
-    idle_timeout: OptionalDuration = None
-    preemptible: bool = True
 
     def check(self) -> None:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=False)
@@ -206,19 +214,28 @@ class GPRCreate(Body):
         return GPRSpec(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
-class GPRUpdate(Body):
-    """PATCH /gprs/{id}: the owner edits before provisioning; admins change priority."""
+class WaitTimeQuery(_Ask):
+    """POST /wait-times: when a GPR of this shape would start, on each cluster and shape that could serve it."""
 
-    duration: Duration = MISSING
-    gpus: Count | None = MISSING
-    nodes: Count | None = MISSING
-    name: Name = MISSING
-    priority: Priority = MISSING
-    shape: Selector = MISSING
-    cluster: Selector = MISSING
-    start_after: StartAfter = MISSING
-    idle_timeout: OptionalDuration = MISSING
-    preemptible: bool = MISSING
+
+class GPRCreate(_Ask):
+    name: Name = ""
+    idle_timeout: OptionalDuration = None
+    preemptible: bool = True
+
+
+def _patch(cls: type[Body], omit: tuple[str, ...] = ()) -> type[Body]:
+    """The fields of ``cls`` but ``omit`` as a PATCH body: each may be left out, and is then MISSING."""
+    fields = {
+        name: (info.annotation, FieldInfo.merge_field_infos(info, default=MISSING))
+        for name, info in cls.model_fields.items()
+        if name not in omit
+    }
+    return create_model(f"{cls.__name__}Patch", __base__=Body, **fields)
+
+
+class GPRUpdate(_patch(GPRCreate, omit=("slice",))):
+    """PATCH /gprs/{id}: the owner edits before provisioning; admins change priority."""
 
     def check(self) -> None:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=True)
@@ -233,23 +250,6 @@ class GPRUpdate(Body):
         updated = dataclasses.replace(spec, **changes)
         _check_gpus_or_nodes(updated.gpus, updated.nodes, partial=False)
         return updated
-
-
-class WaitTimeQuery(Body):
-    slice: SliceName
-    duration: Duration
-    gpus: Count | None = None
-    nodes: Count | None = None
-    priority: Priority = PRIORITY_DEFAULT
-    shape: Selector = None
-    cluster: Selector = None
-    start_after: StartAfter = None
-
-    def check(self) -> None:
-        _check_gpus_or_nodes(self.gpus, self.nodes, partial=False)
-
-    def to_spec(self) -> GPRSpec:
-        return GPRSpec(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
 class Reason(Body):
@@ -313,17 +313,6 @@ class PolicyBody(Body):
         Literal[BIND_FAILURES],
         Field(description="a GPR whose nodes fail their pre-checks: fail, or move (queued again for other nodes)"),
     ] = "fail"
-
-
-def _patch(cls: type[Body]) -> type[Body]:
-    """``cls`` as a PATCH body: every field may be left out, and is then MISSING."""
-    fields = {
-        name: (info.annotation, FieldInfo.merge_field_infos(info, default=MISSING))
-        for name, info in cls.model_fields.items()
-    }
-    namespace = {"__annotations__": {name: annotation for name, (annotation, _) in fields.items()}}
-    namespace |= {name: info for name, (_, info) in fields.items()}
-    return type(f"{cls.__name__}Patch", (cls,), namespace)
 
 
 QuotaPatch = _patch(QuotaBody)
