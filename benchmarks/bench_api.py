@@ -67,6 +67,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -323,6 +325,15 @@ class Level:
     quiet: bool = True
     items: int | None = None  # list: GPRs in the first answer
 
+    @contextmanager
+    def counting_cpu(self, pid: int) -> Iterator[None]:
+        """The CPU seconds the service (``pid``), this client and the whole machine spend in the block."""
+        service, client, machine = cpu_seconds(pid), time.process_time(), machine_cpu_seconds()
+        yield
+        self.cpu_s = cpu_seconds(pid) - service
+        self.client_cpu_s = time.process_time() - client
+        self.machine_cpu_s = machine_cpu_seconds() - machine
+
     def figures(self) -> dict:
         # Requests given up on count in the percentiles with the time they had waited: a lower bound.
         waits = self.latencies + self.unanswered or [float("nan")]
@@ -444,19 +455,16 @@ class Bench:
                 if operation == "list" and result.items is None:
                     result.items = len(json.loads(data)["gprs"])
 
-        cpu_before, started = cpu_seconds(pid), time.perf_counter()
-        client_before, machine_before = time.process_time(), machine_cpu_seconds()
-        stop_at, last_answer = started + self.args.seconds, [started]
-        tasks = [asyncio.ensure_future(client()) for _ in range(clients)]
-        # In flight at the end: answers within --drain count, the rest are given up on.
-        _, pending = await asyncio.wait(tasks, timeout=self.args.seconds + self.args.drain)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        result.wall_s = (time.perf_counter() if pending else last_answer[0]) - started
-        result.cpu_s = cpu_seconds(pid) - cpu_before
-        result.client_cpu_s = time.process_time() - client_before
-        result.machine_cpu_s = machine_cpu_seconds() - machine_before
+        with result.counting_cpu(pid):
+            started = time.perf_counter()
+            stop_at, last_answer = started + self.args.seconds, [started]
+            tasks = [asyncio.ensure_future(client()) for _ in range(clients)]
+            # In flight at the end: answers within --drain count, the rest are given up on.
+            _, pending = await asyncio.wait(tasks, timeout=self.args.seconds + self.args.drain)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            result.wall_s = (time.perf_counter() if pending else last_answer[0]) - started
         return result
 
     async def run(self, operations: tuple[str, ...]) -> dict[str, list[dict]]:

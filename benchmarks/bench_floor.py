@@ -21,7 +21,7 @@ import sys
 import time
 
 import aiohttp
-from bench_api import Level, chp_path, cpu_seconds, log, machine_cpu_seconds
+from bench_api import Level, chp_path, log
 from bench_planner import bench_reference
 
 from egs_hub.embedded import free_port
@@ -69,14 +69,11 @@ async def level(url: str, clients: int, seconds: float, pid: int) -> Level:
                         continue
                 result.latencies.append(time.perf_counter() - started)
 
-        cpu_before, started = cpu_seconds(pid), time.perf_counter()
-        client_before, machine_before = time.process_time(), machine_cpu_seconds()
-        stop_at = started + seconds
-        await asyncio.gather(*(client() for _ in range(clients)))
-        result.wall_s = time.perf_counter() - started
-        result.cpu_s = cpu_seconds(pid) - cpu_before
-        result.client_cpu_s = time.process_time() - client_before
-        result.machine_cpu_s = machine_cpu_seconds() - machine_before
+        with result.counting_cpu(pid):
+            started = time.perf_counter()
+            stop_at = started + seconds
+            await asyncio.gather(*(client() for _ in range(clients)))
+            result.wall_s = time.perf_counter() - started
     return result
 
 

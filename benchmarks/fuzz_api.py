@@ -25,7 +25,7 @@ from schemathesis import GenerationMode
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the tests package
 
 from egs_hub.embedded import free_port
-from tests.service.fuzzing import NO_INVALID_INPUT, fuzz
+from tests.service.fuzzing import MEMBER, NO_INVALID_INPUT, actors, fuzz, prepare
 from tests.service.hub import start_hub, stop_hub
 
 MODES = {"valid": GenerationMode.POSITIVE, "invalid": GenerationMode.NEGATIVE}
@@ -41,15 +41,12 @@ def fuzz_database(kind: str, args) -> dict:
     hub = start_hub(work, db_url, free_port())
     runs, problems = [], []
     try:
-        admin = hub.admin()
-        admin.post("slices", {"name": "fuzz", "members": ["fuzzer"]}, expect=201)
-        for _ in range(2):
-            admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
-        actors = (admin.get("gprs?limit=1", expect=200)["gprs"][0]["requested_by"], "fuzzer")
-        for role, token in (("admin", hub.admin_token), ("member", hub.user_token("fuzzer"))):
+        prepare(hub)
+        users = actors(hub)
+        for role, token in (("admin", hub.admin_token), ("member", hub.user_token(MEMBER))):
             for mode_name, mode in MODES.items():
                 started = time.perf_counter()
-                fuzzed = fuzz(hub, token, actors, mode, args.examples, args.seed)
+                fuzzed = fuzz(hub, token, users, mode, args.examples, args.seed)
                 allowed = NO_INVALID_INPUT if mode is GenerationMode.NEGATIVE else set()
                 unexpected = sorted(set(fuzzed.nothing_to_send) - allowed)
                 run = {

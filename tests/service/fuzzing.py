@@ -88,6 +88,23 @@ class UserState:
         self.engine.dispose()
 
 
+MEMBER = "fuzzer"
+
+
+def prepare(hub: Hub) -> None:
+    """Something real to act on: a slice with a member, a provisioned and a queued GPR."""
+    admin = hub.admin()
+    admin.post("slices", {"name": "fuzz", "members": [MEMBER]}, expect=201)
+    for _ in range(2):
+        admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
+
+
+def actors(hub: Hub) -> tuple[str, str]:
+    """The names the fuzzing users' actions are recorded under: the admin token's (the first
+    GPR's submitter) and the member's."""
+    return hub.admin().get("gprs?limit=1", expect=200)["gprs"][0]["requested_by"], MEMBER
+
+
 def changes(before: dict, after: dict) -> list[str]:
     return [f"{key}: {before[key]} -> {after[key]}" for key in before if before[key] != after[key]]
 

@@ -17,7 +17,7 @@ from schemathesis import GenerationMode
 from egs_hub.embedded import free_port
 
 from ..conftest import DATABASES, new_db_url
-from .fuzzing import NO_INVALID_INPUT, UserState, changes, fuzz
+from .fuzzing import MEMBER, NO_INVALID_INPUT, UserState, actors, changes, fuzz, prepare
 from .hub import Hub, start_hub, stop_hub
 
 EXAMPLES_PER_OPERATION = 25
@@ -28,25 +28,16 @@ SEED = 19
 def fuzzed_hub(request, tmp_path_factory, postgres) -> Iterator[Hub]:
     data_dir = tmp_path_factory.mktemp(f"fuzz-{request.param}")
     running = start_hub(str(data_dir), new_db_url(request.param, data_dir, postgres), free_port())
-    # Something real to act on: a slice with a member, a provisioned and a queued GPR.
-    admin = running.admin()
-    admin.post("slices", {"name": "fuzz", "members": ["fuzzer"]}, expect=201)
-    admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
-    admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
+    prepare(running)
     yield running
     stop_hub(running)
-
-
-def admin_actor(hub: Hub) -> str:
-    """The name the admin token's actions are recorded under (the first GPR's submitter)."""
-    return hub.admin().get("gprs?limit=1", expect=200)["gprs"][0]["requested_by"]
 
 
 @pytest.mark.parametrize("role", ["admin", "member"])
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["valid", "invalid"])
 def test_every_operation_conforms_to_the_document(fuzzed_hub, mode, role):
-    token = fuzzed_hub.admin_token if role == "admin" else fuzzed_hub.user_token("fuzzer")
-    fuzzed = fuzz(fuzzed_hub, token, (admin_actor(fuzzed_hub), "fuzzer"), mode, EXAMPLES_PER_OPERATION, SEED)
+    token = fuzzed_hub.admin_token if role == "admin" else fuzzed_hub.user_token(MEMBER)
+    fuzzed = fuzz(fuzzed_hub, token, actors(fuzzed_hub), mode, EXAMPLES_PER_OPERATION, SEED)
     assert not fuzzed.failures, "\n\n".join(fuzzed.failures)
     assert fuzzed.statuses and not any(status >= 500 for status in fuzzed.statuses), fuzzed.statuses
     if mode is GenerationMode.POSITIVE:
@@ -73,11 +64,11 @@ def test_the_store_holds_its_invariants_after_fuzzing(fuzzed_hub):
 
 def test_what_users_change_is_seen_by_the_fuzzer(fuzzed_hub):
     """The 4xx check compares UserState: a change made through the API must show in it."""
-    state = UserState(fuzzed_hub, (admin_actor(fuzzed_hub), "fuzzer"))
+    state = UserState(fuzzed_hub, actors(fuzzed_hub))
     before = state.read()
     fuzzed_hub.admin().call("PATCH", "slices/fuzz", {"display_name": "seen"}, expect=200)
     after_patch = state.read()
-    member = fuzzed_hub.client(fuzzed_hub.user_token("fuzzer"))
+    member = fuzzed_hub.client(fuzzed_hub.user_token(MEMBER))
     gpr = member.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": 60}, expect=201)
     member.call("DELETE", f"gprs/{gpr['id']}", expect=200)
     after_cancel = state.read()
