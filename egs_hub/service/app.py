@@ -57,6 +57,40 @@ LOCAL_CLUSTER = "local"
 GIL_SWITCH_SECONDS = 0.0005
 
 
+# The API's paths under api/v1/ and their handlers; service/openapi.py documents each (the tests check both agree).
+API_ROUTES = [
+    (r"health", inventory.HealthHandler),
+    (r"openapi\.json", inventory.OpenAPIHandler),
+    (r"slices", slices.SlicesHandler),
+    (r"slices/([^/]+)", slices.SliceHandler),
+    (r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
+    (r"slices/([^/]+)/kubeconfig", slices.KubeconfigHandler),
+    (r"inventory", inventory.InventoryHandler),
+    (r"inventory/schedule", inventory.ScheduleHandler),
+    (r"clusters", clusters.ClustersHandler),
+    (r"clusters/([^/]+)", clusters.ClusterHandler),
+    (r"role-templates", clusters.RoleTemplatesHandler),
+    (r"wait-times", gprs.WaitTimesHandler),
+    (r"gprs", gprs.GPRsHandler),
+    (r"gprs/([^/]+)", gprs.GPRHandler),
+    (r"gprs/([^/]+)/release", gprs.ReleaseHandler),
+    (r"gprs/([^/]+)/(approve|deny)", gprs.DecisionHandler),
+    (r"queue", queue.QueueHandler),
+    (r"queue/evictions", queue.EvictionsHandler),
+    (r"events", inventory.EventsHandler),
+    (r"gpus", gpus.GPUsHandler),
+    (r"gpus/utilization", gpus.UsedUtilizationHandler),
+    (r"gpus/([^/]+)/metrics", gpus.GPUMetricsHandler),
+    (r"workloads", gpus.WorkloadsHandler),
+    (r"alerts", gpus.AlertsHandler),
+    (r"servers", servers.ServersHandler),
+    (r"servers/([^/]+)", servers.ServerHandler),
+    (r"servers/([^/]+)/([^/]+)", servers.ServerHandler),
+    (r"server-restarts/([^/]+)", servers.ServerRestartHandler),
+    (r"server-restarts/([^/]+)/([^/]+)", servers.ServerRestartHandler),
+]
+
+
 class EGSService(Application):
     name = "egs-hub-service"
     description = "The egs-hub control plane (run by JupyterHub as the managed service 'egs')."
@@ -480,35 +514,7 @@ class EGSService(Application):
     def make_app(self) -> web.Application:
         api = self.api_prefix
         handlers = [
-            (api + r"health", inventory.HealthHandler),
-            (api + r"openapi\.json", inventory.OpenAPIHandler),
-            (api + r"slices", slices.SlicesHandler),
-            (api + r"slices/([^/]+)", slices.SliceHandler),
-            (api + r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
-            (api + r"slices/([^/]+)/kubeconfig", slices.KubeconfigHandler),
-            (api + r"inventory", inventory.InventoryHandler),
-            (api + r"inventory/schedule", inventory.ScheduleHandler),
-            (api + r"clusters", clusters.ClustersHandler),
-            (api + r"clusters/([^/]+)", clusters.ClusterHandler),
-            (api + r"role-templates", clusters.RoleTemplatesHandler),
-            (api + r"wait-times", gprs.WaitTimesHandler),
-            (api + r"gprs", gprs.GPRsHandler),
-            (api + r"gprs/([^/]+)", gprs.GPRHandler),
-            (api + r"gprs/([^/]+)/release", gprs.ReleaseHandler),
-            (api + r"gprs/([^/]+)/(approve|deny)", gprs.DecisionHandler),
-            (api + r"queue", queue.QueueHandler),
-            (api + r"queue/evictions", queue.EvictionsHandler),
-            (api + r"events", inventory.EventsHandler),
-            (api + r"gpus", gpus.GPUsHandler),
-            (api + r"gpus/utilization", gpus.UsedUtilizationHandler),
-            (api + r"gpus/([^/]+)/metrics", gpus.GPUMetricsHandler),
-            (api + r"workloads", gpus.WorkloadsHandler),
-            (api + r"alerts", gpus.AlertsHandler),
-            (api + r"servers", servers.ServersHandler),
-            (api + r"servers/([^/]+)", servers.ServerHandler),
-            (api + r"servers/([^/]+)/([^/]+)", servers.ServerHandler),
-            (api + r"server-restarts/([^/]+)", servers.ServerRestartHandler),
-            (api + r"server-restarts/([^/]+)/([^/]+)", servers.ServerRestartHandler),
+            *[(api + path, handler) for path, handler in API_ROUTES],
             (api + r".*", NotFoundHandler),
             (self.prefix + webhooks.ROUTE, webhooks.PodWebhookHandler),
             (self.prefix + r"metrics", prometheus.MetricsHandler),

@@ -37,8 +37,6 @@ from ..store.db import transaction
 
 log = logging.getLogger(__name__)
 
-ORIGINS = ("local", "config", "api")
-
 
 @dataclass
 class ClusterState:

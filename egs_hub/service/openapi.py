@@ -1,480 +1,27 @@
 """The OpenAPI 3.1 document of REST API v1.
 
-Request bodies come from the body models in ``core.requests`` (the same ones
-the handlers parse with); response schemas are written out here and
-checked against the live service in the tests.
+Schemas come from the models: request bodies from ``core.requests`` (the ones the
+handlers parse with), answers from ``core.resources`` (the ones the handlers answer
+with and the client decodes into). What is written here is the paths: each
+operation's summary, parameters, body and answers.
 """
 
 from __future__ import annotations
 
 from ..backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
-from ..core.model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
+from ..core.model import Status
 from ..core.requests import DURATION_PATTERN, ID_MAX, SLICE_NAME_PATTERN, body_schemas
+from ..core.resources import resource_schemas
 from ..core.user_names import USER_NAME_RE
 from . import cursors
-from .clusters import ORIGINS as CLUSTER_ORIGINS
 
 TIME = {"type": "string", "format": "date-time"}
-HEALTH = {"type": "string", "enum": ["ok", "unavailable"]}
-NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
-NULLABLE_INT = {"type": ["integer", "null"]}
-NULLABLE_STR = {"type": ["string", "null"]}
-NULLABLE_NUMBER = {"type": ["number", "null"]}
-STRINGS = {"type": "array", "items": {"type": "string"}}
-
-
-def _obj(properties: dict, required: list[str] | None = None) -> dict:
-    return {"type": "object", "properties": properties, "required": required or list(properties)}
+REF = "#/components/schemas/{model}"
+SCHEMAS = {**resource_schemas(REF), **body_schemas(REF)}
 
 
 def _ref(name: str) -> dict:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-SCHEMAS = {
-    "Kubeconfig": _obj(
-        {
-            "slice": {"type": "string"},
-            "cluster": {"type": "string"},
-            "namespace": {"type": "string", "description": "the slice's home namespace there (current context)"},
-            "expires_at": TIME,
-            "kubeconfig": {"type": "string", "description": "YAML: one context per namespace of the slice"},
-        }
-    ),
-    "Error": {
-        "type": "object",
-        "properties": {
-            "status": {"type": "integer"},
-            "message": {"type": "string"},
-            "field": {"type": "string"},
-        },
-        "required": ["status", "message"],
-    },
-    "GPR": _obj(
-        {
-            "id": {"type": "integer"},
-            "name": NULLABLE_STR,
-            "slice": {"type": "string"},
-            "requested_by": NULLABLE_STR,
-            "cluster": NULLABLE_STR,
-            "shape": NULLABLE_STR,
-            "gpus": NULLABLE_INT,
-            "nodes": NULLABLE_INT,
-            "priority": {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
-            "duration": {"type": "integer", "description": "seconds"},
-            "start_after": NULLABLE_TIME,
-            "idle_timeout": {**NULLABLE_INT, "description": "seconds; released after its GPUs idle this long"},
-            "preemptible": {"type": "boolean"},
-            "status": {"type": "string", "enum": [s.value for s in Status]},
-            "status_reason": {"type": "string"},
-            "estimated_start": {**NULLABLE_TIME, "description": "queued GPRs: when the planner starts it"},
-            "queue_position": NULLABLE_INT,
-            "planned_gpus": {**STRINGS, "description": "queued GPRs admitted now: the GPUs they get"},
-            "planned_nodes": {**STRINGS, "description": "queued GPRs: the nodes planned for them"},
-            "planned_gpu_count": {**NULLABLE_INT, "description": "queued GPRs: GPUs planned on those nodes"},
-            "window_start": NULLABLE_TIME,
-            "window_end": NULLABLE_TIME,
-            "bound_gpus": STRINGS,
-            "bound_nodes": STRINGS,
-            "avoid_nodes": {
-                "type": "array",
-                "items": _obj({"cluster": {"type": "string"}, "node": {"type": "string"}}),
-                "description": "nodes that failed this GPR's pre-checks: it is not placed on them again",
-            },
-            "end_reason": {"type": ["string", "null"]},
-            "created_at": TIME,
-            "updated_at": TIME,
-            "ended_at": NULLABLE_TIME,
-        }
-    ),
-    "Slice": _obj(
-        {
-            "name": {"type": "string"},
-            "display_name": {"type": "string"},
-            "group": {"type": "string"},
-            "members": STRINGS,
-            "quota": _obj(
-                {
-                    "max_gpus": NULLABLE_INT,
-                    "max_gpu_hours": {**NULLABLE_NUMBER, "description": "GPU-hours per rolling week"},
-                }
-            ),
-            "policy": _obj(
-                {
-                    "max_duration": {**NULLABLE_INT, "description": "seconds"},
-                    "max_priority": {"type": "integer"},
-                    "auto_approve_max_gpus": NULLABLE_INT,
-                    "max_active_gprs": {"type": "integer"},
-                    "restart_servers": {"type": "boolean"},
-                    "reject_over_limits": {"type": "boolean"},
-                    "eviction": {"type": "string", "enum": list(EVICTION_MODES)},
-                    "requeue_evicted": {"type": "boolean"},
-                    "share": {**NULLABLE_NUMBER, "description": "fair-share weight; null: max_gpus, else 1"},
-                    "idle_timeout": {**NULLABLE_INT, "description": "seconds; default idle timeout of its GPRs"},
-                    "max_idle_timeout": {**NULLABLE_INT, "description": "seconds; longest idle timeout members ask"},
-                    "bind_failure": {"type": "string", "enum": list(BIND_FAILURES)},
-                }
-            ),
-            "usage": _obj(
-                {
-                    "gpu_hours_week": {"type": "number", "description": "GPU-hours used in the rolling week"},
-                    "decayed_gpu_hours": {
-                        "type": "number",
-                        "description": "GPU-hours used, each weighed down by its age (fair-share half-life)",
-                    },
-                    "fair_share_factor": {
-                        "type": "number",
-                        "description": "in (0, 1]: 1 used nothing lately, 1/2 used its share; "
-                        "higher is served first within a priority band",
-                    },
-                }
-            ),
-            "namespaces": {"type": "object", "additionalProperties": STRINGS},
-            "gpus": {**STRINGS, "description": "GPU UUIDs the slice's servers may use now"},
-            "created_at": TIME,
-            "updated_at": TIME,
-        }
-    ),
-    "Event": _obj(
-        {
-            "id": {"type": "integer"},
-            "time": TIME,
-            "kind": {"type": "string"},
-            "actor": {"type": "string"},
-            "reason": {"type": "string"},
-            "gpr": NULLABLE_INT,
-            "slice": NULLABLE_STR,
-            "from_status": NULLABLE_STR,
-            "to_status": NULLABLE_STR,
-            "data": {"type": "object"},
-        }
-    ),
-    "Shape": _obj(
-        {
-            "name": {"type": "string"},
-            "model": {"type": "string"},
-            "memory_gb": {"type": "integer"},
-            "gpus_per_node": {"type": "integer"},
-        }
-    ),
-    "Inventory": _obj(
-        {
-            "clusters": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "name": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "source": {"type": "string"},
-                        "health": HEALTH,
-                        "message": {**NULLABLE_STR, "description": "why it is unavailable"},
-                        "nodes": {
-                            "type": "array",
-                            "items": _obj(
-                                {
-                                    "name": {"type": "string"},
-                                    "shape": {"type": "string"},
-                                    "schedulable": {"type": "boolean"},
-                                    "declared": {"type": "boolean"},
-                                    "whole": {
-                                        "type": "boolean",
-                                        "description": "bound to one GPR at a time (Kubernetes)",
-                                    },
-                                    "gpus": {
-                                        "type": "array",
-                                        "items": _obj(
-                                            {
-                                                "uuid": {"type": "string"},
-                                                "index": {"type": "integer"},
-                                                "product": {"type": "string"},
-                                                "memory_mib": {"type": "integer"},
-                                                "declared": {"type": "boolean"},
-                                                "healthy": {"type": "boolean"},
-                                                "slice": NULLABLE_STR,
-                                                "gpr": NULLABLE_INT,
-                                            }
-                                        ),
-                                    },
-                                }
-                            ),
-                        },
-                    }
-                ),
-            },
-            "shapes": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "cluster": {"type": "string"},
-                        "name": {"type": "string"},
-                        "model": {"type": "string"},
-                        "memory_gb": {"type": "integer"},
-                        "gpus_per_node": {"type": "integer"},
-                        "gpus": {"type": "integer"},
-                        "free": {"type": "integer"},
-                    }
-                ),
-            },
-            "gpus": {"type": "integer"},
-            "free": {"type": "integer"},
-        }
-    ),
-    "Cluster": _obj(
-        {
-            "name": {"type": "string"},
-            "kind": {"type": "string", "description": "local or kubernetes"},
-            "origin": {
-                "type": "string",
-                "enum": list(CLUSTER_ORIGINS),
-                "description": "this host, EGSService.clusters in the config, or POST /clusters",
-            },
-            "where": {"type": "string", "description": "how the service reaches it"},
-            "health": HEALTH,
-            "message": {**NULLABLE_STR, "description": "why it is unavailable"},
-            "source": {"type": "string", "description": "what its last inventory said"},
-            "nodes": {"type": "integer", "description": "nodes with GPUs present now"},
-            "gpus": {"type": "integer"},
-            "node_selector": {**NULLABLE_STR, "description": "Kubernetes: label selector of the nodes it manages"},
-            "exit_grace": {**NULLABLE_INT, "description": "Kubernetes: seconds a slice's pods get to leave a node"},
-        }
-    ),
-    "RoleTemplate": _obj(
-        {
-            "name": {"type": "string"},
-            "builtin": {"type": "boolean", "description": "one of egs-hub's own (deployment, reader), unchanged"},
-            "rules": {"type": "array", "items": {"type": "object"}, "description": "RBAC PolicyRules of the Role"},
-            "subjects": {"type": "array", "items": {"type": "object"}, "description": "of the RoleBinding"},
-        }
-    ),
-    "Window": _obj(
-        {
-            "gpr": {"type": "integer"},
-            "slice": {"type": "string"},
-            "gpus": {**STRINGS, "description": "empty for a planned window that starts later than now"},
-            "gpu_count": {"type": "integer"},
-            "start": TIME,
-            "end": TIME,
-            "state": {"type": "string", "enum": ["past", "current", "planned"]},
-            "status": {"type": "string"},
-        }
-    ),
-    "Schedule": _obj(
-        {
-            "start": TIME,
-            "end": TIME,
-            "nodes": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "cluster": {"type": "string"},
-                        "node": {"type": "string"},
-                        "windows": {"type": "array", "items": _ref("Window")},
-                    }
-                ),
-            },
-        }
-    ),
-    "WaitTimes": _obj(
-        {
-            "options": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "cluster": {"type": "string"},
-                        "shape": _ref("Shape"),
-                        "estimated_start": TIME,
-                        "wait_seconds": {"type": "integer", "minimum": 0},
-                        "nodes": STRINGS,
-                        "gpus": {"type": "integer", "description": "GPUs it would get on those nodes"},
-                    }
-                ),
-            },
-            "needs_approval": {**STRINGS, "description": "why a GPR like this would wait for an admin"},
-        }
-    ),
-    "QueueEntry": {
-        "allOf": [
-            {"$ref": "#/components/schemas/GPR"},
-            _obj(
-                {
-                    "band": {"type": "string", "enum": ["low", "medium", "high"]},
-                    "fair_share_factor": {"type": "number", "description": "of the GPR's slice, in (0, 1]"},
-                }
-            ),
-        ]
-    },
-    "Eviction": _obj(
-        {
-            "gpr_id": {"type": "integer", "description": "the queued GPR that starts once the victims are gone"},
-            "victims": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "id": {"type": "integer"},
-                        "slice": {"type": "string"},
-                        "priority": {"type": "integer"},
-                        "gpus": {"type": "integer"},
-                        "window_end": NULLABLE_TIME,
-                        "status": {"type": "string", "enum": [s.value for s in Status]},
-                    }
-                ),
-            },
-            "automatic": {"type": "boolean", "description": "the slice's policy evicts without an admin"},
-        }
-    ),
-    "ServerGPUs": _obj(
-        {
-            "user": {"type": "string"},
-            "server": {"type": "string"},
-            "slice": {"type": "string"},
-            "gpus": STRINGS,
-            "gprs": {"type": "array", "items": {"type": "integer"}},
-        }
-    ),
-    "ServerRestart": _obj(
-        {
-            "user": {"type": "string"},
-            "server": {"type": "string"},
-            "restarting": {"const": True, "description": "the hub restarts it in the background"},
-        }
-    ),
-    "Servers": _obj(
-        {
-            "servers": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "user": {"type": "string"},
-                        "server": {"type": "string"},
-                        "slice": {"type": "string"},
-                        "gpus": STRINGS,
-                        "started_at": TIME,
-                    }
-                ),
-            }
-        }
-    ),
-    "Health": {
-        "type": "object",
-        "properties": {
-            "status": {"type": "string"},
-            "version": {"type": "string"},
-            "database": {"type": "string"},
-            "role": {
-                "type": "string",
-                "enum": ["leader", "standby"],
-                "description": "leader: this replica plans and answers; standby: it forwards to the leader",
-            },
-            "leader": {"type": ["string", "null"], "description": "a standby's: where the leader serves"},
-        },
-        "required": ["status", "database", "role"],
-    },
-    **body_schemas("#/components/schemas/{model}"),
-}
-
-
-def _numbers(*names: str) -> dict:
-    return {name: NULLABLE_NUMBER for name in names}
-
-
-READINGS = ("utilization", "memory_utilization", "memory_used_mib", "temperature_c", "power_w", "sm_clock_mhz")
-SCHEMAS.update(
-    {
-        "MetricSource": _obj(
-            {
-                "name": {**NULLABLE_STR, "description": "nvml, prometheus, or null: none configured"},
-                "interval": {"type": "number", "description": "seconds between samples"},
-                "sampled_at": NULLABLE_TIME,
-                "error": {**NULLABLE_STR, "description": "why there are no current readings, if so"},
-            }
-        ),
-        "GPUSample": _obj(
-            {
-                "time": TIME,
-                **_numbers(*READINGS, "memory_total_mib", "power_limit_w"),
-                "throttle_reasons": STRINGS,
-                "ecc_errors": NULLABLE_INT,
-                "xid": NULLABLE_INT,
-                "processes": {
-                    "type": ["array", "null"],
-                    "description": "null: the source cannot list processes",
-                    "items": _obj(
-                        {
-                            "pid": {"type": "integer"},
-                            "used_mib": NULLABLE_INT,
-                            "user": NULLABLE_STR,
-                            "server": NULLABLE_STR,
-                        }
-                    ),
-                },
-                "pod": NULLABLE_STR,
-                "namespace": NULLABLE_STR,
-            }
-        ),
-        "GPUMetrics": _obj(
-            {
-                "uuid": {"type": "string"},
-                "index": {"type": "integer"},
-                "node": {"type": "string"},
-                "cluster": {"type": "string"},
-                "model": {"type": "string"},
-                "memory_mib": {"type": "integer"},
-                "declared": {"type": "boolean"},
-                "healthy": {"type": "boolean"},
-                "slice": {**NULLABLE_STR, "description": "the slice holding it now"},
-                "gpr": {**NULLABLE_INT, "description": "the GPR holding it now"},
-                "sample": {"oneOf": [_ref("GPUSample"), {"type": "null"}]},
-            }
-        ),
-        "MetricPoint": _obj({"time": TIME, **_numbers(*READINGS)}),
-        "UsedUtilization": _obj(
-            {
-                "time": TIME,
-                "utilization": {**NULLABLE_NUMBER, "description": "the mean of the GPUs' readings in the step"},
-                "gpus": {"type": "integer", "description": "the most GPUs with readings in 5 minutes of the step"},
-            }
-        ),
-        "Workload": _obj(
-            {
-                "slice": {"type": "string"},
-                "kind": {"type": "string", "enum": ["server", "pod", "process"]},
-                "name": {"type": "string"},
-                "user": NULLABLE_STR,
-                "gpus": STRINGS,
-                "processes": {
-                    "type": "array",
-                    "items": _obj({"pid": {"type": "integer"}, "gpu": {"type": "string"}, "used_mib": NULLABLE_INT}),
-                },
-                "utilization": {**NULLABLE_NUMBER, "description": "mean over its GPUs with a reading"},
-                "hottest_gpu": {
-                    "type": ["object", "null"],
-                    "properties": {"uuid": {"type": "string"}, "node": NULLABLE_STR, "temperature_c": NULLABLE_NUMBER},
-                },
-                "most_power_gpu": {
-                    "type": ["object", "null"],
-                    "properties": {"uuid": {"type": "string"}, "node": NULLABLE_STR, "power_w": NULLABLE_NUMBER},
-                },
-            }
-        ),
-        "Alert": _obj(
-            {
-                "id": {"type": "integer"},
-                "kind": {"type": "string", "enum": ["temperature", "power", "memory-full", "ecc", "xid", "gpu-lost"]},
-                "gpu": {"type": "string"},
-                "node": NULLABLE_STR,
-                "cluster": NULLABLE_STR,
-                "slice": {**NULLABLE_STR, "description": "who held the GPU when it was raised"},
-                "gpr": NULLABLE_INT,
-                "message": {"type": "string"},
-                "value": NULLABLE_NUMBER,
-                "threshold": NULLABLE_NUMBER,
-                "raised_at": TIME,
-                "cleared_at": NULLABLE_TIME,
-                "active": {"type": "boolean"},
-            }
-        ),
-    }
-)
+    return {"$ref": REF.format(model=name)}
 
 
 _ERRORS = {
@@ -505,10 +52,6 @@ def _body(name: str, required: bool = True) -> dict:
     return {"required": required, "content": {"application/json": {"schema": _ref(name)}}}
 
 
-def _list(key: str, item: str) -> dict:
-    return _obj({key: {"type": "array", "items": _ref(item)}})
-
-
 def _query(name: str, description: str, schema: dict | None = None) -> dict:
     return {
         "name": name,
@@ -537,11 +80,6 @@ def _paged(listing: cursors.Listing, order: str) -> list[dict]:
             {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
         ),
     ]
-
-
-def _page(key: str, items: dict, **more: dict) -> dict:
-    """A page of a list: its items under ``key``, and ``next_cursor`` (null on the last page)."""
-    return _obj({**more, key: {"type": "array", "items": items}, "next_cursor": NULLABLE_STR})
 
 
 GPR_ID = _path("id", {"type": "integer", "minimum": 1, "maximum": ID_MAX})
@@ -576,7 +114,7 @@ def _paths() -> dict:
         "/slices": {
             "get": {
                 "summary": "Slices the caller belongs to (admins: all)",
-                "responses": _responses("slices", _list("slices", "Slice"), *AUTH_ERRORS),
+                "responses": _responses("slices", _ref("Slices"), *AUTH_ERRORS),
             },
             "post": {
                 "summary": "Create a slice (admin)",
@@ -629,7 +167,9 @@ def _paths() -> dict:
                         {"type": "integer", "minimum": MIN_EXPIRATION, "maximum": MAX_EXPIRATION},
                     ),
                 ],
-                "responses": _responses("the kubeconfig", _ref("Kubeconfig"), "400", "401", "403", "404", "409", "503"),
+                "responses": _responses(
+                    "the kubeconfig", _ref("SliceKubeconfig"), "400", "401", "403", "404", "409", "503"
+                ),
             },
         },
         "/slices/{name}/members/{user}": {
@@ -662,7 +202,7 @@ def _paths() -> dict:
         "/clusters": {
             "get": {
                 "summary": "Clusters: the local host and Kubernetes clusters, whether each answers, and its size",
-                "responses": _responses("clusters", _list("clusters", "Cluster"), *AUTH_ERRORS),
+                "responses": _responses("clusters", _ref("Clusters"), *AUTH_ERRORS),
             },
             "post": {
                 "summary": "Register a Kubernetes cluster by kubeconfig file and context, or in-cluster (admin)",
@@ -688,7 +228,7 @@ def _paths() -> dict:
         "/role-templates": {
             "get": {
                 "summary": "The role templates each slice namespace on Kubernetes gets as Role and RoleBinding (admin)",
-                "responses": _responses("templates", _list("role_templates", "RoleTemplate"), "401", "403"),
+                "responses": _responses("templates", _ref("RoleTemplates"), "401", "403"),
             }
         },
         "/wait-times": {
@@ -706,7 +246,7 @@ def _paths() -> dict:
                     _query("status", "only this status", {"type": "string", "enum": [s.value for s in Status]}),
                     *_paged(cursors.GPRS, "in id order"),
                 ],
-                "responses": _responses("a page of GPRs", _page("gprs", gpr), "400", "401", "403", "404"),
+                "responses": _responses("a page of GPRs", _ref("GPRPage"), "400", "401", "403", "404"),
             },
             "post": {
                 "summary": "Ask for GPUs",
@@ -761,16 +301,7 @@ def _paths() -> dict:
                 "parameters": _paged(cursors.QUEUE, "in queue position order, then by id"),
                 "responses": _responses(
                     "a page of the queue",
-                    _page(
-                        "queue",
-                        _ref("QueueEntry"),
-                        planned_at={
-                            **TIME,
-                            "description": "when the plan the positions and estimates come from was made "
-                            "(GPRs submitted since are placed on it; other changes show from the next plan, "
-                            "made within a reconcile pass)",
-                        },
-                    ),
+                    _ref("QueuePage"),
                     "400",
                     "401",
                 ),
@@ -779,7 +310,7 @@ def _paths() -> dict:
         "/queue/evictions": {
             "get": {
                 "summary": "Evictions the planner proposes now (admin)",
-                "responses": _responses("proposals", _list("evictions", "Eviction"), "401", "403"),
+                "responses": _responses("proposals", _ref("Evictions"), "401", "403"),
             },
             "post": {
                 "summary": "Evict exactly the victims the planner proposes for a GPR (admin)",
@@ -797,7 +328,7 @@ def _paths() -> dict:
                     _query("since", "only events at or after", TIME),
                     *_paged(cursors.EVENTS, "older events"),
                 ],
-                "responses": _responses("a page of events", _page("events", _ref("Event")), "400", "401", "403", "404"),
+                "responses": _responses("a page of events", _ref("EventPage"), "400", "401", "403", "404"),
             }
         },
         "/gpus": {
@@ -812,7 +343,7 @@ def _paths() -> dict:
                 ],
                 "responses": _responses(
                     "GPUs",
-                    _obj({"source": _ref("MetricSource"), "gpus": {"type": "array", "items": _ref("GPUMetrics")}}),
+                    _ref("GPUs"),
                     "400",
                     "401",
                 ),
@@ -834,14 +365,7 @@ def _paths() -> dict:
                 ],
                 "responses": _responses(
                     "used utilisation per step, up to now",
-                    _obj(
-                        {
-                            "source": _ref("MetricSource"),
-                            "since": TIME,
-                            "step": {"type": "integer"},
-                            "points": {"type": "array", "items": _ref("UsedUtilization")},
-                        }
-                    ),
+                    _ref("UsedUtilization"),
                     "400",
                     "401",
                 ),
@@ -861,15 +385,7 @@ def _paths() -> dict:
                 ],
                 "responses": _responses(
                     "time series",
-                    _obj(
-                        {
-                            "uuid": {"type": "string"},
-                            "since": TIME,
-                            "step": {"type": "integer"},
-                            "source": _ref("MetricSource"),
-                            "points": {"type": "array", "items": _ref("MetricPoint")},
-                        }
-                    ),
+                    _ref("GPUMetrics"),
                     "400",
                     "401",
                     "404",
@@ -885,7 +401,7 @@ def _paths() -> dict:
                 ],
                 "responses": _responses(
                     "a page of workloads",
-                    _page("workloads", _ref("Workload"), source=_ref("MetricSource")),
+                    _ref("Workloads"),
                     "400",
                     "401",
                     "403",
@@ -908,7 +424,7 @@ def _paths() -> dict:
                 ],
                 "responses": _responses(
                     "a page of alerts, newest first",
-                    _page("alerts", _ref("Alert"), source=_ref("MetricSource")),
+                    _ref("Alerts"),
                     "400",
                     "401",
                     "403",
@@ -928,7 +444,7 @@ def _paths() -> dict:
             "put": {
                 "summary": "Register a starting default server; answers the GPUs it may use (spawner)",
                 "requestBody": _body("ServerStart"),
-                "responses": _responses("GPUs", _ref("ServerGPUs"), "400", "401", "403", "404"),
+                "responses": _responses("GPUs", _ref("ServerRegistration"), "400", "401", "403", "404"),
             },
             "delete": {
                 "summary": "Forget a stopped default server (spawner)",
@@ -940,7 +456,7 @@ def _paths() -> dict:
             "put": {
                 "summary": "Register a starting named server; answers the GPUs it may use (spawner)",
                 "requestBody": _body("ServerStart"),
-                "responses": _responses("GPUs", _ref("ServerGPUs"), "400", "401", "403", "404"),
+                "responses": _responses("GPUs", _ref("ServerRegistration"), "400", "401", "403", "404"),
             },
             "delete": {
                 "summary": "Forget a stopped named server (spawner)",
@@ -968,7 +484,8 @@ def _paths() -> dict:
     }
 
 
-def openapi_document(api_prefix: str, version: str) -> dict:
+def openapi_document(api_prefix: str, version: str, hub_prefix: str = "/hub/") -> dict:
+    """The document of the API served at ``api_prefix``, for the hub at ``hub_prefix`` (its OAuth)."""
     return {
         "openapi": "3.1.0",
         "info": {
@@ -978,15 +495,27 @@ def openapi_document(api_prefix: str, version: str) -> dict:
             'seconds, or units like "1d2h30m" in requests.',
         },
         "servers": [{"url": api_prefix.rstrip("/")}],
-        "security": [{"hubToken": []}],
+        "security": [{"hubToken": []}, {"hubOAuth": []}],
         "components": {
             "securitySchemes": {
                 "hubToken": {
                     "type": "apiKey",
                     "in": "header",
                     "name": "Authorization",
-                    "description": "'token <JupyterHub API token>'",
-                }
+                    "description": "'token <JupyterHub API token>' (or 'Bearer <token>')",
+                },
+                "hubOAuth": {
+                    "type": "oauth2",
+                    "description": "The hub's OAuth 2 (the portal's login): the access token it gives is a hub "
+                    "token of the user for this service; admins hold the hub scope custom:egs:admin.",
+                    "flows": {
+                        "authorizationCode": {
+                            "authorizationUrl": f"{hub_prefix}api/oauth2/authorize",
+                            "tokenUrl": f"{hub_prefix}api/oauth2/token",
+                            "scopes": {},
+                        }
+                    },
+                },
             },
             "schemas": SCHEMAS,
         },

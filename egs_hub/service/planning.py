@@ -68,7 +68,6 @@ from .state import PlanningState, writes_state
 
 log = logging.getLogger(__name__)
 
-BAND_NAMES = ("low", "medium", "high")
 _WROTE = "egs_wrote"  # Session.info key: this transaction flushed a change to the planner's input
 _ARRIVALS = "egs_arrivals"  # Session.info key: it wrote arrivals only (Planning.mark_arrivals)
 _FEW_ARRIVALS = 8  # arrivals placed on a plan made aside on the event loop when it is adopted, at most

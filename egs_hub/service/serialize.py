@@ -1,15 +1,15 @@
-"""Records as the API writes them: times ISO-8601 UTC, durations in seconds."""
+"""The API's answers (core/resources.py) built from core's records and the store's rows."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..core import resources as api
 from ..core.model import GPR, Shape
 from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
-from ..core.units import format_time
 from ..store import queries
 from ..store.models import AlertRow, Cluster, EventRow, Slice
 
@@ -17,12 +17,11 @@ if TYPE_CHECKING:
     from .clusters import ClusterState
 
 
-def _seconds(value: timedelta | None) -> int | None:
-    return None if value is None else int(value.total_seconds())
-
-
-def gpr_json(gpr: GPR, estimate: Estimate | None, *, redact: bool = False) -> dict:
-    """A GPR; ``redact`` hides who asked and what they named it (others' slices).
+def gpr_resource(
+    gpr: GPR, estimate: Estimate | None, *, redact: bool = False, model: type[api.GPR] = api.GPR, **more: Any
+) -> api.GPR:
+    """A GPR (or a ``model`` that adds ``more`` to it); ``redact`` hides who asked and what they named it
+    (others' slices).
 
     A queued GPR's plan: ``planned_nodes`` and ``planned_gpu_count`` always, ``planned_gpus``
     (exact UUIDs) only when it is admitted now; which GPUs of its nodes a later start gets
@@ -31,86 +30,90 @@ def gpr_json(gpr: GPR, estimate: Estimate | None, *, redact: bool = False) -> di
     spec = gpr.spec
     queued = estimate is not None
     placement = estimate.placement if queued else None
-    return {
-        "id": gpr.id,
-        "name": None if redact else spec.name,
-        "slice": spec.slice,
-        "requested_by": None if redact else gpr.requested_by,
-        "cluster": spec.cluster,
-        "shape": spec.shape,
-        "gpus": spec.gpus,
-        "nodes": spec.nodes,
-        "priority": spec.priority,
-        "duration": _seconds(spec.duration),
-        "start_after": format_time(spec.start_after),
-        "idle_timeout": _seconds(spec.idle_timeout),
-        "preemptible": spec.preemptible,
-        "status": gpr.status.value,
-        "status_reason": gpr.status_reason,
-        "estimated_start": format_time(estimate.start) if queued else None,
-        "queue_position": estimate.position if queued else None,
-        "planned_gpus": list(placement.gpus) if placement else [],
-        "planned_nodes": list(placement.nodes) if placement else [],
-        "planned_gpu_count": placement.count if placement else None,
-        "window_start": format_time(gpr.window_start),
-        "window_end": format_time(gpr.window_end),
-        "bound_gpus": list(gpr.bound_gpus),
-        "bound_nodes": list(gpr.bound_nodes),
-        "avoid_nodes": [{"cluster": cluster, "node": node} for cluster, node in gpr.avoid_nodes],
-        "end_reason": gpr.end_reason.value if gpr.end_reason else None,
-        "created_at": format_time(gpr.created_at),
-        "updated_at": format_time(gpr.updated_at),
-        "ended_at": format_time(gpr.ended_at),
-    }
+    return model(
+        id=gpr.id,
+        name=None if redact else spec.name,
+        slice=spec.slice,
+        requested_by=None if redact else gpr.requested_by,
+        cluster=spec.cluster,
+        shape=spec.shape,
+        gpus=spec.gpus,
+        nodes=spec.nodes,
+        priority=spec.priority,
+        duration=spec.duration,
+        start_after=spec.start_after,
+        idle_timeout=spec.idle_timeout,
+        preemptible=spec.preemptible,
+        status=gpr.status.value,
+        status_reason=gpr.status_reason,
+        estimated_start=estimate.start if queued else None,
+        queue_position=estimate.position if queued else None,
+        planned_gpus=placement.gpus if placement else (),
+        planned_nodes=placement.nodes if placement else (),
+        planned_gpu_count=placement.count if placement else None,
+        window_start=gpr.window_start,
+        window_end=gpr.window_end,
+        bound_gpus=gpr.bound_gpus,
+        bound_nodes=gpr.bound_nodes,
+        avoid_nodes=[api.NodeRef(cluster=cluster, node=node) for cluster, node in gpr.avoid_nodes],
+        end_reason=gpr.end_reason.value if gpr.end_reason else None,
+        created_at=gpr.created_at,
+        updated_at=gpr.updated_at,
+        ended_at=gpr.ended_at,
+        **more,
+    )
 
 
-def slice_json(row: Slice, members: list[str], gpus: list[str], usage: dict) -> dict:
+def slice_resource(row: Slice, members: list[str], gpus: list[str], usage: dict) -> api.Slice:
     """A slice; ``usage``: its ``gpu_hours_week``, ``decayed_gpu_hours`` and ``fair_share_factor``."""
-    namespaces = {cluster: list(names) for cluster, names in queries.slice_namespaces(row).items()}
-    return {
-        "name": row.name,
-        "display_name": row.display_name,
-        "group": row.group_name,
-        "members": members,
-        "quota": {"max_gpus": row.max_gpus, "max_gpu_hours": row.max_gpu_hours},
-        "policy": {
-            "max_duration": row.max_duration_s,
-            "max_priority": row.max_priority,
-            "auto_approve_max_gpus": row.auto_approve_max_gpus,
-            "max_active_gprs": row.max_active_gprs,
-            "restart_servers": row.restart_servers,
-            "reject_over_limits": row.reject_over_limits,
-            "eviction": row.eviction,
-            "requeue_evicted": row.requeue_evicted,
-            "share": row.share,
-            "idle_timeout": row.idle_timeout_s,
-            "max_idle_timeout": row.max_idle_timeout_s,
-            "bind_failure": row.bind_failure,
-        },
-        "usage": usage,
-        "namespaces": namespaces,
-        "gpus": gpus,
-        "created_at": format_time(row.created_at),
-        "updated_at": format_time(row.updated_at),
-    }
+    return api.Slice(
+        name=row.name,
+        display_name=row.display_name,
+        group=row.group_name,
+        members=members,
+        quota=api.Quota(max_gpus=row.max_gpus, max_gpu_hours=row.max_gpu_hours),
+        policy=api.SlicePolicy(
+            max_duration=_duration(row.max_duration_s),
+            max_priority=row.max_priority,
+            auto_approve_max_gpus=row.auto_approve_max_gpus,
+            max_active_gprs=row.max_active_gprs,
+            restart_servers=row.restart_servers,
+            reject_over_limits=row.reject_over_limits,
+            eviction=row.eviction,
+            requeue_evicted=row.requeue_evicted,
+            share=row.share,
+            idle_timeout=_duration(row.idle_timeout_s),
+            max_idle_timeout=_duration(row.max_idle_timeout_s),
+            bind_failure=row.bind_failure,
+        ),
+        usage=api.Usage(**usage),
+        namespaces=queries.slice_namespaces(row),
+        gpus=gpus,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
 
 
-def event_json(row: EventRow) -> dict:
-    return {
-        "id": row.id,
-        "time": format_time(row.time),
-        "kind": row.kind,
-        "actor": row.actor,
-        "reason": row.reason,
-        "gpr": row.gpr_id,
-        "slice": row.slice,
-        "from_status": row.from_status,
-        "to_status": row.to_status,
-        "data": row.data or {},
-    }
+def _duration(seconds: int | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
 
 
-def shape_json(shape: Shape) -> dict:
+def event_resource(row: EventRow) -> api.Event:
+    return api.Event(
+        id=row.id,
+        time=row.time,
+        kind=row.kind,
+        actor=row.actor,
+        reason=row.reason,
+        gpr=row.gpr_id,
+        slice=row.slice,
+        from_status=row.from_status,
+        to_status=row.to_status,
+        data=row.data or {},
+    )
+
+
+def _shape(shape: Shape) -> dict[str, Any]:
     return {
         "name": shape.name,
         "model": shape.model,
@@ -119,39 +122,39 @@ def shape_json(shape: Shape) -> dict:
     }
 
 
-def option_json(option: Option) -> dict:
-    return {
-        "cluster": option.cluster,
-        "shape": shape_json(option.shape),
-        "estimated_start": format_time(option.start),
-        "wait_seconds": int(option.wait.total_seconds()),
-        "nodes": list(option.placement.nodes),
-        "gpus": option.placement.count,
-    }
+def option_resource(option: Option) -> api.WaitTimeOption:
+    return api.WaitTimeOption(
+        cluster=option.cluster,
+        shape=api.Shape(**_shape(option.shape)),
+        estimated_start=option.start,
+        wait=option.wait,
+        nodes=option.placement.nodes,
+        gpus=option.placement.count,
+    )
 
 
-def eviction_json(eviction: Eviction, victims: list[GPR]) -> dict:
+def eviction_resource(eviction: Eviction, victims: list[GPR]) -> api.Eviction:
     """A proposed (or issued) eviction: the GPR it lets start and what its victims hold."""
-    return {
-        "gpr_id": eviction.gpr_id,
-        "victims": [
-            {
-                "id": v.id,
-                "slice": v.spec.slice,
-                "priority": v.spec.priority,
-                "gpus": len(v.bound_gpus),
-                "window_end": format_time(v.window_end),
-                "status": v.status.value,
-            }
+    return api.Eviction(
+        gpr_id=eviction.gpr_id,
+        victims=[
+            api.EvictionVictim(
+                id=v.id,
+                slice=v.spec.slice,
+                priority=v.spec.priority,
+                gpus=len(v.bound_gpus),
+                window_end=v.window_end,
+                status=v.status.value,
+            )
             for v in victims
         ],
-        "automatic": eviction.automatic,
-    }
+        automatic=eviction.automatic,
+    )
 
 
-def inventory_json(
+def inventory_resource(
     clusters: list[Cluster], bound: dict[str, tuple[str, int]], live: Mapping[str, ClusterState]
-) -> dict:
+) -> api.Inventory:
     """The ``live`` clusters (those the service drives) with nodes and GPUs; ``bound`` maps a GPU to
     (slice, GPR) now. A whole node with any GPU bound has none free (it is one GPR's)."""
     shapes: dict[tuple[str, str], dict] = {}
@@ -166,8 +169,7 @@ def inventory_json(
                 continue
             shape = Shape(node.gpu_model, node.gpu_memory_gb, node.gpus_per_node)
             entry = shapes.setdefault(
-                (cluster.name, shape.name),
-                {"cluster": cluster.name, **shape_json(shape), "gpus": 0, "free": 0},
+                (cluster.name, shape.name), {"cluster": cluster.name, **_shape(shape), "gpus": 0, "free": 0}
             )
             taken = node.whole and any(gpu.present and gpu.uuid in bound for gpu in node.gpus)
             gpus = []
@@ -181,125 +183,111 @@ def inventory_json(
                 total += 1
                 free += usable
                 gpus.append(
-                    {
-                        "uuid": gpu.uuid,
-                        "index": gpu.index,
-                        "product": gpu.product,
-                        "memory_mib": gpu.memory_mib,
-                        "declared": gpu.declared,
-                        "healthy": gpu.healthy,
-                        "slice": slice_name,
-                        "gpr": gpr_id,
-                    }
+                    api.InventoryGPU(
+                        uuid=gpu.uuid,
+                        index=gpu.index,
+                        product=gpu.product,
+                        memory_mib=gpu.memory_mib,
+                        declared=gpu.declared,
+                        healthy=gpu.healthy,
+                        slice=slice_name,
+                        gpr=gpr_id,
+                    )
                 )
             nodes.append(
-                {
-                    "name": node.name,
-                    "shape": shape.name,
-                    "schedulable": node.schedulable,
-                    "declared": node.declared,
-                    "whole": node.whole,
-                    "gpus": gpus,
-                }
+                api.InventoryNode(
+                    name=node.name,
+                    shape=shape.name,
+                    schedulable=node.schedulable,
+                    declared=node.declared,
+                    whole=node.whole,
+                    gpus=gpus,
+                )
             )
         out_clusters.append(
-            {
-                "name": cluster.name,
-                "kind": cluster.kind,
-                "source": state.source,
-                "health": state.health,
-                "message": state.error,
-                "nodes": nodes,
-            }
+            api.InventoryCluster(
+                name=cluster.name,
+                kind=cluster.kind,
+                source=state.source,
+                health=state.health,
+                message=state.error,
+                nodes=nodes,
+            )
         )
-    return {
-        "clusters": out_clusters,
-        "shapes": sorted(shapes.values(), key=lambda s: (s["cluster"], s["name"])),
-        "gpus": total,
-        "free": free,
-    }
+    return api.Inventory(
+        clusters=out_clusters,
+        shapes=[api.InventoryShape(**entry) for _, entry in sorted(shapes.items())],
+        gpus=total,
+        free=free,
+    )
 
 
-def cluster_json(state: ClusterState, row: Cluster | None) -> dict:
+def cluster_resource(state: ClusterState, row: Cluster | None) -> api.Cluster:
     """A cluster the service drives; ``row`` is its stored inventory (None before its first refresh)."""
     nodes = [n for n in row.nodes if n.present] if row is not None else []
-    return {
-        "name": state.name,
-        "kind": state.backend.kind,
-        "origin": state.origin,
-        "where": state.where,
-        "health": state.health,
-        "message": state.error,
-        "source": state.source,
-        "nodes": len(nodes),
-        "gpus": sum(1 for n in nodes for g in n.gpus if g.present),
-        "node_selector": state.spec.node_selector if state.spec else None,
-        "exit_grace": _seconds(state.spec.exit_grace) if state.spec else None,
-    }
+    return api.Cluster(
+        name=state.name,
+        kind=state.backend.kind,
+        origin=state.origin,
+        where=state.where,
+        health=state.health,
+        message=state.error,
+        source=state.source,
+        nodes=len(nodes),
+        gpus=sum(1 for n in nodes for g in n.gpus if g.present),
+        node_selector=state.spec.node_selector if state.spec else None,
+        exit_grace=state.spec.exit_grace if state.spec else None,
+    )
 
 
-def window_json(
-    gpr_id: int,
-    slice_name: str,
-    gpus: list[str],
-    start: datetime,
-    end: datetime,
-    state: str,
-    status: str,
-    gpu_count: int | None = None,
-) -> dict:
+def window_resource(
+    gpr_id: int, slice_name: str, gpus: list[str], start: datetime, end: datetime, state: str, status: str, count: int
+) -> api.Window:
     """One GPR's window on one node; a planned window later than now names no GPUs, only
-    how many (``gpu_count``)."""
-    return {
-        "gpr": gpr_id,
-        "slice": slice_name,
-        "gpus": gpus,
-        "gpu_count": len(gpus) if gpu_count is None else gpu_count,
-        "start": format_time(start),
-        "end": format_time(end),
-        "state": state,
-        "status": status,
-    }
+    how many (``count``)."""
+    return api.Window(
+        gpr=gpr_id, slice=slice_name, gpus=gpus, gpu_count=count, start=start, end=end, state=state, status=status
+    )
 
 
-def sample_json(sample: GpuSample | None) -> dict | None:
+def sample_resource(sample: GpuSample | None) -> api.GPUSample | None:
     """A GPU's readings: percent, MiB, °C, W, MHz; None where the source gives none."""
     if sample is None:
         return None
-    return {
-        "time": format_time(sample.time),
-        "utilization": sample.utilization,
-        "memory_utilization": sample.memory_utilization,
-        "memory_used_mib": sample.memory_used_mib,
-        "memory_total_mib": sample.memory_total_mib,
-        "temperature_c": sample.temperature_c,
-        "power_w": sample.power_w,
-        "power_limit_w": sample.power_limit_w,
-        "sm_clock_mhz": sample.sm_clock_mhz,
-        "throttle_reasons": list(sample.throttle_reasons),
-        "ecc_errors": sample.ecc_errors,
-        "xid": sample.xid,
-        "processes": None
+    return api.GPUSample(
+        time=sample.time,
+        utilization=sample.utilization,
+        memory_utilization=sample.memory_utilization,
+        memory_used_mib=sample.memory_used_mib,
+        memory_total_mib=sample.memory_total_mib,
+        temperature_c=sample.temperature_c,
+        power_w=sample.power_w,
+        power_limit_w=sample.power_limit_w,
+        sm_clock_mhz=sample.sm_clock_mhz,
+        throttle_reasons=sample.throttle_reasons,
+        ecc_errors=sample.ecc_errors,
+        xid=sample.xid,
+        processes=None
         if sample.processes is None
-        else [{"pid": p.pid, "used_mib": p.used_mib, "user": p.user, "server": p.server} for p in sample.processes],
-        "pod": sample.pod,
-        "namespace": sample.namespace,
-    }
+        else [api.GPUProcess(pid=p.pid, used_mib=p.used_mib, user=p.user, server=p.server) for p in sample.processes],
+        pod=sample.pod,
+        namespace=sample.namespace,
+    )
 
 
-def alert_json(row: AlertRow) -> dict:
-    return {
-        "id": row.id,
-        "kind": row.kind,
-        "gpu": row.gpu_uuid,
-        "node": row.node,
-        "cluster": row.cluster,
-        "slice": row.slice,
-        "gpr": row.gpr_id,
-        "message": row.message,
-        "value": row.value,
-        "threshold": row.threshold,
-        "raised_at": format_time(row.raised_at),
-        "cleared_at": format_time(row.cleared_at),
-        "active": row.cleared_at is None,
-    }
+def alert_resource(row: AlertRow) -> api.Alert:
+    return api.Alert(
+        id=row.id,
+        kind=row.kind,
+        gpu=row.gpu_uuid,
+        node=row.node,
+        cluster=row.cluster,
+        slice=row.slice,
+        gpr=row.gpr_id,
+        message=row.message,
+        value=row.value,
+        threshold=row.threshold,
+        raised_at=row.raised_at,
+        cleared_at=row.cleared_at,
+        active=row.cleared_at is None,
+    )

@@ -12,10 +12,9 @@ to any replica.
 
 from __future__ import annotations
 
-import json
-
 from tornado import httpclient, web
 
+from ..core.resources import Error, Health
 from .leadership import Leadership
 
 RETRY_AFTER_SECONDS = 2
@@ -33,10 +32,10 @@ class StandbyHealthHandler(web.RequestHandler):
         self.set_header("Cache-Control", "no-store")
         if not leadership.database_answers():
             self.set_status(503)
-            self.finish(json.dumps({"status": "unavailable", "role": "standby", "database": "failing"}))
+            self.finish(Health(status="unavailable", role="standby", database="failing").model_dump_json())
             return
-        body = {"status": "ok", "role": "standby", "database": "ok", "leader": leadership.leader_url()}
-        self.finish(json.dumps(body))
+        health = Health(status="ok", role="standby", database="ok", leader=leadership.leader_url())
+        self.finish(health.model_dump_json())
 
 
 class ForwardHandler(web.RequestHandler):
@@ -83,7 +82,7 @@ class ForwardHandler(web.RequestHandler):
         message = f"this replica stands by and {why}; send the request again in a few seconds"
         if self.request.method not in ("GET", "HEAD", "OPTIONS"):
             message += " (it may or may not have been done: look before you repeat it)"
-        self.finish(json.dumps({"status": 503, "message": message}))
+        self.finish(Error(status=503, message=message).model_dump_json(exclude_none=True))
 
     get = head = post = put = patch = delete = options = _forward
 

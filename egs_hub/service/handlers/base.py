@@ -11,7 +11,6 @@ field is at fault.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -32,6 +31,7 @@ from ...core.errors import (
     Unavailable,
 )
 from ...core.requests import ID_MAX
+from ...core.resources import Error, Resource
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ..hub import HubAPIError
@@ -180,9 +180,10 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         """Path (``name`` None) and query arguments as text: 400 naming them when not UTF-8 or holding NUL."""
         return decode_argument(value, name or "path")
 
-    def write_json(self, value: object, status: int = 200) -> None:
+    def write_json(self, value: Resource, status: int = 200) -> None:
+        """Answer ``value`` (a model of core/resources.py, so the answer is what the document says)."""
         self.set_status(status)
-        self.finish(json.dumps(value))
+        self.finish(value.model_dump_json(by_alias=True))
 
     def int_argument(self, name: str, value: str) -> int:
         try:
@@ -204,23 +205,21 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
     def write_error(self, status_code: int, **kwargs) -> None:
         error = kwargs.get("exc_info", (None, None, None))[1]
-        body: dict = {"status": status_code, "message": self._reason}
-        for cls, status in ERROR_STATUS.items():
+        status, message, field = status_code, self._reason, None
+        for cls, error_status in ERROR_STATUS.items():
             if isinstance(error, cls):
-                body = {"status": status, "message": str(error)}
-                if getattr(error, "field", None):
-                    body["field"] = error.field
+                status, message, field = error_status, str(error), getattr(error, "field", None) or None
                 break
         else:
             if isinstance(error, web.HTTPError) and error.log_message:
-                body["message"] = error.log_message % error.args if error.args else error.log_message
+                message = error.log_message % error.args if error.args else error.log_message
             elif isinstance(error, SQLAlchemyError):
-                body["message"] = "the database failed; nothing was changed. Try again."
+                message = "the database failed; nothing was changed. Try again."
             elif status_code >= 500:
-                body["message"] = "internal error; the service log has the details"
-        self.set_status(body["status"])
+                message = "internal error; the service log has the details"
+        self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps(body))
+        self.finish(Error(status=status, message=message, field=field).model_dump_json(exclude_none=True))
 
 
 class NotFoundHandler(APIHandler):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from ...backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES
 from ...core.requests import ClusterCreate, parse_body
+from ...core.resources import Clusters, RoleTemplate, RoleTemplates
 from ...roles import ADMIN_SCOPE
 from ...store import queries
-from ..serialize import cluster_json
+from ..serialize import cluster_resource
 from .base import APIHandler, authenticated, needs_scope
 
 
@@ -24,13 +25,13 @@ class ClustersHandler(APIHandler):
     def get(self) -> None:
         rows = self._rows()
         states = sorted(self.egs.registry.states.values(), key=lambda s: s.name)
-        self.write_json({"clusters": [cluster_json(state, rows.get(state.name)) for state in states]})
+        self.write_json(Clusters(clusters=[cluster_resource(state, rows.get(state.name)) for state in states]))
 
     @needs_scope(ADMIN_SCOPE)
     async def post(self) -> None:
         spec = parse_body(ClusterCreate, self.json_body())
         state = await self.egs.registry.register(spec)
-        self.write_json(cluster_json(state, self._rows().get(state.name)), 201)
+        self.write_json(cluster_resource(state, self._rows().get(state.name)), 201)
 
 
 class ClusterHandler(APIHandler):
@@ -48,15 +49,15 @@ class RoleTemplatesHandler(APIHandler):
     def get(self) -> None:
         templates = self.egs.all_role_templates
         self.write_json(
-            {
-                "role_templates": [
-                    {
-                        "name": t.name,
-                        "builtin": DEFAULT_ROLE_TEMPLATES.get(t.name) == t,
-                        "rules": [dict(r) for r in t.rules],
-                        "subjects": [dict(s) for s in t.subjects],
-                    }
+            RoleTemplates(
+                role_templates=[
+                    RoleTemplate(
+                        name=t.name,
+                        builtin=DEFAULT_ROLE_TEMPLATES.get(t.name) == t,
+                        rules=[dict(r) for r in t.rules],
+                        subjects=[dict(s) for s in t.subjects],
+                    )
                     for t in sorted(templates.values(), key=lambda t: t.name)
                 ]
-            }
+            )
         )

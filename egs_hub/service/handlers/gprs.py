@@ -13,13 +13,14 @@ from ...core import model as core
 from ...core import planner
 from ...core.errors import InvalidRequest
 from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
+from ...core.resources import GPR, GPRPage, WaitTimes
 from ...core.snapshot import Estimate, Plan
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
 from ..commands import slice_of
-from ..serialize import gpr_json, option_json
+from ..serialize import gpr_resource, option_resource
 from .base import APIHandler, authenticated, needs_scope
 
 STATUS_VALUES = [s.value for s in core.Status]
@@ -37,8 +38,8 @@ class GPRBase(APIHandler):
         """The plan reads answer from (planning.Planning.current): never made on the event loop."""
         return (await self.egs.planning.current(self.egs.sessions, self.now())).plan
 
-    def view(self, gpr: core.GPR, plan: Plan, member: bool = True) -> dict:
-        return gpr_json(gpr, estimate_of(gpr, plan), redact=not member)
+    def view(self, gpr: core.GPR, plan: Plan, member: bool = True) -> GPR:
+        return gpr_resource(gpr, estimate_of(gpr, plan), redact=not member)
 
     async def answer(self, gpr: core.GPR, status: int = 200) -> None:
         """The GPR a command returned (and committed), with its estimate when it is queued, from a plan
@@ -51,7 +52,7 @@ class GPRBase(APIHandler):
                 estimate = estimate_of(gpr, (await self.egs.planning.fresh(self.egs.sessions, self.now())).plan)
             except Exception:
                 log.exception("GPR %d is changed; planning its estimate failed", gpr.id)
-        self.write_json(gpr_json(gpr, estimate), status)
+        self.write_json(gpr_resource(gpr, estimate), status)
 
 
 def estimate_of(gpr: core.GPR, plan: Plan) -> Estimate | None:
@@ -88,7 +89,7 @@ class GPRsHandler(GPRBase):
             )
             gprs, next_cursor = cursors.GPRS.page(gprs, limit, key=lambda g: (g.id,))
             views = [self.view(gpr, plan) for gpr in gprs]
-        self.write_json({"gprs": views, "next_cursor": next_cursor})
+        self.write_json(GPRPage(gprs=views, next_cursor=next_cursor))
 
     @authenticated
     async def post(self) -> None:
@@ -97,7 +98,7 @@ class GPRsHandler(GPRBase):
             spec, self.user_name, admin=self.is_admin, authorize=self.require_member_of
         )
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{submitted.gpr.id}")
-        self.write_json(gpr_json(submitted.gpr, submitted.estimate), 201)
+        self.write_json(gpr_resource(submitted.gpr, submitted.estimate), 201)
 
 
 class GPRHandler(GPRBase):
@@ -170,4 +171,4 @@ class WaitTimesHandler(GPRBase):
             reasons = self.egs.commands.vet(session, spec, policy, now, admin=self.is_admin)
         snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
         options = planner.wait_times(snapshot, spec, planned_at, current=plan)
-        self.write_json({"options": [option_json(o) for o in options], "needs_approval": reasons})
+        self.write_json(WaitTimes(options=[option_resource(o) for o in options], needs_approval=reasons))

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from ...core import resources as api
 from ...core.errors import InvalidRequest
-from ...core.units import format_duration, format_time, parse_duration, parse_time
+from ...core.units import format_duration, parse_duration, parse_time
 from ...core.workloads import ServerInSlice, hotspots, slice_workloads
 from ...store import queries
 from ...store.models import GPU, Binding
 from .. import cursors
-from ..serialize import alert_json, sample_json
+from ..serialize import alert_resource, sample_resource
 from .base import APIHandler, authenticated
 
 SORT_KEYS = {
@@ -33,14 +34,14 @@ USED_MAX_STEP = timedelta(hours=24)
 
 
 class MetricsBase(APIHandler):
-    def source_json(self) -> dict:
+    def source(self) -> api.MetricSource:
         telemetry = self.egs.telemetry
-        return {
-            "name": telemetry.source.name if telemetry.source else None,
-            "interval": telemetry.interval,
-            "sampled_at": format_time(telemetry.sampled_at),
-            "error": telemetry.source_error,
-        }
+        return api.MetricSource(
+            name=telemetry.source.name if telemetry.source else None,
+            interval=timedelta(seconds=telemetry.interval),
+            sampled_at=telemetry.sampled_at,
+            error=telemetry.source_error,
+        )
 
     def visible_slices(self, session) -> list[str] | None:
         """The slices whose GPUs the caller sees; None: every GPU (admins)."""
@@ -71,29 +72,29 @@ class GPUsHandler(MetricsBase):
             gpus = []
             for cluster, node, gpu, slice_name, gpr_id in self.visible_gpus(session):
                 gpus.append(
-                    {
-                        "uuid": gpu.uuid,
-                        "index": gpu.index,
-                        "node": node.name,
-                        "cluster": cluster.name,
-                        "model": gpu.product,
-                        "memory_mib": gpu.memory_mib,
-                        "declared": gpu.declared,
-                        "healthy": gpu.healthy,
-                        "slice": slice_name,
-                        "gpr": gpr_id,
-                        "sample": sample_json(latest.get(gpu.uuid)),
-                    }
+                    api.GPU(
+                        uuid=gpu.uuid,
+                        index=gpu.index,
+                        node=node.name,
+                        cluster=cluster.name,
+                        model=gpu.product,
+                        memory_mib=gpu.memory_mib,
+                        declared=gpu.declared,
+                        healthy=gpu.healthy,
+                        slice=slice_name,
+                        gpr=gpr_id,
+                        sample=sample_resource(latest.get(gpu.uuid)),
+                    )
                 )
         field = SORT_KEYS[sort]
         if field is not None:
             gpus.sort(key=lambda gpu: _highest_first(gpu, field))
-        self.write_json({"source": self.source_json(), "gpus": gpus})
+        self.write_json(api.GPUs(source=self.source(), gpus=gpus))
 
 
-def _highest_first(gpu: dict, field: str) -> tuple[bool, float]:
+def _highest_first(gpu: api.GPU, field: str) -> tuple[bool, float]:
     """Sort key: the highest reading first, GPUs without one last (node order among equals)."""
-    value = (gpu["sample"] or {}).get(field)
+    value = None if gpu.sample is None else getattr(gpu.sample, field)
     return (value is None, -(value or 0.0))
 
 
@@ -130,12 +131,9 @@ class UsedUtilizationHandler(MetricsBase):
                 uuids = [gpu.uuid for _, _, gpu, _, _ in self.visible_gpus(session)]
         points = day.used(uuids, start, step, now)
         self.write_json(
-            {
-                "source": self.source_json(),
-                "since": format_time(start),
-                "step": int(step.total_seconds()),
-                "points": [{**p, "time": format_time(p["time"])} for p in points],
-            }
+            api.UsedUtilization(
+                source=self.source(), since=start, step=step, points=[api.UsedUtilizationPoint(**p) for p in points]
+            )
         )
 
 
@@ -164,13 +162,9 @@ class GPUMetricsHandler(MetricsBase):
             raise self.not_found(f"GPU {uuid!r} among the GPUs you can see")
         points = telemetry.history.series(uuid, since, step)
         self.write_json(
-            {
-                "uuid": uuid,
-                "since": format_time(since),
-                "step": int(step.total_seconds()),
-                "source": self.source_json(),
-                "points": [{**p, "time": format_time(p["time"])} for p in points],
-            }
+            api.GPUMetrics(
+                uuid=uuid, since=since, step=step, source=self.source(), points=[api.MetricPoint(**p) for p in points]
+            )
         )
 
 
@@ -207,38 +201,35 @@ class WorkloadsHandler(MetricsBase):
                 for workload in slice_workloads(servers, slice_gpus, namespaces, fresh):
                     spots = hotspots(workload.gpus, fresh)
                     workloads.append(
-                        {
-                            "slice": row.name,
-                            "kind": workload.kind,
-                            "name": workload.name,
-                            "user": workload.user,
-                            "gpus": workload.gpus,
-                            "processes": workload.processes,
-                            "utilization": spots.utilization,
-                            "hottest_gpu": _spot(spots.hottest, "temperature_c"),
-                            "most_power_gpu": _spot(spots.most_power, "power_w"),
-                        }
+                        api.Workload(
+                            slice=row.name,
+                            kind=workload.kind,
+                            name=workload.name,
+                            user=workload.user,
+                            gpus=workload.gpus,
+                            processes=[api.WorkloadProcess(**p) for p in workload.processes],
+                            utilization=spots.utilization,
+                            hottest_gpu=_spot(api.HottestGPU, spots.hottest, "temperature_c"),
+                            most_power_gpu=_spot(api.MostPowerGPU, spots.most_power, "power_w"),
+                        )
                     )
                 workloads.sort(key=workload_key)
                 answer.extend(w for w in workloads if after is None or workload_key(w) > after)
         answer, next_cursor = cursors.WORKLOADS.page(answer, limit, key=workload_key)
-        self.write_json({"source": self.source_json(), "workloads": answer, "next_cursor": next_cursor})
+        self.write_json(api.Workloads(source=self.source(), workloads=answer, next_cursor=next_cursor))
 
 
-WORKLOAD_KINDS = ("server", "pod", "process")
-
-
-def workload_key(workload: dict) -> tuple[str, int, str, str]:
+def workload_key(workload: api.Workload) -> tuple[str, int, str, str]:
     """Workloads' order: slice name, kind (servers, pods, processes), name, first GPU (two stray
     processes may share a pid on different GPUs)."""
-    gpus = workload["gpus"]
-    return (workload["slice"], WORKLOAD_KINDS.index(workload["kind"]), workload["name"], gpus[0] if gpus else "")
+    gpus = workload.gpus
+    return (workload.slice, api.WORKLOAD_KINDS.index(workload.kind), workload.name, gpus[0] if gpus else "")
 
 
-def _spot(sample, field: str) -> dict | None:
+def _spot(model: type[api.Resource], sample, field: str) -> api.Resource | None:
     if sample is None:
         return None
-    return {"uuid": sample.uuid, "node": sample.node, field: getattr(sample, field)}
+    return model(uuid=sample.uuid, node=sample.node, **{field: getattr(sample, field)})
 
 
 class AlertsHandler(MetricsBase):
@@ -266,5 +257,5 @@ class AlertsHandler(MetricsBase):
                 before=before,
             )
             rows, next_cursor = cursors.ALERTS.page(rows, limit, key=lambda r: (r.raised_at, r.id))
-            alerts = [alert_json(r) for r in rows]
-        self.write_json({"source": self.source_json(), "alerts": alerts, "next_cursor": next_cursor})
+            alerts = [alert_resource(r) for r in rows]
+        self.write_json(api.Alerts(source=self.source(), alerts=alerts, next_cursor=next_cursor))

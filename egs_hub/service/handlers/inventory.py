@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from sqlalchemy import and_, or_, select, text
 
 from ...core.errors import InvalidRequest
+from ...core.resources import EventPage, Health, NodeSchedule, Schedule, Window
 from ...core.snapshot import Placement
-from ...core.units import format_time, parse_time
+from ...core.units import parse_time
 from ...store import queries
 from ...store.models import GPU, Allocation, EventRow, GPRRow, Node
 from .. import cursors
 from ..openapi import openapi_document
-from ..serialize import event_json, inventory_json, window_json
+from ..serialize import event_resource, inventory_resource, window_resource
 from .base import APIHandler, authenticated
 
 SCHEDULE_DEFAULT_PAST = timedelta(days=1)
@@ -27,16 +29,14 @@ class HealthHandler(APIHandler):
             with self.egs.sessions() as session:
                 session.execute(text("SELECT 1"))
         except Exception as e:
-            self.write_json(
-                {"status": "unavailable", "database": f"failing: {type(e).__name__}", "role": "leader"}, 503
-            )
+            self.write_json(Health(status="unavailable", database=f"failing: {type(e).__name__}", role="leader"), 503)
             return
-        self.write_json({"status": "ok", "version": self.egs.version, "database": "ok", "role": "leader"})
+        self.write_json(Health(status="ok", version=self.egs.version, database="ok", role="leader"))
 
 
 class OpenAPIHandler(APIHandler):
     def get(self) -> None:
-        self.write_json(openapi_document(self.egs.api_prefix, self.egs.version))
+        self.finish(json.dumps(openapi_document(self.egs.api_prefix, self.egs.version, self.egs.hub_prefix)))
 
 
 class InventoryHandler(APIHandler):
@@ -44,7 +44,7 @@ class InventoryHandler(APIHandler):
     def get(self) -> None:
         with self.egs.sessions() as session:
             bound = queries.gpu_holders(session)
-            view = inventory_json(queries.inventory_rows(session), bound, self.egs.registry.states)
+            view = inventory_resource(queries.inventory_rows(session), bound, self.egs.registry.states)
         self.write_json(view)
 
 
@@ -80,18 +80,20 @@ class ScheduleHandler(APIHandler):
             raise InvalidRequest("end", "the range from start to end must be at most 366 days")
         plan = (await self.egs.planning.current(self.egs.sessions, now)).plan
         with self.egs.sessions() as session:
-            nodes = {}
+            cluster_of: dict[str, str] = {}
+            windows: dict[str, list[Window]] = {}
             for cluster in queries.inventory_rows(session):
                 for node in cluster.nodes:
                     if node.present:
-                        nodes[node.name] = {"cluster": cluster.name, "node": node.name, "windows": []}
+                        cluster_of[node.name] = cluster.name
+                        windows[node.name] = []
             held = session.execute(
                 select(Allocation.gpu_uuid, Allocation.node, GPRRow)
                 .join(GPRRow, GPRRow.id == Allocation.gpr_id)
                 .where(GPRRow.window_start < end)
                 .order_by(GPRRow.window_start, GPRRow.id, Allocation.position)
             ).all()
-            self._add_held(nodes, held, start, now)
+            self._add_held(windows, held, start)
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
             queued = {gpr.id: gpr for gpr in self.egs.planning.state.current(session, now).queued()}
         for estimate in plan.estimates.values():
@@ -101,26 +103,30 @@ class ScheduleHandler(APIHandler):
             if gpr is None:  # the plan was made before it started or ended (a plan made aside serves meanwhile)
                 continue
             for node, gpus, count in planned_per_node(estimate.placement, node_of):
-                if node in nodes:
-                    window = window_json(
-                        gpr.id, gpr.spec.slice, gpus, estimate.start, estimate.end, "planned", gpr.status.value, count
+                if node in windows:
+                    spec, status = gpr.spec, gpr.status.value
+                    window = window_resource(
+                        gpr.id, spec.slice, gpus, estimate.start, estimate.end, "planned", status, count
                     )
-                    nodes[node]["windows"].append(window)
-        self.write_json({"start": format_time(start), "end": format_time(end), "nodes": list(nodes.values())})
+                    windows[node].append(window)
+        nodes = [NodeSchedule(cluster=cluster_of[node], node=node, windows=held) for node, held in windows.items()]
+        self.write_json(Schedule(start=start, end=end, nodes=nodes))
 
-    def _add_held(self, nodes: dict, held, start, now) -> None:
-        windows: dict[tuple[int, str], dict] = {}
+    def _add_held(self, windows: dict[str, list[Window]], held, start) -> None:
+        """The past and current windows of ``held`` (GPU, node, GPR) that end after ``start``, on the nodes
+        of ``windows``: one per GPR and node, in the order they started."""
+        gpus_of: dict[tuple[int, str], tuple[GPRRow, list[str]]] = {}
         for uuid, node, gpr in held:
             window_end = gpr.ended_at or gpr.window_end
-            if (window_end is not None and window_end <= start) or node not in nodes:
+            if (window_end is not None and window_end <= start) or node not in windows:
                 continue
-            key = (gpr.id, node)
-            if key not in windows:
-                state = "past" if gpr.ended_at is not None else "current"
-                windows[key] = window_json(gpr.id, gpr.slice, [], gpr.window_start, window_end, state, gpr.status)
-                nodes[node]["windows"].append(windows[key])
-            windows[key]["gpus"].append(uuid)
-            windows[key]["gpu_count"] += 1
+            gpus_of.setdefault((gpr.id, node), (gpr, []))[1].append(uuid)
+        for (_, node), (gpr, gpus) in gpus_of.items():
+            state = "past" if gpr.ended_at is not None else "current"
+            window_end = gpr.ended_at or gpr.window_end
+            windows[node].append(
+                window_resource(gpr.id, gpr.slice, gpus, gpr.window_start, window_end, state, gpr.status, len(gpus))
+            )
 
     def _time(self, name: str, default):
         value = self.get_argument(name, None)
@@ -168,5 +174,5 @@ class EventsHandler(APIHandler):
                 mine = [r.name for r in queries.all_slices(session) if self.is_member(r)]
                 query = query.where(EventRow.slice.in_(mine))
             rows, next_cursor = cursors.EVENTS.page(list(session.scalars(query)), limit, key=lambda e: (e.time, e.id))
-            events = [event_json(e) for e in rows]
-        self.write_json({"events": events[::-1], "next_cursor": next_cursor})
+            events = [event_resource(e) for e in rows]
+        self.write_json(EventPage(events=events[::-1], next_cursor=next_cursor))

@@ -12,14 +12,14 @@ from bisect import bisect_right
 
 from ...core.queue import band
 from ...core.requests import EvictionConfirm, parse_body
-from ...core.units import format_time
+from ...core.resources import BANDS, Eviction, Evictions, QueuedGPR, QueuePage
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from .. import cursors
-from ..planning import BAND_NAMES, eviction_proposals, factors
-from ..serialize import eviction_json
+from ..planning import eviction_proposals, factors
+from ..serialize import eviction_resource, gpr_resource
 from .base import authenticated, needs_scope
-from .gprs import GPRBase
+from .gprs import GPRBase, estimate_of
 
 
 class QueueHandler(GPRBase):
@@ -40,12 +40,19 @@ class QueueHandler(GPRBase):
         keyed = self.egs.planning.queue_order(planned)
         start = 0 if after is None else bisect_right(keyed, tuple(after), key=lambda kg: kg[0])
         page, next_cursor = cursors.QUEUE.page(keyed[start : start + limit + 1], limit, key=lambda kg: kg[0])
-        views = [self.view(gpr, plan, gpr.spec.slice in member_of) for _, gpr in page]
         factor_of = factors(snapshot)
-        for view in views:
-            view["band"] = BAND_NAMES[band(view["priority"])]
-            view["fair_share_factor"] = round(factor_of.get(view["slice"], 1.0), 6)
-        self.write_json({"queue": views, "next_cursor": next_cursor, "planned_at": format_time(planned_at)})
+        views = [
+            gpr_resource(
+                gpr,
+                estimate_of(gpr, plan),
+                redact=gpr.spec.slice not in member_of,
+                model=QueuedGPR,
+                band=BANDS[band(gpr.spec.priority)],
+                fair_share_factor=round(factor_of.get(gpr.spec.slice, 1.0), 6),
+            )
+            for _, gpr in page
+        ]
+        self.write_json(QueuePage(queue=views, next_cursor=next_cursor, planned_at=planned_at))
 
 
 class EvictionsHandler(GPRBase):
@@ -58,15 +65,15 @@ class EvictionsHandler(GPRBase):
         snapshot, plan, planned_at = await self.egs.planning.fresh(self.egs.sessions, self.now())
         with self.egs.sessions() as session:
             evicting = bool(queries.evictions_in_flight(session))
-            views = [self._json(session, e) for e in eviction_proposals(snapshot, plan, planned_at, evicting)]
-        self.write_json({"evictions": views})
+            views = [self._resource(session, e) for e in eviction_proposals(snapshot, plan, planned_at, evicting)]
+        self.write_json(Evictions(evictions=views))
 
     @needs_scope(ADMIN_SCOPE)
     async def post(self) -> None:
         body = parse_body(EvictionConfirm, self.json_body())
         proposal, victims = await self.egs.commands.confirm_eviction(body.gpr_id, set(body.victims), self.user_name)
-        self.write_json(eviction_json(proposal, victims))
+        self.write_json(eviction_resource(proposal, victims))
 
-    def _json(self, session, eviction) -> dict:
+    def _resource(self, session, eviction) -> Eviction:
         victims = [queries.to_gpr(row) for v in eviction.victims if (row := queries.get_gpr_row(session, v))]
-        return eviction_json(eviction, victims)
+        return eviction_resource(eviction, victims)

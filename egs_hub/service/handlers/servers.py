@@ -27,7 +27,8 @@ from tornado import web
 
 from ...core import model as core
 from ...core.requests import ServerStart, parse_body
-from ...core.units import format_time
+from ...core.resources import Server as ServerResource
+from ...core.resources import ServerRegistration, ServerRestart, Servers
 from ...core.user_names import normalize_user_name
 from ...store import queries
 from ...store.db import transaction
@@ -68,13 +69,9 @@ class ServerHandler(APIHandler):
             )
             queries.add_event(session, started)
         self.write_json(
-            {
-                "user": user,
-                "server": server,
-                "slice": slice_name,
-                "gpus": gpus,
-                "gprs": sorted({gpr_id for _, gpr_id in usable}),
-            }
+            ServerRegistration(
+                user=user, server=server, slice=slice_name, gpus=gpus, gprs=sorted({gpr_id for _, gpr_id in usable})
+            )
         )
 
     @authenticated
@@ -97,17 +94,11 @@ class ServersHandler(APIHandler):
                 raise self.not_found(f"slice named {slice_name!r} among yours")
             rows = session.scalars(select(Server).order_by(Server.id))
             servers = [
-                {
-                    "user": s.user,
-                    "server": s.server_name,
-                    "slice": s.slice,
-                    "gpus": s.gpus,
-                    "started_at": format_time(s.started_at),
-                }
+                ServerResource(user=s.user, server=s.server_name, slice=s.slice, gpus=s.gpus, started_at=s.started_at)
                 for s in rows
                 if s.slice in member_of and (slice_name is None or s.slice == slice_name)
             ]
-        self.write_json({"servers": servers})
+        self.write_json(Servers(servers=servers))
 
 
 class ServerRestartHandler(APIHandler):
@@ -132,7 +123,7 @@ class ServerRestartHandler(APIHandler):
         task = asyncio.ensure_future(restart_and_record(self.egs, user, server, self.user_name, slice_name))
         _restarts.add(task)
         task.add_done_callback(_restarts.discard)
-        self.write_json({"user": user, "server": server, "restarting": True}, status=202)
+        self.write_json(ServerRestart(user=user, server=server, restarting=True), status=202)
 
 
 async def restart_and_record(egs, user: str, server: str, actor: str, slice_name: str | None) -> None:

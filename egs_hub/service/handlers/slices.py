@@ -39,7 +39,7 @@ from ...core.requests import (
     check_slice_name,
     parse_body,
 )
-from ...core.units import format_time
+from ...core.resources import Slice, SliceKubeconfig, Slices
 from ...core.user_names import normalize_user_name
 from ...roles import ADMIN_GROUP, ADMIN_SCOPE
 from ...store import queries
@@ -48,7 +48,7 @@ from ...store.models import GPRRow, SliceNamespace
 from ...store.models import Slice as SliceRow
 from ..hub import HubAPIError
 from ..planning import slice_usage
-from ..serialize import slice_json
+from ..serialize import slice_resource
 from ..slice_setup import SliceHost
 from .base import APIHandler, authenticated, needs_scope
 
@@ -123,13 +123,13 @@ class SliceBase(APIHandler):
     def usage(self, session) -> dict[str, dict]:
         return slice_usage(session, self.now(), self.egs.planning.half_life)
 
-    async def slice_view(self, session, row: SliceRow, members: list[str] | None = None) -> dict:
+    async def slice_view(self, session, row: SliceRow, members: list[str] | None = None) -> Slice:
         """The slice as the API answers it. A handler that changed something passes the ``members`` it read
         from the hub before its change, so no hub call after the commit can turn the answer into a 5xx."""
         if members is None:
             members = await self.egs.hub.group_members(row.group_name)
         gpus = [uuid for uuid, _ in queries.slice_usable_gpus(session, row.name)]
-        return slice_json(row, members, gpus, self.usage(session)[row.name])
+        return slice_resource(row, members, gpus, self.usage(session)[row.name])
 
 
 class SlicesHandler(SliceBase):
@@ -140,7 +140,7 @@ class SlicesHandler(SliceBase):
             rows = [r for r in queries.all_slices(session) if self.is_member(r)]
             usage = self.usage(session)
             views = [
-                slice_json(
+                slice_resource(
                     r,
                     groups.get(r.group_name, []),
                     [uuid for uuid, _ in queries.slice_usable_gpus(session, r.name)],
@@ -148,7 +148,7 @@ class SlicesHandler(SliceBase):
                 )
                 for r in rows
             ]
-        self.write_json({"slices": views})
+        self.write_json(Slices(slices=views))
 
     @needs_scope(ADMIN_SCOPE)
     async def post(self) -> None:
@@ -393,13 +393,9 @@ class KubeconfigHandler(SliceBase):
         except ClusterUnavailable as e:
             raise web.HTTPError(503, f"{e}; try again once the cluster answers") from None
         self.write_json(
-            {
-                "slice": name,
-                "cluster": cluster,
-                "namespace": namespaces[0],
-                "expires_at": format_time(made.expires_at),
-                "kubeconfig": made.text,
-            }
+            SliceKubeconfig(
+                slice=name, cluster=cluster, namespace=namespaces[0], expires_at=made.expires_at, kubeconfig=made.text
+            )
         )
 
     def _host(self, cluster: str) -> SliceHost:

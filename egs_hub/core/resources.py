@@ -1,0 +1,614 @@
+"""What the REST API answers, as pydantic models: one definition per resource.
+
+The service builds its answers from these models (``answer`` turns one into JSON),
+the OpenAPI document takes their schemas (``resource_schemas``), and the client
+decodes the service's answers into them, so a field added here reaches all three.
+Vocabulary as in DESIGN.md: a *slice* (workspace), a *GPR* (GPU Provision Request),
+a GPU *shape*, a *window*, an *estimated start*.
+
+On the wire times are ISO-8601 UTC with ``Z`` and durations whole seconds; in Python
+they are aware UTC ``datetime``s and ``timedelta``s. A field the service leaves null
+is None. A model keeps fields newer than itself (pydantic's ``model_extra``), so an
+older client still sees what a newer service added.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
+from pydantic.json_schema import models_json_schema
+
+from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
+from .units import format_time
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Time = Annotated[
+    datetime,
+    AfterValidator(_utc),
+    PlainSerializer(format_time, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+Seconds = Annotated[
+    timedelta,
+    PlainSerializer(lambda value: int(value.total_seconds()), return_type=int, when_used="json"),
+    WithJsonSchema({"type": "integer", "description": "seconds"}),
+]
+FractionalSeconds = Annotated[
+    timedelta,
+    PlainSerializer(lambda value: value.total_seconds(), return_type=float, when_used="json"),
+    WithJsonSchema({"type": "number", "description": "seconds"}),
+]
+Names = tuple[str, ...]
+StatusName = Literal[tuple(s.value for s in Status)]  # type: ignore[valid-type]
+ClusterHealth = Literal["ok", "unavailable"]
+CLUSTER_ORIGINS = ("local", "config", "api")
+BANDS = ("low", "medium", "high")
+ALERT_KINDS = ("temperature", "power", "memory-full", "ecc", "xid", "gpu-lost")
+WORKLOAD_KINDS = ("server", "pod", "process")
+WINDOW_STATES = ("past", "current", "planned")
+
+
+class Resource(BaseModel):
+    """An answer of the API (or a part of one): immutable. A client keeps fields newer than the
+    model (``extra="allow"``); the document says the service writes no others."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="allow", populate_by_name=True, json_schema_extra={"additionalProperties": False}
+    )
+
+
+def answer(resource: Resource) -> dict[str, Any]:
+    """The JSON object the API writes for ``resource``."""
+    return resource.model_dump(mode="json", by_alias=True)
+
+
+# errors and health
+
+
+class Error(Resource):
+    """Every 4xx and 5xx answer: the status again, a sentence, and the input field at fault if one is."""
+
+    status: int
+    message: str
+    field: str | None = Field(None, description="the request's field (body key or parameter) at fault")
+
+
+class Health(Resource):
+    """The service's liveness and database check, and which replica answered."""
+
+    status: str
+    version: str | None = None
+    database: str
+    role: Literal["leader", "standby"] = Field(
+        description="leader: this replica plans and answers; standby: it forwards to the leader"
+    )
+    leader: str | None = Field(None, description="a standby's: where the leader serves")
+
+
+# slices
+
+
+class Quota(Resource):
+    max_gpus: int | None
+    max_gpu_hours: float | None = Field(description="GPU-hours per rolling week")
+
+
+class SlicePolicy(Resource):
+    max_duration: Seconds | None
+    max_priority: int
+    auto_approve_max_gpus: int | None
+    max_active_gprs: int
+    restart_servers: bool
+    reject_over_limits: bool
+    eviction: Literal[EVICTION_MODES]  # type: ignore[valid-type]
+    requeue_evicted: bool
+    share: float | None = Field(description="fair-share weight; null: max_gpus, else 1")
+    idle_timeout: Seconds | None = Field(description="default idle timeout of its GPRs")
+    max_idle_timeout: Seconds | None = Field(description="longest idle timeout members ask")
+    bind_failure: Literal[BIND_FAILURES]  # type: ignore[valid-type]
+
+
+class Usage(Resource):
+    gpu_hours_week: float = Field(description="GPU-hours used in the rolling week")
+    decayed_gpu_hours: float = Field(description="GPU-hours used, each weighed down by its age (fair-share half-life)")
+    fair_share_factor: float = Field(
+        description="in (0, 1]: 1 used nothing lately, 1/2 used its share; higher is served first within a band"
+    )
+
+
+class Slice(Resource):
+    name: str
+    display_name: str
+    group: str
+    members: Names
+    quota: Quota
+    policy: SlicePolicy
+    usage: Usage
+    namespaces: dict[str, Names] = Field(description="per cluster, the slice's namespaces there (home first)")
+    gpus: Names = Field(description="GPU UUIDs the slice's servers may use now")
+    created_at: Time
+    updated_at: Time
+
+
+class Slices(Resource):
+    slices: tuple[Slice, ...]
+
+
+class SliceKubeconfig(Resource):
+    """A kubeconfig for a slice's ServiceAccount on ``cluster``, valid until ``expires_at``."""
+
+    slice: str
+    cluster: str
+    namespace: str = Field(description="the slice's home namespace there (current context)")
+    expires_at: Time
+    kubeconfig: str = Field(description="YAML: one context per namespace of the slice")
+
+
+# clusters and inventory
+
+
+class Cluster(Resource):
+    """A registered cluster, whether it answers, and its size."""
+
+    name: str
+    kind: str = Field(description="local or kubernetes")
+    origin: Literal[CLUSTER_ORIGINS] = Field(  # type: ignore[valid-type]
+        description="this host, EGSService.clusters in the config, or POST /clusters"
+    )
+    where: str = Field(description="how the service reaches it")
+    health: ClusterHealth
+    message: str | None = Field(description="why it is unavailable")
+    source: str = Field(description="what its last inventory said")
+    nodes: int = Field(description="nodes with GPUs present now")
+    gpus: int
+    node_selector: str | None = Field(description="Kubernetes: label selector of the nodes it manages")
+    exit_grace: Seconds | None = Field(description="Kubernetes: seconds a slice's pods get to leave a node")
+
+
+class Clusters(Resource):
+    clusters: tuple[Cluster, ...]
+
+
+class RoleTemplate(Resource):
+    name: str
+    builtin: bool = Field(description="one of egs-hub's own (deployment, reader), unchanged")
+    rules: tuple[dict[str, Any], ...] = Field(description="RBAC PolicyRules of the Role")
+    subjects: tuple[dict[str, Any], ...] = Field(description="of the RoleBinding")
+
+
+class RoleTemplates(Resource):
+    role_templates: tuple[RoleTemplate, ...]
+
+
+class Shape(Resource):
+    name: str
+    model: str
+    memory_gb: int
+    gpus_per_node: int
+
+
+class InventoryGPU(Resource):
+    uuid: str
+    index: int
+    product: str
+    memory_mib: int
+    declared: bool
+    healthy: bool
+    slice: str | None
+    gpr: int | None
+
+
+class InventoryNode(Resource):
+    name: str
+    shape: str
+    schedulable: bool
+    declared: bool
+    whole: bool = Field(description="bound to one GPR at a time (Kubernetes)")
+    gpus: tuple[InventoryGPU, ...]
+
+
+class InventoryCluster(Resource):
+    name: str
+    kind: str
+    source: str
+    health: ClusterHealth
+    message: str | None = Field(description="why it is unavailable")
+    nodes: tuple[InventoryNode, ...]
+
+
+class InventoryShape(Shape):
+    """A shape on one cluster: how many GPUs of it there are and how many are free now."""
+
+    cluster: str
+    gpus: int
+    free: int
+
+
+class Inventory(Resource):
+    clusters: tuple[InventoryCluster, ...]
+    shapes: tuple[InventoryShape, ...]
+    gpus: int
+    free: int
+
+
+class Window(Resource):
+    """One GPR's window on one node: past, current or planned."""
+
+    gpr: int
+    slice: str
+    gpus: Names = Field(description="empty for a planned window that starts later than now")
+    gpu_count: int
+    start: Time
+    end: Time
+    state: Literal[WINDOW_STATES]  # type: ignore[valid-type]
+    status: str
+
+
+class NodeSchedule(Resource):
+    cluster: str
+    node: str
+    windows: tuple[Window, ...]
+
+
+class Schedule(Resource):
+    start: Time
+    end: Time
+    nodes: tuple[NodeSchedule, ...]
+
+
+# GPRs, wait times and the queue
+
+
+class NodeRef(Resource):
+    cluster: str
+    node: str
+
+
+class GPR(Resource):
+    id: int
+    name: str | None
+    slice: str
+    requested_by: str | None
+    cluster: str | None
+    shape: str | None
+    gpus: int | None
+    nodes: int | None
+    priority: int = Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)
+    duration: Seconds
+    start_after: Time | None
+    idle_timeout: Seconds | None = Field(description="released after its GPUs idle this long")
+    preemptible: bool
+    status: StatusName
+    status_reason: str
+    estimated_start: Time | None = Field(description="queued GPRs: when the planner starts it")
+    queue_position: int | None
+    planned_gpus: Names = Field(description="queued GPRs admitted now: the GPUs they get")
+    planned_nodes: Names = Field(description="queued GPRs: the nodes planned for them")
+    planned_gpu_count: int | None = Field(description="queued GPRs: GPUs planned on those nodes")
+    window_start: Time | None
+    window_end: Time | None
+    bound_gpus: Names
+    bound_nodes: Names
+    avoid_nodes: tuple[NodeRef, ...] = Field(
+        description="nodes that failed this GPR's pre-checks: it is not placed on them again"
+    )
+    end_reason: str | None
+    created_at: Time
+    updated_at: Time
+    ended_at: Time | None
+
+    @property
+    def gpu_count(self) -> int | None:
+        """The GPUs it holds, else the GPUs it is planned for, else the GPUs it asked for."""
+        return len(self.bound_gpus) or self.planned_gpu_count or self.gpus
+
+
+class GPRPage(Resource):
+    gprs: tuple[GPR, ...]
+    next_cursor: str | None
+
+
+class QueuedGPR(GPR):
+    """A queued GPR as GET /queue lists it: with its priority band and its slice's fair-share factor."""
+
+    band: Literal[BANDS]  # type: ignore[valid-type]
+    fair_share_factor: float = Field(description="of the GPR's slice, in (0, 1]")
+
+
+class QueuePage(Resource):
+    planned_at: Time = Field(
+        description="when the plan the positions and estimates come from was made (GPRs submitted since are "
+        "placed on it; other changes show from the next plan, made within a reconcile pass)"
+    )
+    queue: tuple[QueuedGPR, ...]
+    next_cursor: str | None
+
+
+class WaitTimeOption(Resource):
+    """Where and when a GPR like the one asked about would start."""
+
+    cluster: str
+    shape: Shape
+    estimated_start: Time
+    wait: Seconds = Field(alias="wait_seconds", ge=timedelta(0))
+    nodes: Names
+    gpus: int = Field(description="GPUs it would get on those nodes")
+
+
+class WaitTimes(Resource):
+    options: tuple[WaitTimeOption, ...]
+    needs_approval: Names = Field(description="why a GPR like this would wait for an admin")
+
+
+class EvictionVictim(Resource):
+    id: int
+    slice: str
+    priority: int
+    gpus: int
+    window_end: Time | None
+    status: StatusName
+
+
+class Eviction(Resource):
+    """Provisioned GPRs (victims) whose end lets GPR ``gpr_id`` start now."""
+
+    gpr_id: int = Field(description="the queued GPR that starts once the victims are gone")
+    victims: tuple[EvictionVictim, ...]
+    automatic: bool = Field(description="the slice's policy evicts without an admin")
+
+
+class Evictions(Resource):
+    evictions: tuple[Eviction, ...]
+
+
+# the audit log
+
+
+class Event(Resource):
+    id: int
+    time: Time
+    kind: str
+    actor: str
+    reason: str
+    gpr: int | None
+    slice: str | None
+    from_status: str | None
+    to_status: str | None
+    data: dict[str, Any]
+
+
+class EventPage(Resource):
+    events: tuple[Event, ...]
+    next_cursor: str | None
+
+
+# GPU metrics and alerts
+
+
+class MetricSource(Resource):
+    """Where the service's GPU readings come from; ``error`` says why there are none."""
+
+    name: str | None = Field(description="nvml, prometheus, or null: none configured")
+    interval: FractionalSeconds = Field(description="seconds between samples")
+    sampled_at: Time | None
+    error: str | None = Field(description="why there are no current readings, if so")
+
+
+class GPUProcess(Resource):
+    pid: int
+    used_mib: float | None
+    user: str | None
+    server: str | None
+
+
+class GPUSample(Resource):
+    """A GPU's latest readings: percent, MiB, °C, W, MHz; None where the source gives none."""
+
+    time: Time
+    utilization: float | None
+    memory_utilization: float | None
+    memory_used_mib: float | None
+    memory_total_mib: float | None
+    temperature_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock_mhz: float | None
+    throttle_reasons: Names
+    ecc_errors: int | None
+    xid: int | None
+    processes: tuple[GPUProcess, ...] | None = Field(description="null: the source cannot list processes")
+    pod: str | None
+    namespace: str | None
+
+
+class GPU(Resource):
+    uuid: str
+    index: int
+    node: str
+    cluster: str
+    model: str
+    memory_mib: int
+    declared: bool
+    healthy: bool
+    slice: str | None = Field(description="the slice holding it now")
+    gpr: int | None = Field(description="the GPR holding it now")
+    sample: GPUSample | None
+
+
+class GPUs(Resource):
+    source: MetricSource
+    gpus: tuple[GPU, ...]
+
+
+class UsedUtilizationPoint(Resource):
+    """One step from ``time``: the mean of the GPUs' readings (None: none), the most GPUs with readings in 5 min."""
+
+    time: Time
+    utilization: float | None = Field(description="the mean of the GPUs' readings in the step")
+    gpus: int = Field(description="the most GPUs with readings in 5 minutes of the step")
+
+
+class UsedUtilization(Resource):
+    """The used utilisation of the caller's GPUs per ``step`` from ``since`` (the service keeps 24 h)."""
+
+    source: MetricSource
+    since: Time
+    step: Seconds
+    points: tuple[UsedUtilizationPoint, ...]
+
+
+class MetricPoint(Resource):
+    """A GPU's readings averaged over one step from ``time``."""
+
+    time: Time
+    utilization: float | None
+    memory_utilization: float | None
+    memory_used_mib: float | None
+    temperature_c: float | None
+    power_w: float | None
+    sm_clock_mhz: float | None
+
+
+class GPUMetrics(Resource):
+    uuid: str
+    since: Time
+    step: Seconds
+    source: MetricSource
+    points: tuple[MetricPoint, ...]
+
+
+class WorkloadProcess(Resource):
+    pid: int
+    gpu: str
+    used_mib: float | None
+
+
+class HottestGPU(Resource):
+    uuid: str
+    node: str | None
+    temperature_c: float | None
+
+
+class MostPowerGPU(Resource):
+    uuid: str
+    node: str | None
+    power_w: float | None
+
+
+class Workload(Resource):
+    """A server, pod or process of a slice with its GPUs; ``utilization`` is their mean."""
+
+    slice: str
+    kind: Literal[WORKLOAD_KINDS]  # type: ignore[valid-type]
+    name: str
+    user: str | None
+    gpus: Names
+    processes: tuple[WorkloadProcess, ...]
+    utilization: float | None = Field(description="mean over its GPUs with a reading")
+    hottest_gpu: HottestGPU | None
+    most_power_gpu: MostPowerGPU | None
+
+
+class Workloads(Resource):
+    source: MetricSource
+    workloads: tuple[Workload, ...]
+    next_cursor: str | None
+
+
+class Alert(Resource):
+    id: int
+    kind: Literal[ALERT_KINDS]  # type: ignore[valid-type]
+    gpu: str
+    node: str | None
+    cluster: str | None
+    slice: str | None = Field(description="who held the GPU when it was raised")
+    gpr: int | None
+    message: str
+    value: float | None
+    threshold: float | None
+    raised_at: Time
+    cleared_at: Time | None
+    active: bool
+
+
+class Alerts(Resource):
+    source: MetricSource
+    alerts: tuple[Alert, ...]
+    next_cursor: str | None
+
+
+# servers
+
+
+class Server(Resource):
+    """A hub server registered with the service, and the GPUs it was started with."""
+
+    user: str
+    server: str
+    slice: str
+    gpus: Names
+    started_at: Time
+
+
+class Servers(Resource):
+    servers: tuple[Server, ...]
+
+
+class ServerRegistration(Resource):
+    """What a starting server may use: its slice's GPUs now and the GPRs holding them."""
+
+    user: str
+    server: str
+    slice: str
+    gpus: Names
+    gprs: tuple[int, ...]
+
+
+class ServerRestart(Resource):
+    """A restart the service started (in the background) of ``user``'s server ``server``."""
+
+    user: str
+    server: str
+    restarting: Literal[True] = Field(description="the hub restarts it in the background")
+
+
+RESOURCES: tuple[type[Resource], ...] = (
+    Error,
+    Health,
+    Slice,
+    Slices,
+    SliceKubeconfig,
+    Cluster,
+    Clusters,
+    RoleTemplates,
+    Inventory,
+    Schedule,
+    GPR,
+    GPRPage,
+    QueuePage,
+    WaitTimes,
+    Eviction,
+    Evictions,
+    EventPage,
+    GPUs,
+    UsedUtilization,
+    GPUMetrics,
+    Workloads,
+    Alerts,
+    Servers,
+    ServerRegistration,
+    ServerRestart,
+)
+
+
+def resource_schemas(ref_template: str) -> dict[str, dict]:
+    """The JSON Schema of every answer and of the parts they are made of, by model name, as the
+    service writes them (``ref_template`` formats ``{model}`` into a reference to another)."""
+    _, top = models_json_schema([(m, "serialization") for m in RESOURCES], ref_template=ref_template)
+    return top["$defs"]
