@@ -5,13 +5,13 @@
     gpr = egs.create_gpr("team-a", "2h", gpus=2, shape="H100")
     egs.gpr(gpr.id).estimated_start
 
-Answers are frozen dataclasses (models.py) with aware datetimes and timedeltas;
-failures raise ``EGSError`` carrying the service's status, message and field.
+Answers are the API's own models (``egs_hub.core.resources``: the service answers
+with them and its OpenAPI document is made from them): immutable pydantic models with
+aware UTC datetimes and timedeltas. Failures raise ``EGSError`` carrying the service's
+status, message and field.
 """
 
-from .aio import AsyncEGSClient
-from .errors import EGSConfigError, EGSConnectionError, EGSError
-from .models import (
+from ..core.resources import (
     GPR,
     GPU,
     Alert,
@@ -40,6 +40,8 @@ from .models import (
     Workload,
     Workloads,
 )
+from .aio import AsyncEGSClient
+from .errors import EGSConfigError, EGSConnectionError, EGSError
 from .sync import EGSClient
 
 __all__ = [

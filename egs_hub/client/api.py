@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from .decode import decode, decode_list
-from .errors import EGSError
-from .models import (
+from pydantic import ValidationError
+
+from ..core.resources import (
     GPR,
     Alerts,
     Cluster,
@@ -32,6 +32,7 @@ from .models import (
     Health,
     Inventory,
     QueuedGPR,
+    Resource,
     Schedule,
     Server,
     ServerRegistration,
@@ -42,8 +43,10 @@ from .models import (
     WaitTimes,
     Workloads,
 )
+from .errors import EGSError
 
 Result = TypeVar("Result")
+Model = TypeVar("Model", bound=Resource)
 Duration = timedelta | int | str
 Time = datetime | str
 
@@ -173,12 +176,24 @@ def _nothing(_: Any) -> None:
     return None
 
 
-def _list_of(cls: type, key: str) -> Callable[[Any], list]:
-    return lambda data: decode_list(cls, data[key])
+def _list_of(cls: type[Model], key: str) -> Callable[[Any], list[Model]]:
+    return lambda data: [_read(cls, item) for item in data[key]]
 
 
-def _one(cls: type) -> Callable[[Any], Any]:
-    return lambda data: decode(cls, data)
+def _one(cls: type[Model]) -> Callable[[Any], Model]:
+    return lambda data: _read(cls, data)
+
+
+def _read(cls: type[Model], data: Any) -> Model:
+    """The model ``data`` describes; an EGSError naming the first mismatch when it describes none."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        error = e.errors()[0]
+        where = ".".join(map(str, error["loc"])) or "the answer"
+        raise EGSError(
+            200, f"the service's {cls.__name__} cannot be read ({where}: {error['msg']}); is it older than this client?"
+        ) from None
 
 
 class Operations(ABC):
