@@ -94,6 +94,13 @@ def _typed(cls: type, parse: Callable[[Any, str], Any]) -> Callable[[Any, str], 
 
 # Field types
 
+
+def _whole_number(value: Any) -> Any:
+    """JSON has one kind of number: 2.0 is the whole number 2 (JSON Schema's "integer" says so too)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Whole = BeforeValidator(_whole_number)
 DURATION_SCHEMA = {
     "oneOf": [
         {"type": "integer", "minimum": 1, "maximum": MAX_DURATION_SECONDS, "description": "seconds"},
@@ -101,7 +108,7 @@ DURATION_SCHEMA = {
     ],
     "description": 'seconds, or units largest first like "1d2h30m"; at most ten years',
 }
-_parse_duration = _typed(timedelta, parse_duration)
+_parse_duration = _typed(timedelta, lambda value, field: parse_duration(_whole_number(value), field))
 Duration = Annotated[timedelta, BeforeValidator(_parsed(_parse_duration)), WithJsonSchema(DURATION_SCHEMA)]
 OptionalDuration = Annotated[
     timedelta | None,
@@ -120,16 +127,16 @@ StartAfter = Annotated[
         }
     ),
 ]
-Count = Annotated[int, Field(ge=1, le=100_000)]
+Count = Annotated[int, Field(ge=1, le=100_000), Whole]
 Priority = Annotated[
-    int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX, description="low 1-100, medium 101-200, high 201-300")
+    int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX, description="low 1-100, medium 101-200, high 201-300"), Whole
 ]
 SliceName = Annotated[str, Field(pattern=SLICE_NAME_PATTERN, max_length=63)]
 # Text is stripped after its checks: they hold for the text as given.
 _STRIPPED = AfterValidator(lambda value: value.strip() if isinstance(value, str) else value)
 Selector = Annotated[str | None, Field(max_length=100, pattern=TEXT_PATTERN), _STRIPPED]
 Amount = Annotated[float | None, Field(gt=0, le=AMOUNT_MAX, allow_inf_nan=False)]
-GPRId = Annotated[int, Field(ge=1, le=ID_MAX)]
+GPRId = Annotated[int, Field(ge=1, le=ID_MAX), Whole]
 
 
 def _text(max_length: int) -> Any:
@@ -287,15 +294,15 @@ def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:
 
 
 class QuotaBody(Body):
-    max_gpus: Annotated[int | None, Field(ge=1, le=100_000, description="GPUs held at once")] = None
+    max_gpus: Annotated[int | None, Field(ge=1, le=100_000, description="GPUs held at once"), Whole] = None
     max_gpu_hours: Annotated[Amount, Field(description="GPU-hours per rolling week (7 days)")] = None
 
 
 class PolicyBody(Body):
     max_duration: OptionalDuration = None
     max_priority: Priority = PRIORITY_MAX
-    auto_approve_max_gpus: Annotated[int | None, Field(ge=1, le=100_000)] = None
-    max_active_gprs: Annotated[int, Field(ge=1, le=1000)] = 1
+    auto_approve_max_gpus: Annotated[int | None, Field(ge=1, le=100_000), Whole] = None
+    max_active_gprs: Annotated[int, Field(ge=1, le=1000), Whole] = 1
     restart_servers: bool = False
     reject_over_limits: Annotated[bool, Field(description="reject over-limit GPRs instead of asking an admin")] = False
     eviction: Annotated[

@@ -104,7 +104,7 @@ CASES = {
     "gpr priority over 300": BodyCase(GPRCreate, gpr_body(priority=301), want_field="priority"),
     "gpr priority as text": BodyCase(GPRCreate, gpr_body(priority="high"), want_field="priority"),
     "gpr priority true": BodyCase(GPRCreate, gpr_body(priority=True), want_field="priority"),
-    "gpr priority float": BodyCase(GPRCreate, gpr_body(priority=150.0), want_field="priority"),
+    "gpr priority fraction": BodyCase(GPRCreate, gpr_body(priority=150.5), want_field="priority"),
     "gpr zero gpus": BodyCase(GPRCreate, gpr_body(gpus=0), want_field="gpus"),
     "gpr gpus as text": BodyCase(GPRCreate, gpr_body(gpus="2"), want_field="gpus"),
     "gpr zero nodes": BodyCase(GPRCreate, gpr_body(gpus=..., nodes=0), want_field="nodes"),
@@ -406,3 +406,16 @@ def test_check_start_after_refuses_exactly_what_is_past_the_horizon(start_after:
         assert f"within {describe_horizon(horizon)} from now" in str(e)
     else:
         assert not past
+
+
+@given(gpus=st.integers(min_value=1, max_value=100_000), fraction=st.sampled_from([0.0, 0.5, 0.25]))
+def test_a_whole_number_written_with_a_point_is_that_number(gpus: int, fraction: float):
+    """JSON Schema's "integer" holds 2.0, so the API takes it as 2; 2.5 stays refused."""
+    body = {"slice": "team", "gpus": gpus + fraction, "duration": 3600.0, "priority": 150.0}
+    if fraction:
+        with pytest.raises(InvalidRequest, match="gpus must be a whole number from 1 to 100000"):
+            parse_body(GPRCreate, body)
+    else:
+        parsed = parse_body(GPRCreate, body)
+        assert (parsed.gpus, parsed.duration, parsed.priority) == (gpus, timedelta(hours=1), 150)
+        assert type(parsed.gpus) is int
