@@ -43,7 +43,7 @@ from .units import (
     parse_duration,
     parse_time,
 )
-from .user_names import normalize_user_name
+from .user_names import USER_NAME_RE, normalize_user_name
 
 SLICE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 GROUP_NAME_PATTERN = r"^[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}$"
@@ -71,7 +71,7 @@ MISSING: Any = _Missing()
 _FIELD = "\x00field\x00"  # stands for the field's name in a parser's refusal until parse_body knows it
 
 
-def _parsed(parse: Callable[[Any, str], Any]) -> Callable[[Any], Any]:
+def parsed(parse: Callable[[Any, str], Any]) -> Callable[[Any], Any]:
     """A field validator from a parser ``(value, field name) -> value`` that raises InvalidRequest."""
 
     def validate(value: Any) -> Any:
@@ -109,16 +109,16 @@ DURATION_SCHEMA = {
     "description": 'seconds, or units largest first like "1d2h30m"; at most ten years',
 }
 _parse_duration = _typed(timedelta, lambda value, field: parse_duration(_whole_number(value), field))
-Duration = Annotated[timedelta, BeforeValidator(_parsed(_parse_duration)), WithJsonSchema(DURATION_SCHEMA)]
+Duration = Annotated[timedelta, BeforeValidator(parsed(_parse_duration)), WithJsonSchema(DURATION_SCHEMA)]
 OptionalDuration = Annotated[
     timedelta | None,
-    BeforeValidator(_parsed(_optional(_parse_duration))),
+    BeforeValidator(parsed(_optional(_parse_duration))),
     WithJsonSchema({"oneOf": [DURATION_SCHEMA, {"type": "null"}]}),
 ]
 StartAfter = Annotated[
     datetime | None,
     # How far ahead is check_start_after's to say, with the time now and the service's horizon.
-    BeforeValidator(_parsed(_optional(_typed(datetime, lambda value, field: parse_time(value, field, latest=None))))),
+    BeforeValidator(parsed(_optional(_typed(datetime, lambda value, field: parse_time(value, field, latest=None))))),
     WithJsonSchema(
         {
             "type": ["string", "null"],
@@ -137,6 +137,11 @@ _STRIPPED = AfterValidator(lambda value: value.strip() if isinstance(value, str)
 Selector = Annotated[str | None, Field(max_length=100, pattern=TEXT_PATTERN), _STRIPPED]
 Amount = Annotated[float | None, Field(gt=0, le=AMOUNT_MAX, allow_inf_nan=False)]
 GPRId = Annotated[int, Field(ge=1, le=ID_MAX), Whole]
+UserName = Annotated[
+    str,
+    BeforeValidator(parsed(normalize_user_name)),
+    WithJsonSchema({"type": "string", "pattern": f"^{USER_NAME_RE.pattern}$"}),
+]
 
 
 def _text(max_length: int) -> Any:
@@ -326,7 +331,7 @@ QuotaPatch = _patch(QuotaBody)
 PolicyPatch = _patch(PolicyBody)
 Namespaces = Annotated[
     dict[str, tuple[str, ...]],
-    BeforeValidator(_parsed(parse_namespaces)),
+    BeforeValidator(parsed(parse_namespaces)),
     WithJsonSchema(
         {
             "type": "object",
@@ -354,7 +359,7 @@ class SliceCreate(Body):
     namespaces: Namespaces = {}
     members: Annotated[
         tuple[str, ...],
-        BeforeValidator(_parsed(parse_user_list)),
+        BeforeValidator(parsed(parse_user_list)),
         WithJsonSchema({"type": "array", "items": {"type": "string"}, "maxItems": 1000}),
     ] = ()
 
@@ -441,11 +446,11 @@ class ClusterCreate(Body):
             pattern=TEXT_PATTERN,
             description="label selector of the GPU nodes egs-hub manages there",
         ),
-        AfterValidator(_parsed(parse_label_selector)),
+        AfterValidator(parsed(parse_label_selector)),
     ] = "egs.io/slice"
     exit_grace: Annotated[
         timedelta,
-        BeforeValidator(_parsed(_typed(timedelta, parse_exit_grace))),
+        BeforeValidator(parsed(_typed(timedelta, parse_exit_grace))),
         WithJsonSchema(
             {
                 "oneOf": [{**DURATION_SCHEMA["oneOf"][0], "maximum": 86400}, DURATION_SCHEMA["oneOf"][1]],

@@ -2,20 +2,33 @@
 
 Schemas come from the models: request bodies from ``core.requests`` (the ones the
 handlers parse with), answers from ``core.resources`` (the ones the handlers answer
-with and the client decodes into). What is written here is the paths: each
-operation's summary, parameters, body and answers.
+with and the client decodes into), query parameters from ``service.parameters`` (the
+ones the handlers read them with), path parameters from the body fields' types. What
+is written here is the paths: each operation's summary, and which parameters, body and
+answers it has (the tests hold the paths and methods to the route table).
 """
 
 from __future__ import annotations
 
-from ..backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
-from ..core.model import Status
-from ..core.requests import DURATION_PATTERN, ID_MAX, SLICE_NAME_PATTERN, body_schemas
-from ..core.resources import resource_schemas
-from ..core.user_names import USER_NAME_RE
-from . import cursors
+from pydantic import TypeAdapter
 
-TIME = {"type": "string", "format": "date-time"}
+from ..core.requests import GPRId, SliceName, UserName, body_schemas
+from ..core.resources import resource_schemas
+from .parameters import (
+    AlertsQuery,
+    EventsQuery,
+    GPRsQuery,
+    GPUsQuery,
+    KubeconfigQuery,
+    MetricsQuery,
+    QueueQuery,
+    ScheduleQuery,
+    ServersQuery,
+    UtilizationQuery,
+    WorkloadsQuery,
+    documented,
+)
+
 REF = "#/components/schemas/{model}"
 SCHEMAS = {**resource_schemas(REF), **body_schemas(REF)}
 
@@ -52,41 +65,15 @@ def _body(name: str, required: bool = True) -> dict:
     return {"required": required, "content": {"application/json": {"schema": _ref(name)}}}
 
 
-def _query(name: str, description: str, schema: dict | None = None) -> dict:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": schema or {"type": "string"},
-    }
+def _path(name: str, annotation: object = str) -> dict:
+    """A path parameter whose value has the type ``annotation`` (a body field's, where one has it)."""
+    return {"name": name, "in": "path", "required": True, "schema": TypeAdapter(annotation).json_schema()}
 
 
-def _path(name: str, schema: dict | None = None) -> dict:
-    return {"name": name, "in": "path", "required": True, "schema": schema or {"type": "string"}}
-
-
-def _paged(listing: cursors.Listing, order: str) -> list[dict]:
-    """The ``limit`` and ``cursor`` parameters of a list endpoint (service/cursors.py)."""
-    return [
-        _query(
-            "limit",
-            f"at most this many per page (default {listing.default_limit})",
-            {"type": "integer", "minimum": 1, "maximum": listing.max_limit},
-        ),
-        _query(
-            "cursor",
-            f"the next_cursor of the page before ({order}); leave out for the first page",
-            {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
-        ),
-    ]
-
-
-GPR_ID = _path("id", {"type": "integer", "minimum": 1, "maximum": ID_MAX})
-SLICE_NAME = _path("name", {"type": "string", "pattern": SLICE_NAME_PATTERN, "maxLength": 63})
+GPR_ID = _path("id", GPRId)
+SLICE_NAME = _path("name", SliceName)
 CLUSTER_NAME = SLICE_NAME  # clusters are named as slices are
-USER = _path("user", {"type": "string", "pattern": f"^{USER_NAME_RE.pattern}$"})
-AUTH_ERRORS = ("401",)
+USER = _path("user", UserName)
 
 
 def _paths() -> dict:
@@ -114,7 +101,7 @@ def _paths() -> dict:
         "/slices": {
             "get": {
                 "summary": "Slices the caller belongs to (admins: all)",
-                "responses": _responses("slices", _ref("Slices"), *AUTH_ERRORS),
+                "responses": _responses("slices", _ref("Slices"), "401"),
             },
             "post": {
                 "summary": "Create a slice (admin)",
@@ -152,21 +139,7 @@ def _paths() -> dict:
             "parameters": [SLICE_NAME],
             "get": {
                 "summary": "A kubeconfig for the slice's ServiceAccount on a Kubernetes cluster (members)",
-                "parameters": [
-                    {
-                        "name": "cluster",
-                        "in": "query",
-                        "required": True,
-                        "description": "a Kubernetes cluster the slice has namespaces on",
-                        "schema": {"type": "string"},
-                    },
-                    _query(
-                        "expiration",
-                        f"seconds the token is valid (default {DEFAULT_EXPIRATION}); the cluster may "
-                        "cap it, expires_at says",
-                        {"type": "integer", "minimum": MIN_EXPIRATION, "maximum": MAX_EXPIRATION},
-                    ),
-                ],
+                "parameters": documented(KubeconfigQuery),
                 "responses": _responses(
                     "the kubeconfig", _ref("SliceKubeconfig"), "400", "401", "403", "404", "409", "503"
                 ),
@@ -186,23 +159,20 @@ def _paths() -> dict:
         "/inventory": {
             "get": {
                 "summary": "Clusters, nodes, GPUs, shapes and what is free now",
-                "responses": _responses("inventory", _ref("Inventory"), *AUTH_ERRORS),
+                "responses": _responses("inventory", _ref("Inventory"), "401"),
             }
         },
         "/inventory/schedule": {
             "get": {
                 "summary": "Every node's windows in [start, end): past, current and planned",
-                "parameters": [
-                    _query("start", "default: a day ago", TIME),
-                    _query("end", "default: a week ahead", TIME),
-                ],
+                "parameters": documented(ScheduleQuery),
                 "responses": _responses("schedule", _ref("Schedule"), "400", "401"),
             }
         },
         "/clusters": {
             "get": {
                 "summary": "Clusters: the local host and Kubernetes clusters, whether each answers, and its size",
-                "responses": _responses("clusters", _ref("Clusters"), *AUTH_ERRORS),
+                "responses": _responses("clusters", _ref("Clusters"), "401"),
             },
             "post": {
                 "summary": "Register a Kubernetes cluster by kubeconfig file and context, or in-cluster (admin)",
@@ -241,11 +211,7 @@ def _paths() -> dict:
         "/gprs": {
             "get": {
                 "summary": "GPRs of the caller's slices",
-                "parameters": [
-                    _query("slice", "only this slice"),
-                    _query("status", "only this status", {"type": "string", "enum": [s.value for s in Status]}),
-                    *_paged(cursors.GPRS, "in id order"),
-                ],
+                "parameters": documented(GPRsQuery),
                 "responses": _responses("a page of GPRs", _ref("GPRPage"), "400", "401", "403", "404"),
             },
             "post": {
@@ -298,7 +264,7 @@ def _paths() -> dict:
         "/queue": {
             "get": {
                 "summary": "Queued GPRs in order, with position, estimated start, band and fair share",
-                "parameters": _paged(cursors.QUEUE, "in queue position order, then by id"),
+                "parameters": documented(QueueQuery),
                 "responses": _responses(
                     "a page of the queue",
                     _ref("QueuePage"),
@@ -322,25 +288,14 @@ def _paths() -> dict:
             "get": {
                 "summary": "The audit log: the newest events first, each page newest last",
                 "description": "Pages go back in time: next_cursor gives the events before the oldest of this page.",
-                "parameters": [
-                    _query("gpr", "only this GPR", {"type": "integer", "minimum": 1, "maximum": ID_MAX}),
-                    _query("slice", "only this slice"),
-                    _query("since", "only events at or after", TIME),
-                    *_paged(cursors.EVENTS, "older events"),
-                ],
+                "parameters": documented(EventsQuery),
                 "responses": _responses("a page of events", _ref("EventPage"), "400", "401", "403", "404"),
             }
         },
         "/gpus": {
             "get": {
                 "summary": "Every GPU the caller sees (admins: all; members: their slices') with its latest readings",
-                "parameters": [
-                    _query(
-                        "sort",
-                        "node order (default), or highest reading first",
-                        {"type": "string", "enum": ["node", "temperature", "power", "utilization", "memory"]},
-                    )
-                ],
+                "parameters": documented(GPUsQuery),
                 "responses": _responses(
                     "GPUs",
                     _ref("GPUs"),
@@ -355,14 +310,7 @@ def _paths() -> dict:
                 "description": "Admins: every GPU the metric source reported; members: their slices' GPUs as "
                 "/gpus shows them. From 5-minute buckets kept in memory since the service started. A point's "
                 "utilization is the mean of the GPUs' readings in the step, null without any.",
-                "parameters": [
-                    _query("since", "from this time, within the last 24 h, rounded down to 5 minutes", TIME),
-                    _query(
-                        "step",
-                        "seconds or units, a multiple of 5m, at most 24h (default 5m)",
-                        {"type": "string", "pattern": DURATION_PATTERN},
-                    ),
-                ],
+                "parameters": documented(UtilizationQuery),
                 "responses": _responses(
                     "used utilisation per step, up to now",
                     _ref("UsedUtilization"),
@@ -375,14 +323,7 @@ def _paths() -> dict:
             "parameters": [_path("uuid")],
             "get": {
                 "summary": "A GPU's readings over the last hour at most, averaged per step",
-                "parameters": [
-                    _query("since", "from this time (default: an hour ago)", TIME),
-                    _query(
-                        "step",
-                        "seconds or units, at most 1h (default: the sampling interval)",
-                        {"type": "string", "pattern": DURATION_PATTERN},
-                    ),
-                ],
+                "parameters": documented(MetricsQuery),
                 "responses": _responses(
                     "time series",
                     _ref("GPUMetrics"),
@@ -395,10 +336,7 @@ def _paths() -> dict:
         "/workloads": {
             "get": {
                 "summary": "Servers, pods and processes on the caller's slices' GPUs, with hotspots",
-                "parameters": [
-                    _query("slice", "only this slice"),
-                    *_paged(cursors.WORKLOADS, "by slice, kind (server, pod, process), name"),
-                ],
+                "parameters": documented(WorkloadsQuery),
                 "responses": _responses(
                     "a page of workloads",
                     _ref("Workloads"),
@@ -412,16 +350,7 @@ def _paths() -> dict:
         "/alerts": {
             "get": {
                 "summary": "GPU alerts of the caller's slices (admins: all), newest first",
-                "parameters": [
-                    _query("slice", "only this slice"),
-                    _query("since", "only alerts active at some time from then on", TIME),
-                    _query(
-                        "active",
-                        "only active (true) or cleared (false) ones",
-                        {"type": "string", "enum": ["true", "false"]},
-                    ),
-                    *_paged(cursors.ALERTS, "older alerts"),
-                ],
+                "parameters": documented(AlertsQuery),
                 "responses": _responses(
                     "a page of alerts, newest first",
                     _ref("Alerts"),
@@ -435,7 +364,7 @@ def _paths() -> dict:
         "/servers": {
             "get": {
                 "summary": "Servers started in the caller's slices",
-                "parameters": [_query("slice", "only this slice")],
+                "parameters": documented(ServersQuery),
                 "responses": _responses("servers", _ref("Servers"), "401", "404"),
             },
         },

@@ -30,18 +30,17 @@ from ...core.errors import (
     PolicyViolation,
     Unavailable,
 )
-from ...core.requests import ID_MAX
 from ...core.resources import Error, Resource
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ..hub import HubAPIError
+from ..parameters import whole_id
 
 if TYPE_CHECKING:
     from ...store.models import Slice
 
 log = logging.getLogger(__name__)
 
-MAX_ID = ID_MAX  # ids and limits are SQL INTEGER columns
 KNOWN_SCOPES = frozenset({ADMIN_SCOPE})
 
 ERROR_STATUS: dict[type[Exception], int] = {
@@ -186,13 +185,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         self.finish(value.model_dump_json(by_alias=True))
 
     def int_argument(self, name: str, value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            raise InvalidRequest(name, f"{name} must be a whole number, not {value!r}") from None
-        if not 0 < number <= MAX_ID:
-            raise InvalidRequest(name, f"{name} must be from 1 to {MAX_ID}, not {number}")
-        return number
+        return whole_id(value, name)
 
     def not_found(self, what: str) -> web.HTTPError:
         return web.HTTPError(404, f"no {what}")

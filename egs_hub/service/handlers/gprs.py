@@ -11,7 +11,6 @@ import logging
 
 from ...core import model as core
 from ...core import planner
-from ...core.errors import InvalidRequest
 from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
 from ...core.resources import GPR, GPRPage, WaitTimes
 from ...core.snapshot import Estimate, Plan
@@ -20,10 +19,10 @@ from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
 from ..commands import slice_of
+from ..parameters import GPRsQuery, read
 from ..serialize import gpr_resource, option_resource
 from .base import APIHandler, authenticated, needs_scope
 
-STATUS_VALUES = [s.value for s in core.Status]
 log = logging.getLogger(__name__)
 
 
@@ -64,12 +63,8 @@ class GPRsHandler(GPRBase):
     @authenticated
     async def get(self) -> None:
         """A page of the caller's GPRs in id order (cursors.py)."""
-        slice_name = self.get_argument("slice", None)
-        status = self.get_argument("status", None)
-        if status is not None and status not in STATUS_VALUES:
-            raise InvalidRequest("status", f"status must be one of {', '.join(STATUS_VALUES)}")
-        limit = cursors.GPRS.limit(self.get_argument("limit", None))
-        after = cursors.GPRS.after(self.get_argument("cursor", None))
+        query = read(GPRsQuery, self)
+        slice_name, status, limit, after = query.slice, query.status, query.limit, query.cursor
         plan = await self.plan()
         with self.egs.sessions() as session:
             state = self.egs.planning.state.current(session, self.now())

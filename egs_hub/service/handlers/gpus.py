@@ -14,21 +14,23 @@ from datetime import timedelta
 
 from ...core import resources as api
 from ...core.errors import InvalidRequest
-from ...core.units import format_duration, parse_duration, parse_time
+from ...core.units import format_duration
 from ...core.workloads import ServerInSlice, hotspots, slice_workloads
 from ...store import queries
 from ...store.models import GPU, Binding
 from .. import cursors
+from ..parameters import (
+    SORT_KEYS,
+    AlertsQuery,
+    GPUsQuery,
+    MetricsQuery,
+    UtilizationQuery,
+    WorkloadsQuery,
+    read,
+)
 from ..serialize import alert_resource, sample_resource
 from .base import APIHandler, authenticated
 
-SORT_KEYS = {
-    "node": None,
-    "temperature": "temperature_c",
-    "power": "power_w",
-    "utilization": "utilization",
-    "memory": "memory_used_mib",
-}
 SERIES_MAX_STEP = timedelta(hours=1)
 USED_MAX_STEP = timedelta(hours=24)
 
@@ -64,9 +66,7 @@ class MetricsBase(APIHandler):
 class GPUsHandler(MetricsBase):
     @authenticated
     def get(self) -> None:
-        sort = self.get_argument("sort", "node")
-        if sort not in SORT_KEYS:
-            raise InvalidRequest("sort", f"sort must be one of {', '.join(SORT_KEYS)}, not {sort!r}")
+        sort = read(GPUsQuery, self).sort
         latest = self.egs.telemetry.history.latest()
         with self.egs.sessions() as session:
             gpus = []
@@ -109,17 +109,16 @@ class UsedUtilizationHandler(MetricsBase):
 
     @authenticated
     def get(self) -> None:
+        query = read(UtilizationQuery, self)
         now = self.now()
         day = self.egs.telemetry.history.day
-        since = self.get_argument("since", None)
-        since = now - day.day if since is None else parse_time(since, "since")
+        since = now - day.day if query.since is None else query.since
         start = day.floor(since)
         if start < day.oldest(now):
             raise InvalidRequest(
                 "since", f"since must be at most {_hours(day.day)} ago: the service keeps no older utilisation"
             )
-        step = self.get_argument("step", None)
-        step = day.bucket if step is None else parse_duration(step, "step")
+        step = day.bucket if query.step is None else query.step
         if step % day.bucket:
             bucket = f"{format_duration(day.bucket)} ({int(day.bucket.total_seconds())} s)"
             raise InvalidRequest("step", f"step must be a multiple of {bucket}, the bucket utilisation is kept in")
@@ -146,12 +145,11 @@ class GPUMetricsHandler(MetricsBase):
 
     @authenticated
     def get(self, uuid: str) -> None:
+        query = read(MetricsQuery, self)
         now = self.now()
         telemetry = self.egs.telemetry
-        since = self.get_argument("since", None)
-        since = now - telemetry.history.keep if since is None else parse_time(since, "since")
-        step = self.get_argument("step", None)
-        step = timedelta(seconds=telemetry.interval) if step is None else parse_duration(step, "step")
+        since = now - telemetry.history.keep if query.since is None else query.since
+        step = timedelta(seconds=telemetry.interval) if query.step is None else query.step
         if step > SERIES_MAX_STEP:
             raise InvalidRequest("step", "step must be at most 1h")
         with self.egs.sessions() as session:
@@ -175,9 +173,8 @@ class WorkloadsHandler(MetricsBase):
 
     @authenticated
     def get(self) -> None:
-        wanted = self.get_argument("slice", None)
-        limit = cursors.WORKLOADS.limit(self.get_argument("limit", None))
-        after = cursors.WORKLOADS.after(self.get_argument("cursor", None))
+        query = read(WorkloadsQuery, self)
+        wanted, limit, after = query.slice, query.limit, query.cursor
         fresh = self.egs.telemetry.fresh()
         with self.egs.sessions() as session:
             if wanted is not None:
@@ -238,21 +235,15 @@ class AlertsHandler(MetricsBase):
 
     @authenticated
     def get(self) -> None:
-        wanted = self.get_argument("slice", None)
-        since = self.get_argument("since", None)
-        since = None if since is None else parse_time(since, "since")
-        active = self.get_argument("active", None)
-        if active not in (None, "true", "false"):
-            raise InvalidRequest("active", "active must be true or false")
-        limit = cursors.ALERTS.limit(self.get_argument("limit", None))
-        before = cursors.ALERTS.after(self.get_argument("cursor", None))
+        query = read(AlertsQuery, self)
+        wanted, since, limit, before = query.slice, query.since, query.limit, query.cursor
         with self.egs.sessions() as session:
             slices = self.visible_slices(session) if wanted is None else [self.member_slice(session, wanted).name]
             rows = queries.alert_rows(
                 session,
                 slices=slices,
                 since=since,
-                active=None if active is None else active == "true",
+                active=query.active,
                 limit=limit + 1,
                 before=before,
             )

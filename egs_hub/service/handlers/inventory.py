@@ -10,11 +10,11 @@ from sqlalchemy import and_, or_, select, text
 from ...core.errors import InvalidRequest
 from ...core.resources import EventPage, Health, NodeSchedule, Schedule, Window
 from ...core.snapshot import Placement
-from ...core.units import parse_time
 from ...store import queries
 from ...store.models import GPU, Allocation, EventRow, GPRRow, Node
 from .. import cursors
 from ..openapi import openapi_document
+from ..parameters import EventsQuery, ScheduleQuery, read
 from ..serialize import event_resource, inventory_resource, window_resource
 from .base import APIHandler, authenticated
 
@@ -71,9 +71,10 @@ class ScheduleHandler(APIHandler):
 
     @authenticated
     async def get(self) -> None:
+        query = read(ScheduleQuery, self)
         now = self.now()
-        start = self._time("start", now - SCHEDULE_DEFAULT_PAST)
-        end = self._time("end", now + SCHEDULE_DEFAULT_FUTURE)
+        start = now - SCHEDULE_DEFAULT_PAST if query.start is None else query.start
+        end = now + SCHEDULE_DEFAULT_FUTURE if query.end is None else query.end
         if end <= start:
             raise InvalidRequest("end", "end must be after start")
         if end - start > SCHEDULE_MAX_RANGE:
@@ -128,10 +129,6 @@ class ScheduleHandler(APIHandler):
                 window_resource(gpr.id, gpr.slice, gpus, gpr.window_start, window_end, state, gpr.status, len(gpus))
             )
 
-    def _time(self, name: str, default):
-        value = self.get_argument(name, None)
-        return default if value is None else parse_time(value, name)
-
 
 class EventsHandler(APIHandler):
     """GET /events: a page of the audit log. Pages go back in time: the first holds the newest
@@ -140,18 +137,15 @@ class EventsHandler(APIHandler):
 
     @authenticated
     def get(self) -> None:
-        gpr_arg = self.get_argument("gpr", None)
-        slice_name = self.get_argument("slice", None)
-        since = self.get_argument("since", None)
-        limit = cursors.EVENTS.limit(self.get_argument("limit", None))
-        before = cursors.EVENTS.after(self.get_argument("cursor", None))
+        arguments = read(EventsQuery, self)
+        gpr_id, slice_name, since = arguments.gpr, arguments.slice, arguments.since
+        limit, before = arguments.limit, arguments.cursor
         query = select(EventRow).order_by(EventRow.time.desc(), EventRow.id.desc()).limit(limit + 1)
         if before is not None:
             time, event_id = before
             query = query.where(or_(EventRow.time < time, and_(EventRow.time == time, EventRow.id < event_id)))
         with self.egs.sessions() as session:
-            if gpr_arg is not None:
-                gpr_id = self.int_argument("gpr", gpr_arg)
+            if gpr_id is not None:
                 row = queries.get_gpr_row(session, gpr_id)
                 if row is None:
                     raise self.not_found(f"GPR with id {gpr_id}")
@@ -169,7 +163,7 @@ class EventsHandler(APIHandler):
                     self.require_member(slice_row)
                 query = query.where(EventRow.slice == slice_name)
             if since is not None:
-                query = query.where(EventRow.time >= parse_time(since, "since"))
+                query = query.where(EventRow.time >= since)
             if not self.is_admin:
                 mine = [r.name for r in queries.all_slices(session) if self.is_member(r)]
                 query = query.where(EventRow.slice.in_(mine))

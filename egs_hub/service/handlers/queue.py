@@ -16,6 +16,7 @@ from ...core.resources import BANDS, Eviction, Evictions, QueuedGPR, QueuePage
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from .. import cursors
+from ..parameters import QueueQuery, read
 from ..planning import eviction_proposals, factors
 from ..serialize import eviction_resource, gpr_resource
 from .base import authenticated, needs_scope
@@ -30,8 +31,8 @@ class QueueHandler(GPRBase):
         The order is the plan's, not a column: the queued GPRs come from the planning state in
         memory, ordered by their keys, and only the page's are shown.
         """
-        limit = cursors.QUEUE.limit(self.get_argument("limit", None))
-        after = cursors.QUEUE.after(self.get_argument("cursor", None))
+        query = read(QueueQuery, self)
+        limit, after = query.limit, query.cursor
         now = self.now()
         planned = await self.egs.planning.current(self.egs.sessions, now)
         snapshot, plan, planned_at = planned

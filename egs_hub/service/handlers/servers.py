@@ -34,6 +34,7 @@ from ...store import queries
 from ...store.db import transaction
 from ...store.models import Server
 from ..hub import HubAPIError
+from ..parameters import ServersQuery, read
 from .base import APIHandler, authenticated
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class ServerHandler(APIHandler):
 class ServersHandler(APIHandler):
     @authenticated
     def get(self) -> None:
-        slice_name = self.get_argument("slice", None)
+        slice_name = read(ServersQuery, self).slice
         with self.egs.sessions() as session:
             member_of = {r.name for r in queries.all_slices(session) if self.is_member(r)}
             if slice_name is not None and slice_name not in member_of:

@@ -26,7 +26,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from ...backends.kubernetes import ClusterUnavailable, SliceConflict, SliceNotSetUp
-from ...backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
 from ...core import model as core
 from ...core.errors import Conflict, InvalidRequest, PolicyViolation
 from ...core.policy import check_policy
@@ -47,6 +46,7 @@ from ...store.db import transaction
 from ...store.models import GPRRow, SliceNamespace
 from ...store.models import Slice as SliceRow
 from ..hub import HubAPIError
+from ..parameters import KubeconfigQuery, read
 from ..planning import slice_usage
 from ..serialize import slice_resource
 from ..slice_setup import SliceHost
@@ -378,8 +378,8 @@ class KubeconfigHandler(SliceBase):
 
     @authenticated
     async def get(self, name: str) -> None:
-        cluster = self.get_query_argument("cluster", "")
-        expiration = self._expiration(self.get_query_argument("expiration", None))
+        query = read(KubeconfigQuery, self)
+        cluster, expiration = query.cluster, query.expiration
         with self.egs.sessions() as session:
             row = self.member_slice(session, check_slice_name(name))
             namespaces = queries.slice_namespaces(row).get(cluster, ())
@@ -407,19 +407,3 @@ class KubeconfigHandler(SliceBase):
         if host is None:
             raise InvalidRequest("cluster", f"cluster {cluster!r} is not a Kubernetes cluster; it has no kubeconfig")
         return host
-
-    @staticmethod
-    def _expiration(value: str | None) -> int:
-        if value is None:
-            return DEFAULT_EXPIRATION
-        try:
-            seconds = int(value)
-        except ValueError:
-            seconds = None
-        if seconds is None or not MIN_EXPIRATION <= seconds <= MAX_EXPIRATION:
-            raise InvalidRequest(
-                "expiration",
-                f"expiration must be a whole number of seconds from {MIN_EXPIRATION} (10 minutes) to "
-                f"{MAX_EXPIRATION} (7 days), not {value!r}",
-            )
-        return seconds
