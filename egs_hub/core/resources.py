@@ -1,7 +1,7 @@
 """What the REST API answers, as pydantic models: one definition per resource.
 
-The service builds its answers from these models (``answer`` turns one into JSON),
-the OpenAPI document takes their schemas (``resource_schemas``), and the client
+The service builds its answers from these models (and writes them with pydantic,
+``model_dump_json(by_alias=True)``), the OpenAPI document takes their schemas (``resource_schemas``), and the client
 decodes the service's answers into them, so a field added here reaches all three.
 Vocabulary as in DESIGN.md: a *slice* (workspace), a *GPR* (GPU Provision Request),
 a GPU *shape*, a *window*, an *estimated start*.
@@ -61,11 +61,6 @@ class Resource(BaseModel):
     model_config = ConfigDict(
         frozen=True, extra="allow", populate_by_name=True, json_schema_extra={"additionalProperties": False}
     )
-
-
-def answer(resource: Resource) -> dict[str, Any]:
-    """The JSON object the API writes for ``resource``."""
-    return resource.model_dump(mode="json", by_alias=True)
 
 
 # errors and health
