@@ -186,7 +186,7 @@ class AlertsQuery(Query):
     slice: SliceFilter = None
     since: _time("only alerts active at some time from then on") = None
     active: _argument(
-        lambda value, name: {"true": True, "false": False}[_one_of(("true", "false"))(value, name)],
+        lambda value, name: _one_of(("true", "false"))(value, name) == "true",
         {"type": "string", "enum": ["true", "false"]},
         "only active (true) or cleared (false) ones",
     ) = None

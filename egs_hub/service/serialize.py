@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..core import resources as api
@@ -65,37 +65,22 @@ def gpr_resource(
 
 
 def slice_resource(row: Slice, members: list[str], gpus: list[str], usage: dict) -> api.Slice:
-    """A slice; ``usage``: its ``gpu_hours_week``, ``decayed_gpu_hours`` and ``fair_share_factor``."""
+    """A slice; ``usage``: its ``gpu_hours_week``, ``decayed_gpu_hours`` and ``fair_share_factor``.
+    Its quota and policy are the store's (queries.slice_policy), split as the API shows them."""
+    policy = queries.slice_policy(row)
     return api.Slice(
         name=row.name,
         display_name=row.display_name,
         group=row.group_name,
         members=members,
-        quota=api.Quota(max_gpus=row.max_gpus, max_gpu_hours=row.max_gpu_hours),
-        policy=api.SlicePolicy(
-            max_duration=_duration(row.max_duration_s),
-            max_priority=row.max_priority,
-            auto_approve_max_gpus=row.auto_approve_max_gpus,
-            max_active_gprs=row.max_active_gprs,
-            restart_servers=row.restart_servers,
-            reject_over_limits=row.reject_over_limits,
-            eviction=row.eviction,
-            requeue_evicted=row.requeue_evicted,
-            share=row.share,
-            idle_timeout=_duration(row.idle_timeout_s),
-            max_idle_timeout=_duration(row.max_idle_timeout_s),
-            bind_failure=row.bind_failure,
-        ),
+        quota=api.Quota(max_gpus=policy.max_gpus, max_gpu_hours=policy.max_gpu_hours),
+        policy=api.SlicePolicy(**{name: getattr(policy, name) for name in api.SlicePolicy.model_fields}),
         usage=api.Usage(**usage),
         namespaces=queries.slice_namespaces(row),
         gpus=gpus,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
-
-
-def _duration(seconds: int | None) -> timedelta | None:
-    return None if seconds is None else timedelta(seconds=seconds)
 
 
 def event_resource(row: EventRow) -> api.Event:
