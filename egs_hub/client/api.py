@@ -39,6 +39,7 @@ from ..core.resources import (
     ServerRestart,
     Slice,
     SliceKubeconfig,
+    Template,
     UsedUtilization,
     WaitTimes,
     Workloads,
@@ -298,6 +299,55 @@ class Operations(ABC):
     def remove_cluster(self, name: str) -> None:
         return self._send(Call("DELETE", f"clusters/{_segment(name)}", _nothing))
 
+    # GPR templates
+
+    def templates(self, slice: str | None = None) -> list[Template]:
+        """The GPR templates the caller's slices (or ``slice``) may use; admins: all of them."""
+        return self._send(Call("GET", "templates", _list_of(Template, "templates"), _query(slice=slice)))
+
+    def template(self, name: str) -> Template:
+        return self._send(Call("GET", f"templates/{_segment(name)}", _one(Template)))
+
+    def create_template(
+        self,
+        name: str,
+        duration: Duration,
+        *,
+        gpus: int | None = None,
+        nodes: int | None = None,
+        cluster: str | None = None,
+        shape: str | None = None,
+        priority: int | None = None,
+        idle_timeout: Duration | None = None,
+        preemptible: bool | None = None,
+        description: str | None = None,
+        project: str | None = None,
+        slice: str | None = None,
+    ) -> Template:
+        """Admins: a named GPR shape for everyone, a ``project``'s slices or one ``slice``."""
+        body = _body(
+            name=name,
+            duration=duration,
+            gpus=gpus,
+            nodes=nodes,
+            cluster=cluster,
+            shape=shape,
+            priority=priority,
+            idle_timeout=idle_timeout,
+            preemptible=preemptible,
+            description=description,
+            project=project,
+            slice=slice,
+        )
+        return self._send(Call("POST", "templates", _one(Template), body=body))
+
+    def update_template(self, name: str, **changes: Any) -> Template:
+        """Admins: change a template's fields (the ``create_template`` keys); None clears one that may be empty."""
+        return self._send(Call("PATCH", f"templates/{_segment(name)}", _one(Template), body=_encode(changes)))
+
+    def delete_template(self, name: str) -> None:
+        return self._send(Call("DELETE", f"templates/{_segment(name)}", _nothing))
+
     # inventory
 
     def inventory(self) -> Inventory:
@@ -312,8 +362,9 @@ class Operations(ABC):
     def wait_times(
         self,
         slice: str,
-        duration: Duration,
+        duration: Duration | None = None,
         *,
+        template: str | None = None,
         gpus: int | None = None,
         nodes: int | None = None,
         priority: int | None = None,
@@ -321,9 +372,11 @@ class Operations(ABC):
         cluster: str | None = None,
         start_after: Time | None = None,
     ) -> WaitTimes:
-        """When a GPR like this would start, on every shape and cluster that could serve it."""
+        """When a GPR like this would start, on every shape and cluster that could serve it; ``template``
+        gives what is left out."""
         body = _body(
             slice=slice,
+            template=template,
             duration=duration,
             gpus=gpus,
             nodes=nodes,
@@ -345,8 +398,9 @@ class Operations(ABC):
     def create_gpr(
         self,
         slice: str,
-        duration: Duration,
+        duration: Duration | None = None,
         *,
+        template: str | None = None,
         gpus: int | None = None,
         nodes: int | None = None,
         name: str | None = None,
@@ -357,9 +411,11 @@ class Operations(ABC):
         idle_timeout: Duration | None = None,
         preemptible: bool | None = None,
     ) -> GPR:
-        """Ask for ``gpus`` GPUs (or ``nodes`` whole nodes) in ``slice`` for ``duration``."""
+        """Ask for ``gpus`` GPUs (or ``nodes`` whole nodes) in ``slice`` for ``duration``; a ``template``
+        (``templates()``) gives what is left out."""
         body = _body(
             slice=slice,
+            template=template,
             duration=duration,
             gpus=gpus,
             nodes=nodes,

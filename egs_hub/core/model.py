@@ -174,6 +174,7 @@ class GPRSpec:
     start_after: datetime | None = None
     idle_timeout: timedelta | None = None
     preemptible: bool = True
+    template: str | None = None  # the GPR template it was asked from (core/templates.py)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from pydantic_core import PydanticCustomError
 
 from .errors import InvalidRequest
 from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
+from .templates import GPRTemplate, check_template, fill
 from .units import (
     DURATION_PATTERN,
     LATEST_TIME,
@@ -132,6 +133,7 @@ Priority = Annotated[
     int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX, description="low 1-100, medium 101-200, high 201-300"), Whole
 ]
 SliceName = Annotated[str, Field(pattern=SLICE_NAME_PATTERN, max_length=63)]
+TemplateName = SliceName
 # Text is stripped after its checks: they hold for the text as given.
 _STRIPPED = AfterValidator(lambda value: value.strip() if isinstance(value, str) else value)
 Selector = Annotated[str | None, Field(max_length=100, pattern=TEXT_PATTERN), _STRIPPED]
@@ -208,10 +210,14 @@ class Body(BaseModel):
 
 
 class _Ask(Body):
-    """What a wait-time query and a GPR both ask for."""
+    """What a wait-time query and a GPR both ask for. With a ``template`` the fields left out are
+    the template's (core/templates.py), so ``duration`` and the size may be left out too."""
 
     slice: SliceName
-    duration: Duration
+    template: Annotated[
+        TemplateName | None, Field(description="a GPR template (GET /templates): it gives the fields left out")
+    ] = None
+    duration: Annotated[Duration, Field(description="required unless the template gives it")] = MISSING
     gpus: Count | None = None
     nodes: Count | None = None
     priority: Priority = PRIORITY_DEFAULT
@@ -220,10 +226,19 @@ class _Ask(Body):
     start_after: StartAfter = None
 
     def check(self) -> None:
-        _check_gpus_or_nodes(self.gpus, self.nodes, partial=False)
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=self.template is not None)
+        if self.template is None and self.duration is MISSING:
+            raise InvalidRequest("duration", "duration is required (or a template that gives it)")
 
-    def to_spec(self) -> GPRSpec:
-        return GPRSpec(**{name: getattr(self, name) for name in type(self).model_fields})
+    def to_spec(self, template: GPRTemplate | None = None) -> GPRSpec:
+        """The spec asked for, the fields it leaves out taken from ``template`` (the one it names,
+        found by the caller); InvalidRequest when neither gives its duration or size."""
+        given = {name: getattr(self, name) for name in self.model_fields_set}
+        fields = fill(template, given) if template is not None else given
+        if fields.get("duration", MISSING) is MISSING:
+            raise InvalidRequest("duration", "duration is required: neither the request nor its template gives it")
+        _check_gpus_or_nodes(fields.get("gpus"), fields.get("nodes"), partial=False)
+        return GPRSpec(**fields)
 
 
 class WaitTimeQuery(_Ask):
@@ -246,7 +261,7 @@ def _patch(cls: type[Body], omit: tuple[str, ...] = ()) -> type[Body]:
     return create_model(f"{cls.__name__}Patch", __base__=Body, **fields)
 
 
-class GPRUpdate(_patch(GPRCreate, omit=("slice",))):
+class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):
     """PATCH /gprs/{id}: the owner edits before provisioning; admins change priority."""
 
     def check(self) -> None:
@@ -261,6 +276,47 @@ class GPRUpdate(_patch(GPRCreate, omit=("slice",))):
             changes["gpus"] = None
         updated = dataclasses.replace(spec, **changes)
         _check_gpus_or_nodes(updated.gpus, updated.nodes, partial=False)
+        return updated
+
+
+class TemplateCreate(Body):
+    """POST /templates: a named GPR shape, for everyone, a project's slices or one slice."""
+
+    name: TemplateName
+    description: ReasonText = ""
+    project: Annotated[SliceName | None, Field(description="only this project's slices may use it")] = None
+    slice: Annotated[SliceName | None, Field(description="only this slice may use it")] = None
+    cluster: Selector = None
+    shape: Selector = None
+    gpus: Count | None = None
+    nodes: Count | None = None
+    duration: Duration
+    priority: Annotated[Priority | None, Field(description="null: the GPR's default")] = None
+    idle_timeout: OptionalDuration = None
+    preemptible: Annotated[bool | None, Field(description="null: the GPR's default")] = None
+
+    def check(self) -> None:
+        check_template(self.to_template())
+
+    def to_template(self) -> GPRTemplate:
+        return GPRTemplate(**{name: getattr(self, name) for name in type(self).model_fields})
+
+
+class TemplateUpdate(_patch(TemplateCreate, omit=("name",))):
+    """PATCH /templates/{name}: the fields given replace the template's."""
+
+    def check(self) -> None:
+        _check_gpus_or_nodes(self.gpus, self.nodes, partial=True)
+
+    def apply(self, template: GPRTemplate) -> GPRTemplate:
+        """The template with these changes; giving gpus clears nodes and the other way round, and
+        giving a project clears the slice and the other way round."""
+        changes = self.given()
+        for one, other in (("gpus", "nodes"), ("nodes", "gpus"), ("project", "slice"), ("slice", "project")):
+            if changes.get(one) and other not in changes:
+                changes[other] = None
+        updated = dataclasses.replace(template, **changes)
+        check_template(updated)
         return updated
 
 
@@ -586,6 +642,8 @@ BODIES: tuple[type[Body], ...] = (
     GPRCreate,
     GPRUpdate,
     WaitTimeQuery,
+    TemplateCreate,
+    TemplateUpdate,
     SliceCreate,
     SliceUpdate,
     ClusterCreate,

@@ -279,6 +279,7 @@ class GPR(Resource):
     start_after: Time | None
     idle_timeout: Seconds | None = Field(description="released after its GPUs idle this long")
     preemptible: bool
+    template: str | None = Field(description="the GPR template it was asked from")
     status: StatusName
     status_reason: str
     estimated_start: Time | None = Field(description="queued GPRs: when the planner starts it")
@@ -323,6 +324,31 @@ class QueuePage(Resource):
     )
     queue: tuple[QueuedGPR, ...]
     next_cursor: str | None
+
+
+class Template(Resource):
+    """A GPR template: a named GPR shape; a GPR that names it takes the fields it leaves out from it."""
+
+    name: str
+    description: str
+    scope: str = Field(description="who may use it: global, project NAME or slice NAME")
+    project: str | None = Field(description="only this project's slices may use it")
+    slice: str | None = Field(description="only this slice may use it")
+    cluster: str | None
+    shape: str | None
+    gpus: int | None
+    nodes: int | None
+    duration: Seconds
+    priority: int | None = Field(description="null: the GPR's default")
+    idle_timeout: Seconds | None
+    preemptible: bool | None = Field(description="null: the GPR's default")
+    created_by: str
+    created_at: Time
+    updated_at: Time
+
+
+class Templates(Resource):
+    templates: tuple[Template, ...]
 
 
 class WaitTimeOption(Resource):
@@ -588,6 +614,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     GPRPage,
     QueuePage,
     WaitTimes,
+    Template,
+    Templates,
     Eviction,
     Evictions,
     EventPage,

@@ -41,7 +41,19 @@ from .clusters import Clusters
 from .commands import Commands
 from .exporter import Exporter
 from .gpr_sync import GPRSync
-from .handlers import clusters, gprs, gpus, inventory, pages, prometheus, queue, servers, slices, webhooks
+from .handlers import (
+    clusters,
+    gpr_templates,
+    gprs,
+    gpus,
+    inventory,
+    pages,
+    prometheus,
+    queue,
+    servers,
+    slices,
+    webhooks,
+)
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
 from .kube_events import KubeEvents
@@ -70,6 +82,8 @@ API_ROUTES = [
     (r"clusters", clusters.ClustersHandler),
     (r"clusters/([^/]+)", clusters.ClusterHandler),
     (r"role-templates", clusters.RoleTemplatesHandler),
+    (r"templates", gpr_templates.TemplatesHandler),
+    (r"templates/([^/]+)", gpr_templates.TemplateHandler),
     (r"wait-times", gprs.WaitTimesHandler),
     (r"gprs", gprs.GPRsHandler),
     (r"gprs/([^/]+)", gprs.GPRHandler),

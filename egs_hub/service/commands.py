@@ -32,6 +32,7 @@ from ..core.policy import approval_reasons, check_request
 from ..core.queue import band
 from ..core.requests import check_start_after
 from ..core.snapshot import Estimate, Eviction
+from ..core.templates import GPRTemplate, check_usable
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import GPRRow
@@ -351,3 +352,15 @@ def slice_of(session: Session, name: str) -> SliceRow:
     if row is None:
         raise PolicyViolation("slice", f"no slice named {name!r}; GET /slices lists yours")
     return row
+
+
+def template_for(session: Session, name: str, slice_name: str) -> GPRTemplate:
+    """The template ``name`` for a GPR of slice ``slice_name``: PolicyViolation naming ``template``
+    when there is none, or the slice may not use it."""
+    template = queries.get_template(session, name)
+    if template is None:
+        raise PolicyViolation(
+            "template", f"no template named {name!r}; GET /templates?slice={slice_name} lists the ones it may use"
+        )
+    check_usable(template, slice_name, queries.project_of_slice(session, slice_name))
+    return template

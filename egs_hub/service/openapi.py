@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter
 
-from ..core.requests import GPRId, SliceName, UserName, body_schemas
+from ..core.requests import GPRId, SliceName, TemplateName, UserName, body_schemas
 from ..core.resources import resource_schemas
 from .parameters import (
     AlertsQuery,
@@ -24,6 +24,7 @@ from .parameters import (
     QueueQuery,
     ScheduleQuery,
     ServersQuery,
+    TemplatesQuery,
     UtilizationQuery,
     WorkloadsQuery,
     documented,
@@ -74,6 +75,7 @@ GPR_ID = _path("id", GPRId)
 SLICE_NAME = _path("name", SliceName)
 CLUSTER_NAME = SLICE_NAME  # clusters are named as slices are
 USER = _path("user", UserName)
+TEMPLATE_NAME = _path("name", TemplateName)
 
 
 def _paths() -> dict:
@@ -200,6 +202,34 @@ def _paths() -> dict:
                 "summary": "The role templates each slice namespace on Kubernetes gets as Role and RoleBinding (admin)",
                 "responses": _responses("templates", _ref("RoleTemplates"), "401", "403"),
             }
+        },
+        "/templates": {
+            "get": {
+                "summary": "GPR templates the caller's slices may use (admins: all)",
+                "parameters": documented(TemplatesQuery),
+                "responses": _responses("templates", _ref("Templates"), "400", "401", "403", "404"),
+            },
+            "post": {
+                "summary": "Add a GPR template, global or for a project or slice (admin)",
+                "requestBody": _body("TemplateCreate"),
+                "responses": _responses("added", _ref("Template"), "400", "401", "403", "409", "422", status="201"),
+            },
+        },
+        "/templates/{name}": {
+            "parameters": [TEMPLATE_NAME],
+            "get": {
+                "summary": "One GPR template (admins, members of a slice that may use it)",
+                "responses": _responses("the template", _ref("Template"), "400", "401", "404"),
+            },
+            "patch": {
+                "summary": "Change a GPR template (admin); GPRs made from it keep their fields",
+                "requestBody": _body("TemplateUpdate"),
+                "responses": _responses("changed", _ref("Template"), "400", "401", "403", "404", "422"),
+            },
+            "delete": {
+                "summary": "Delete a GPR template (admin)",
+                "responses": _responses("deleted", None, "400", "401", "403", "404", status="204"),
+            },
         },
         "/wait-times": {
             "post": {

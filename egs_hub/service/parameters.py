@@ -122,6 +122,10 @@ def _step(description: str) -> Any:
 SliceFilter = Annotated[str, Field(description="only this slice")]
 
 
+class TemplatesQuery(Query):
+    slice: Annotated[str, Field(description="only the templates this slice may use")] = None
+
+
 class GPRsQuery(Query):
     slice: SliceFilter = None
     status: _argument(_one_of(STATUS_VALUES), {"type": "string", "enum": list(STATUS_VALUES)}, "only this status") = (

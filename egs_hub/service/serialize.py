@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from ..core import resources as api
 from ..core.model import GPR, Shape
 from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
+from ..core.templates import GPRTemplate
 from ..store import queries
 from ..store.models import AlertRow, Cluster, EventRow, Slice
 
@@ -44,6 +46,7 @@ def gpr_resource(
         start_after=spec.start_after,
         idle_timeout=spec.idle_timeout,
         preemptible=spec.preemptible,
+        template=spec.template,
         status=gpr.status.value,
         status_reason=gpr.status_reason,
         estimated_start=estimate.start if queued else None,
@@ -275,4 +278,10 @@ def alert_resource(row: AlertRow) -> api.Alert:
         raised_at=row.raised_at,
         cleared_at=row.cleared_at,
         active=row.cleared_at is None,
+    )
+
+
+def template_resource(template: GPRTemplate) -> api.Template:
+    return api.Template(
+        scope=template.scope, **{f.name: getattr(template, f.name) for f in dataclasses.fields(template)}
     )

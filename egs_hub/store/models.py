@@ -184,11 +184,34 @@ class GPRRow(Base):
     window_end: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     end_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    template: Mapped[str | None] = mapped_column(String(63), nullable=True)
     # [cluster, node] pairs that failed this GPR's pre-checks (core.model.GPR.avoid_nodes)
     avoid_nodes: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     allocations: Mapped[list[Allocation]] = relationship(cascade="all, delete-orphan", order_by="Allocation.position")
+
+
+class GPRTemplateRow(Base):
+    """A GPR template (core/templates.py). ``project``/``slice`` name its scope (both NULL: global);
+    a slice's templates go with it."""
+
+    __tablename__ = "gpr_templates"
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    project: Mapped[str | None] = mapped_column(String(63), nullable=True, index=True)
+    slice: Mapped[str | None] = mapped_column(String(63), nullable=True, index=True)
+    cluster: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    shape: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    nodes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    duration_s: Mapped[int] = mapped_column(Integer)
+    priority: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    preemptible: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class GPRResource(Base):

@@ -19,6 +19,7 @@ from ..core.alerts import Alert
 from ..core.fairshare import Use
 from ..core.requests import ClusterCreate
 from ..core.snapshot import Booking, Estimate, Placement, Request, Snapshot
+from ..core.templates import GPRTemplate
 from .models import (
     GPU,
     AlertRow,
@@ -28,6 +29,7 @@ from .models import (
     EventRow,
     GPRResource,
     GPRRow,
+    GPRTemplateRow,
     Node,
     Project,
     PromiseRow,
@@ -70,6 +72,7 @@ def _gpr_of(row, allocations: list[tuple[str, str]]) -> core.GPR:
         start_after=row.start_after,
         idle_timeout=_delta(row.idle_timeout_s),
         preemptible=row.preemptible,
+        template=row.template,
     )
     return core.GPR(
         id=row.id,
@@ -139,6 +142,7 @@ def write_gpr(session: Session, row: GPRRow, gpr: core.GPR) -> None:
     row.start_after = spec.start_after
     row.idle_timeout_s = _seconds(spec.idle_timeout)
     row.preemptible = spec.preemptible
+    row.template = spec.template
     row.status = gpr.status.value
     row.status_reason = gpr.status_reason
     row.window_start = gpr.window_start
@@ -398,6 +402,89 @@ def project_id(session: Session, now: datetime) -> int:
     session.add(project)
     session.flush()
     return project.id
+
+
+def project_of_slice(session: Session, slice_name: str) -> str | None:
+    """The name of the project slice ``slice_name`` belongs to (None: no such slice)."""
+    query = select(Project.name).join(Slice, Slice.project_id == Project.id).where(Slice.name == slice_name)
+    return session.scalar(query)
+
+
+def project_exists(session: Session, name: str) -> bool:
+    return session.scalar(select(Project.id).where(Project.name == name)) is not None
+
+
+# GPR templates
+
+
+def to_template(row: GPRTemplateRow) -> GPRTemplate:
+    return GPRTemplate(
+        name=row.name,
+        description=row.description,
+        project=row.project,
+        slice=row.slice,
+        cluster=row.cluster,
+        shape=row.shape,
+        gpus=row.gpus,
+        nodes=row.nodes,
+        duration=timedelta(seconds=row.duration_s),
+        priority=row.priority,
+        idle_timeout=_delta(row.idle_timeout_s),
+        preemptible=row.preemptible,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def write_template(row: GPRTemplateRow, template: GPRTemplate, now: datetime) -> None:
+    """Copy ``template``'s fields (all but its name and creation) onto its row."""
+    row.description = template.description
+    row.project = template.project
+    row.slice = template.slice
+    row.cluster = template.cluster
+    row.shape = template.shape
+    row.gpus = template.gpus
+    row.nodes = template.nodes
+    row.duration_s = int(template.duration.total_seconds())
+    row.priority = template.priority
+    row.idle_timeout_s = _seconds(template.idle_timeout)
+    row.preemptible = template.preemptible
+    row.updated_at = now
+
+
+def get_template_row(session: Session, name: str) -> GPRTemplateRow | None:
+    return session.get(GPRTemplateRow, name)
+
+
+def get_template(session: Session, name: str) -> GPRTemplate | None:
+    row = get_template_row(session, name)
+    return None if row is None else to_template(row)
+
+
+def templates(session: Session, slices: Iterable[str] | None = None) -> list[GPRTemplate]:
+    """The templates by name; with ``slices``, those usable in one of them (global ones, the
+    ones of their projects and their own)."""
+    query = select(GPRTemplateRow).order_by(GPRTemplateRow.name)
+    if slices is not None:
+        slices = list(slices)
+        projects = select(Project.name).join(Slice, Slice.project_id == Project.id).where(Slice.name.in_(slices))
+        query = query.where(
+            or_(
+                GPRTemplateRow.slice.in_(slices),
+                and_(GPRTemplateRow.slice.is_(None), GPRTemplateRow.project.is_(None)),
+                and_(GPRTemplateRow.slice.is_(None), GPRTemplateRow.project.in_(projects)),
+            )
+        )
+    return [to_template(row) for row in session.scalars(query)]
+
+
+def delete_slice_templates(session: Session, slice_name: str) -> list[str]:
+    """Delete the templates only ``slice_name`` could use (it is being deleted); their names."""
+    rows = list(session.scalars(select(GPRTemplateRow).where(GPRTemplateRow.slice == slice_name)))
+    for row in rows:
+        session.delete(row)
+    return [row.name for row in rows]
 
 
 # Inventory

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from egs_hub.client import GPR, EGSClient, EGSError, QueuedGPR, Slice
+from egs_hub.client import GPR, EGSClient, EGSError, QueuedGPR, Slice, Template
 
 from .helpers import until_status
 
@@ -114,6 +114,36 @@ def test_a_gpr_from_wait_times_to_release(member, make_slice):
     (latest,) = as_alice.events(slice=team, limit=1)
     assert latest.kind == "complete" and latest.gpr == gpr.id and is_aware(latest.time)
     assert as_alice.events(gpr=gpr.id, since=datetime.now(UTC) + timedelta(hours=1)) == []
+
+
+def test_templates_are_listed_used_changed_and_deleted(admin, member, make_slice):
+    alice, as_alice = member("alice")
+    team = make_slice(alice)
+    name = f"tpl-{team}"
+    made = admin.create_template(
+        name, "2h", gpus=2, shape="H100", idle_timeout=timedelta(minutes=20), slice=team, description="two H100s"
+    )
+    assert isinstance(made, Template) and made.scope == f"slice {team}" and made.duration == timedelta(hours=2)
+    assert made.idle_timeout == timedelta(minutes=20) and made.priority is None and is_aware(made.created_at)
+    assert [t.name for t in as_alice.templates(slice=team)] == [name]
+    assert as_alice.template(name) == made
+
+    options = as_alice.wait_times(team, template=name).options
+    assert {(o.shape.name, o.gpus) for o in options} == {("H100-80GB x8", 2)}
+    later = datetime.now(UTC) + timedelta(days=1)
+    gpr = as_alice.create_gpr(team, template=name, duration="1h", start_after=later)
+    assert (gpr.template, gpr.gpus, gpr.shape, gpr.duration) == (name, 2, "H100", timedelta(hours=1))
+    as_alice.cancel_gpr(gpr.id)
+
+    changed = admin.update_template(name, nodes=1, description="")
+    assert (changed.gpus, changed.nodes) == (None, 1)
+    with pytest.raises(EGSError) as refused:
+        as_alice.update_template(name, gpus=1)
+    assert refused.value.status == 403
+    assert admin.delete_template(name) is None
+    with pytest.raises(EGSError) as refused:
+        as_alice.create_gpr(team, template=name)
+    assert (refused.value.status, refused.value.field) == (422, "template")
 
 
 def test_queue_edit_and_cancel(admin, member, make_slice):

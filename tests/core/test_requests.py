@@ -305,7 +305,7 @@ def test_update_apply_refuses_removing_gpus_and_nodes():
 
 def test_body_schemas_list_required_fields():
     schemas = body_schemas("#/components/schemas/{model}")
-    assert schemas["GPRCreate"]["required"] == ["slice", "duration"]
+    assert schemas["GPRCreate"]["required"] == ["slice"]  # duration too, unless a template gives it (check())
     assert schemas["GPRCreate"]["additionalProperties"] is False
     assert set(schemas["GPRCreate"]["properties"]) == set(GPRCreate.model_fields)
     assert "required" not in schemas["GPRUpdate"]

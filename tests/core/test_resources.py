@@ -28,6 +28,7 @@ GPR_FIELDS = {
     "start_after": None,
     "idle_timeout": timedelta(minutes=30),
     "preemptible": False,
+    "template": None,
     "status": "queued",
     "status_reason": "",
     "estimated_start": T0 + timedelta(minutes=5),

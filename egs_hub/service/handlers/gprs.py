@@ -18,7 +18,7 @@ from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
-from ..commands import slice_of
+from ..commands import slice_of, template_for
 from ..parameters import GPRsQuery, read
 from ..serialize import gpr_resource, option_resource
 from .base import APIHandler, authenticated, needs_scope
@@ -32,6 +32,15 @@ class GPRBase(APIHandler):
         if row is None:
             raise self.not_found(f"GPR with id {gpr_id}")
         return row
+
+    def spec_of(self, body: GPRCreate | WaitTimeQuery) -> core.GPRSpec:
+        """The spec a body asks for, with the fields it leaves out from the template it names (once
+        the caller is known to be a member of its slice)."""
+        if body.template is None:
+            return body.to_spec()
+        with self.egs.sessions() as session:
+            self.require_member(slice_of(session, body.slice))
+            return body.to_spec(template_for(session, body.template, body.slice))
 
     async def plan(self) -> Plan:
         """The plan reads answer from (planning.Planning.current): never made on the event loop."""
@@ -88,7 +97,7 @@ class GPRsHandler(GPRBase):
 
     @authenticated
     async def post(self) -> None:
-        spec = parse_body(GPRCreate, self.json_body()).to_spec()
+        spec = self.spec_of(parse_body(GPRCreate, self.json_body()))
         submitted = await self.egs.commands.submit(
             spec, self.user_name, admin=self.is_admin, authorize=self.require_member_of
         )
@@ -159,7 +168,7 @@ class DecisionHandler(GPRBase):
 class WaitTimesHandler(GPRBase):
     @authenticated
     async def post(self) -> None:
-        spec = parse_body(WaitTimeQuery, self.json_body()).to_spec()
+        spec = self.spec_of(parse_body(WaitTimeQuery, self.json_body()))
         now = self.now()
         with self.egs.sessions() as session:
             policy = self.egs.commands.policy_of(session, spec.slice, now, self.require_member_of)

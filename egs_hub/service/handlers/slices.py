@@ -309,6 +309,7 @@ class SliceHandler(SliceBase):
                 for server in queries.slice_servers(session, name):
                     session.delete(server)
                 session.delete(row)
+                queries.delete_slice_templates(session, name)
                 queries.leave_behind(session, name, self.unregistered(before, {}))
                 queries.add_event(
                     session,

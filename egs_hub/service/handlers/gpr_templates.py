@@ -1,0 +1,121 @@
+"""GPR templates: named GPR shapes users pick instead of typing one (core/templates.py).
+
+Members list the templates their slices may use (``?slice=`` one slice's); admins
+list, create, change and delete any. A template for a project names an existing
+project, one for a slice an existing slice; a slice's templates go with it.
+"""
+
+from __future__ import annotations
+
+from ...core import model as core
+from ...core.errors import Conflict, PolicyViolation
+from ...core.requests import TemplateCreate, TemplateUpdate, check_slice_name, parse_body
+from ...core.resources import Templates
+from ...core.templates import GPRTemplate, usable_in
+from ...roles import ADMIN_SCOPE
+from ...store import queries
+from ...store.db import transaction
+from ...store.models import GPRTemplateRow
+from ..parameters import TemplatesQuery, read
+from ..serialize import template_resource
+from .base import APIHandler, authenticated, needs_scope
+
+
+class TemplateBase(APIHandler):
+    def check_scope(self, session, template: GPRTemplate) -> None:
+        """The project or slice a template is for exists (422 naming the field)."""
+        if template.project is not None and not queries.project_exists(session, template.project):
+            raise PolicyViolation("project", f"no project named {template.project!r}")
+        if template.slice is not None and queries.get_slice(session, template.slice) is None:
+            raise PolicyViolation("slice", f"no slice named {template.slice!r}; GET /slices lists them")
+
+    def record(self, session, kind: str, template: GPRTemplate, reason: str) -> None:
+        queries.add_event(
+            session,
+            core.Event(
+                kind=kind,
+                actor=self.user_name,
+                reason=f"template {template.name} ({template.scope}): {reason}",
+                time=self.now(),
+                slice=template.slice,
+                data={"template": template.name},
+            ),
+        )
+
+    def load(self, session, name: str) -> GPRTemplateRow:
+        row = queries.get_template_row(session, check_slice_name(name, "name"))
+        if row is None:
+            raise self.not_found(f"template named {name!r}")
+        return row
+
+
+class TemplatesHandler(TemplateBase):
+    @authenticated
+    async def get(self) -> None:
+        """The templates the caller's slices may use (``slice``: that slice's); admins: all of them."""
+        query = read(TemplatesQuery, self)
+        with self.egs.sessions() as session:
+            if query.slice is not None:
+                slices = [self.member_slice(session, check_slice_name(query.slice)).name]
+            elif self.is_admin:
+                slices = None
+            else:
+                slices = sorted(self.slices_of_caller(self.egs.planning.state.current(session, self.now()).groups))
+            found = queries.templates(session, slices)
+        self.write_json(Templates(templates=[template_resource(t) for t in found]))
+
+    @needs_scope(ADMIN_SCOPE)
+    async def post(self) -> None:
+        body = parse_body(TemplateCreate, self.json_body())
+        now = self.now()
+        template = body.to_template()
+        with transaction(self.egs.sessions) as session:
+            if queries.get_template_row(session, body.name) is not None:
+                raise Conflict(f"a template named {body.name!r} exists already; PATCH templates/{body.name} changes it")
+            self.check_scope(session, template)
+            row = GPRTemplateRow(name=body.name, created_by=self.user_name, created_at=now)
+            queries.write_template(row, template, now)
+            session.add(row)
+            self.record(session, "template-created", template, "created")
+            session.flush()
+            made = queries.to_template(row)
+        self.set_header("Location", f"{self.egs.api_prefix}templates/{body.name}")
+        self.write_json(template_resource(made), 201)
+
+
+class TemplateHandler(TemplateBase):
+    @authenticated
+    async def get(self, name: str) -> None:
+        """One template: admins, and members of a slice that may use it."""
+        with self.egs.sessions() as session:
+            template = queries.to_template(self.load(session, name))
+            if not self.is_admin:
+                groups = self.egs.planning.state.current(session, self.now()).groups
+                if not any(
+                    usable_in(template, s, queries.project_of_slice(session, s)) for s in self.slices_of_caller(groups)
+                ):
+                    raise self.not_found(f"template named {name!r} for your slices")
+        self.write_json(template_resource(template))
+
+    @needs_scope(ADMIN_SCOPE)
+    async def patch(self, name: str) -> None:
+        update = parse_body(TemplateUpdate, self.json_body())
+        with transaction(self.egs.sessions) as session:
+            row = self.load(session, name)
+            template = update.apply(queries.to_template(row))
+            self.check_scope(session, template)
+            queries.write_template(row, template, self.now())
+            self.record(session, "template-updated", template, "changed " + (", ".join(update.given()) or "nothing"))
+            session.flush()
+            changed = queries.to_template(row)
+        self.write_json(template_resource(changed))
+
+    @needs_scope(ADMIN_SCOPE)
+    async def delete(self, name: str) -> None:
+        """GPRs made from it keep their fields (and its name, for the record)."""
+        with transaction(self.egs.sessions) as session:
+            row = self.load(session, name)
+            self.record(session, "template-deleted", queries.to_template(row), "deleted")
+            session.delete(row)
+        self.set_status(204)
+        self.finish()
