@@ -17,7 +17,7 @@ from datetime import datetime, time, timedelta, tzinfo
 from ..client import GPR
 from ..core.errors import InvalidRequest
 from ..core.model import PRIORITY_MAX, PRIORITY_MIN
-from ..core.units import parse_duration
+from ..core.units import format_duration, parse_duration
 
 BANDS = {"low": (1, 100), "medium": (101, 200), "high": (201, 300)}
 COUNT_MAX = 100_000
@@ -28,8 +28,12 @@ HELP = """\
   %egs request N gpus|nodes for DURATION [options] [--wait]
         Submit a GPU Provision Request (GPR), e.g. %egs request 2 gpus for 2h --shape H100.
         --wait blocks until it is provisioned (as %egs wait does).
-  %egs wait-times N gpus|nodes for DURATION [options]
+  %egs request --template NAME [N gpus|nodes] [for DURATION] [options] [--wait]
+        The same from a GPR template: what you leave out is the template's.
+  %egs wait-times N gpus|nodes for DURATION [options]    (or --template NAME, as request)
         When a GPR like that would start, on every shape and cluster that could serve it.
+  %egs templates
+        The GPR templates your slice may use (--slice NAME: that slice's).
   %egs status
         Your slices' GPRs that are not finished: status, queue position, estimated start, time left.
   %egs release [ID]
@@ -43,6 +47,7 @@ HELP = """\
         This text.
 
 Options of request and wait-times:
+  --template NAME      a GPR template (%egs templates lists them): it gives what is left out
   --shape SHAPE        a GPU model or shape name, e.g. H100 or "H100-80GB x8" (default: any)
   --priority P         low (1), medium (101) or high (201): the lowest priority of that band,
                        or a number from 1 to 300 up to your slice's max (default: 101, medium)
@@ -53,7 +58,7 @@ Options of request and wait-times:
 DURATION is whole seconds, units largest first (2h, 90m, 1d2h30m) or words (2 hours 30 min).
 The service is $EGS_API_URL with the token $EGS_API_TOKEN (else $JUPYTERHUB_API_TOKEN)."""
 
-OPTIONS = {"--shape", "--priority", "--slice", "--start-after"}
+OPTIONS = {"--shape", "--priority", "--slice", "--start-after", "--template"}
 
 
 class CommandError(ValueError):
@@ -62,11 +67,13 @@ class CommandError(ValueError):
 
 @dataclass(frozen=True)
 class Ask:
-    """What request and wait-times share: a count of GPUs or nodes, for how long, and the options."""
+    """What request and wait-times share: a count of GPUs or nodes, for how long, and the options.
+    With a ``template`` the count (and unit) and the duration may be None: the template's."""
 
-    count: int
-    unit: str  # "gpus" or "nodes"
-    duration: timedelta
+    count: int | None
+    unit: str | None  # "gpus" or "nodes"
+    duration: timedelta | None
+    template: str | None = None
     shape: str | None = None
     priority: int | str | None = None  # a number, or a band name resolved against the slice
     slice: str | None = None
@@ -105,11 +112,16 @@ class Gpus:
 
 
 @dataclass(frozen=True)
+class Templates:
+    slice: str | None = None
+
+
+@dataclass(frozen=True)
 class Help:
     pass
 
 
-Command = Request | WaitTimes | Status | Release | Wait | Gpus | Help
+Command = Request | WaitTimes | Status | Release | Wait | Gpus | Templates | Help
 
 
 def parse_command(line: str, now: datetime) -> Command:
@@ -133,8 +145,13 @@ def parse_command(line: str, now: datetime) -> Command:
     if name in ("release", "wait"):
         gpr_id = _parse_id(name, rest)
         return Release(gpr_id) if name == "release" else Wait(gpr_id)
+    if name == "templates":
+        positional, options = _split_options(name, rest, allowed={"--slice"})
+        if positional:
+            raise CommandError(f"%egs templates takes only --slice NAME, not {' '.join(positional)!r}")
+        return Templates(options.get("--slice"))
     raise CommandError(
-        f"unknown command {name!r}; commands: request, wait-times, status, release, wait, gpus (%egs --help)"
+        f"unknown command {name!r}; commands: request, wait-times, templates, status, release, wait, gpus (%egs --help)"
     )
 
 
@@ -151,20 +168,33 @@ def _parse_id(name: str, rest: list[str]) -> int | None:
 
 def _parse_ask(name: str, words: list[str], now: datetime) -> Ask:
     positional, options = _split_options(name, words)
+    template = options.get("--template")
     usage = f"%egs {name} N gpus|nodes for DURATION, e.g. %egs {name} 2 gpus for 2h"
-    if len(positional) < 4 or positional[2].lower() != "for":
+    if template is not None:
+        usage += f", or %egs {name} --template NAME [N gpus|nodes] [for DURATION]"
+    size, duration_words = positional, []
+    if "for" in (word.lower() for word in positional):
+        at = [word.lower() for word in positional].index("for")
+        size, duration_words = positional[:at], positional[at + 1 :]
+        if not duration_words:
+            raise CommandError(f"'for' needs a duration; expected {usage}")
+    if (template is None and (len(size) != 2 or not duration_words)) or len(size) not in (0, 2):
         given = " ".join(positional) or "nothing"
         raise CommandError(f"expected {usage}; got {given!r}")
-    count_text, unit_text, _, *duration_words = positional
-    if not count_text.isdigit() or not 0 < int(count_text) <= COUNT_MAX:
-        raise CommandError(f"the count {count_text!r} must be a whole number from 1 to {COUNT_MAX}")
-    unit = unit_text.lower()
-    if unit not in ("gpu", "gpus", "node", "nodes"):
-        raise CommandError(f"{unit_text!r} is not gpus or nodes; expected {usage}")
+    count, unit = None, None
+    if size:
+        count_text, unit_text = size
+        if not count_text.isdigit() or not 0 < int(count_text) <= COUNT_MAX:
+            raise CommandError(f"the count {count_text!r} must be a whole number from 1 to {COUNT_MAX}")
+        unit = unit_text.lower()
+        if unit not in ("gpu", "gpus", "node", "nodes"):
+            raise CommandError(f"{unit_text!r} is not gpus or nodes; expected {usage}")
+        count, unit = int(count_text), "gpus" if unit.startswith("gpu") else "nodes"
     return Ask(
-        count=int(count_text),
-        unit="gpus" if unit.startswith("gpu") else "nodes",
-        duration=parse_duration_text(" ".join(duration_words)),
+        count=count,
+        unit=unit,
+        duration=parse_duration_text(" ".join(duration_words)) if duration_words else None,
+        template=template,
         shape=options.get("--shape"),
         priority=None if "--priority" not in options else parse_priority(options["--priority"]),
         slice=options.get("--slice"),
@@ -172,7 +202,17 @@ def _parse_ask(name: str, words: list[str], now: datetime) -> Ask:
     )
 
 
-def _split_options(name: str, words: list[str]) -> tuple[list[str], dict[str, str]]:
+def describe(ask: Ask) -> str:
+    """``2 gpus for 2h``, ``template big for 1h``: what an ask asks for, in words."""
+    parts = [f"template {ask.template}"] if ask.template else []
+    if ask.count is not None:
+        parts.append(f"{ask.count} {ask.unit if ask.count != 1 else ask.unit[:-1]}")
+    if ask.duration is not None:
+        parts.append(f"for {format_duration(ask.duration)}")
+    return " ".join(parts)
+
+
+def _split_options(name: str, words: list[str], allowed: set[str] = OPTIONS) -> tuple[list[str], dict[str, str]]:
     positional: list[str] = []
     options: dict[str, str] = {}
     words = list(words)
@@ -182,9 +222,9 @@ def _split_options(name: str, words: list[str]) -> tuple[list[str], dict[str, st
             positional.append(word)
             continue
         option, has_value, value = word.partition("=")
-        if option not in OPTIONS:
-            allowed = ", ".join(sorted(OPTIONS | ({"--wait"} if name == "request" else set())))
-            raise CommandError(f"unknown option {option} for %egs {name}; options: {allowed}")
+        if option not in allowed:
+            known = ", ".join(sorted(allowed | ({"--wait"} if name == "request" else set())))
+            raise CommandError(f"unknown option {option} for %egs {name}; options: {known}")
         if option in options:
             raise CommandError(f"{option} is given more than once")
         if not has_value:

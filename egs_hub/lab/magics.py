@@ -20,9 +20,8 @@ from tqdm.auto import tqdm
 from traitlets import Float
 
 from ..client import GPR, EGSClient, EGSError
-from ..core.units import format_duration
 from . import magic_commands as cmd
-from .tables import LIVE, WAITING, Table, describe_state, gpr_table, gpus_table, wait_times_table
+from .tables import LIVE, WAITING, Table, describe_state, gpr_table, gpus_table, templates_table, wait_times_table
 
 ENDED = ("releasing", "complete", "rejected", "cancelled", "failed")
 RELEASABLE = ("pending-approval", "queued", "provisioning", "provisioned")
@@ -68,23 +67,27 @@ class EGSMagics(Magics):
                 return self.wait(client, gpr_id)
             case cmd.Gpus():
                 return gpus_table(client.gpus(sort="temperature"), "GPUs of your slices, hottest first")
+            case cmd.Templates(slice_name):
+                return self.templates(client, slice_name)
         raise TypeError(f"no handler for {command!r}")
 
     # commands
 
     def request(self, client: EGSClient, ask: cmd.Ask, wait: bool) -> Table:
         slice_name = self.slice_for(client, ask.slice)
-        gpr = client.create_gpr(slice_name, ask.duration, **self.ask_fields(client, slice_name, ask))
+        gpr = client.create_gpr(slice_name, **self.ask_fields(client, slice_name, ask))
         if wait and gpr.status != "provisioned":
             gpr = self.wait_until_provisioned(client, gpr) or client.gpr(gpr.id)
         return self.gpr_answer(gpr, f"GPR {gpr.id} in slice {slice_name}")
 
     def wait_times(self, client: EGSClient, ask: cmd.Ask) -> Table:
         slice_name = self.slice_for(client, ask.slice)
-        fields = self.ask_fields(client, slice_name, ask)
-        answer = client.wait_times(slice_name, ask.duration, **fields)
-        what = f"{ask.count} {ask.unit if ask.count != 1 else ask.unit[:-1]} for {format_duration(ask.duration)}"
-        return wait_times_table(answer, local_now(), f"Wait times for {what} in slice {slice_name}")
+        answer = client.wait_times(slice_name, **self.ask_fields(client, slice_name, ask))
+        return wait_times_table(answer, local_now(), f"Wait times for {cmd.describe(ask)} in slice {slice_name}")
+
+    def templates(self, client: EGSClient, given: str | None) -> Table:
+        slice_name = self.slice_for(client, given)
+        return templates_table(client.templates(slice=slice_name), f"GPR templates slice {slice_name} may use")
 
     def status(self, client: EGSClient) -> Table:
         live = sorted((g for g in client.gprs() if g.status in LIVE), key=lambda g: g.id)
@@ -118,8 +121,11 @@ class EGSMagics(Magics):
         priority = ask.priority
         if isinstance(priority, str):
             priority = cmd.band_priority(priority, client.slice(slice_name).policy.max_priority)
+        size = {ask.unit: ask.count} if ask.unit else {}
         return {
-            ask.unit: ask.count,
+            **size,
+            "duration": ask.duration,
+            "template": ask.template,
             "shape": ask.shape,
             "priority": priority,
             "start_after": ask.start_after,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..client import GPR, GPUs, WaitTimes
+from ..client import GPR, GPUs, Template, WaitTimes
 from ..core.units import format_duration
 
 WAITING = ("pending-approval", "queued")
@@ -119,6 +119,29 @@ def wait_times_table(answer: WaitTimes, now: datetime, title: str) -> Table:
     if answer.needs_approval:
         notes.append("Needs an admin's approval: " + "; ".join(answer.needs_approval) + ".")
     return Table(title, ("cluster", "shape", "estimated start", "wait"), rows, " ".join(notes), answer.options)
+
+
+def templates_table(templates: Sequence[Template], title: str) -> Table:
+    rows = tuple(
+        (
+            t.name,
+            f"{t.gpus} GPU{'s' if t.gpus != 1 else ''}" if t.gpus else f"{t.nodes} node{'s' if t.nodes != 1 else ''}",
+            format_span(t.duration),
+            t.shape or "any",
+            t.cluster or "any",
+            t.scope,
+            t.description,
+        )
+        for t in templates
+    )
+    note = (
+        f"Ask from one with %egs request --template {templates[0].name}"
+        if templates
+        else "No GPR template for this slice; an admin adds them (POST /templates)."
+    )
+    return Table(
+        title, ("name", "size", "for", "shape", "cluster", "for whom", "description"), rows, note, tuple(templates)
+    )
 
 
 def _reading(value: float | None, unit: str, digits: int = 0) -> str:

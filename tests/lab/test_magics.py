@@ -65,6 +65,18 @@ PARSED = {
     ),
     "wait-times": ("wait-times 2 gpus for 2h", cmd.WaitTimes(ask())),
     "wait-times options": ("wait-times 1 node for 2h --shape A100", cmd.WaitTimes(ask(1, "nodes", shape="A100"))),
+    "from a template": ("request --template big", cmd.Request(cmd.Ask(None, None, None, template="big"))),
+    "template for a while": (
+        "request --template big for 30m --wait",
+        cmd.Request(cmd.Ask(None, None, timedelta(minutes=30), template="big"), wait=True),
+    ),
+    "template resized": (
+        "wait-times 1 node --template=big",
+        cmd.WaitTimes(cmd.Ask(1, "nodes", None, template="big")),
+    ),
+    "template in full": ("request 2 gpus for 2h --template big", cmd.Request(ask(template="big"))),
+    "templates": ("templates", cmd.Templates()),
+    "templates of a slice": ("templates --slice team-a", cmd.Templates("team-a")),
     "status": ("status", cmd.Status()),
     "gpus": ("gpus", cmd.Gpus()),
     "release mine": ("release", cmd.Release()),
@@ -82,7 +94,7 @@ REFUSED = {
     "unknown command": ("launch 2 gpus", "unknown command 'launch'; commands: request, wait-times,"),
     "no count": ("request gpus for 2h", "expected %egs request N gpus|nodes for DURATION, e.g. %egs request 2 gpus"),
     "no for": ("request 2 gpus 2h", "expected %egs request N gpus|nodes for DURATION"),
-    "no duration": ("request 2 gpus for", "got '2 gpus for'"),
+    "no duration": ("request 2 gpus for", "'for' needs a duration; expected %egs request N gpus|nodes"),
     "nothing": ("wait-times", "expected %egs wait-times N gpus|nodes for DURATION, e.g. %egs wait-times 2 gpus"),
     "zero": ("request 0 gpus for 2h", "the count '0' must be a whole number from 1 to 100000"),
     "negative": ("request -2 gpus for 2h", "the count '-2' must be a whole number from 1 to 100000"),
@@ -100,6 +112,10 @@ REFUSED = {
     "start after": ("request 2 gpus for 2h --start-after soon", "--start-after 'soon' is not a time: use HH:MM"),
     "start after hour": ("request 2 gpus for 2h --start-after 25:00", "--start-after '25:00' is not a time"),
     "start after +": ("request 2 gpus for 2h --start-after +x", "--start-after +DURATION 'x' is not a duration"),
+    "template and half a size": ("request 2 --template big", "expected %egs request N gpus|nodes for DURATION"),
+    "template for nothing": ("request --template big for", "'for' needs a duration"),
+    "templates args": ("templates all", "%egs templates takes only --slice NAME, not 'all'"),
+    "templates option": ("templates --shape A100", "unknown option --shape for %egs templates; options: --slice"),
     "status args": ("status all", "%egs status takes no arguments, not 'all'"),
     "gpus args": ("gpus --sort power", "%egs gpus takes no arguments, not '--sort power'"),
     "release id": ("release twelve", "%egs release: 'twelve' is not a GPR id (a whole number like 12)"),
@@ -267,6 +283,26 @@ def test_wait_times_and_priority_bands(shell, admin, alice, capsys):
     assert asked.estimated_start >= asked.start_after
 
 
+def test_templates_list_and_fill_requests(shell, admin, alice, capsys):
+    team = new_slice(admin, alice)
+    name = f"tpl-{team}"
+    admin.create_template(name, "10m", gpus=1, shape="A100", slice=team, description="one A100")
+    listed = egs(shell, "templates")
+    assert listed.title == f"GPR templates slice {team} may use" and name in [t.name for t in listed.items]
+    assert (name, "1 GPU", "10m", "A100", "any", f"slice {team}", "one A100") in listed.rows
+    assert listed.note.startswith("Ask from one with %egs request --template ")
+
+    table = egs(shell, f"wait-times --template {name}")
+    assert table.title == f"Wait times for template {name} in slice {team}"
+    assert [row[1] for row in table.rows] == ["A100-40GB x4"]
+    later = datetime.now(UTC) + timedelta(hours=3)
+    asked = egs(shell, f"request --template {name} for 5m --start-after {later:%Y-%m-%dT%H:%M}Z").items[0]
+    assert (asked.template, asked.gpus, asked.shape, asked.duration) == (name, 1, "A100", timedelta(minutes=5))
+    assert egs(shell, "request --template no-such-one") is None
+    assert one_error_line(capsys).startswith("no template named 'no-such-one'")
+    admin.delete_template(name)
+
+
 def test_the_slice_comes_from_the_option_the_environment_or_membership(shell, admin, alice, monkeypatch, capsys):
     assert egs(shell, "wait-times 1 gpu for 1h") is None
     assert one_error_line(capsys) == "you are a member of no slice; ask an egs-hub admin to add you to one"
@@ -335,7 +371,7 @@ def test_errors_are_one_line_without_a_traceback(shell, admin, alice, monkeypatc
 def test_help_documents_every_command(shell, capsys):
     assert egs(shell, "--help") is None
     out = capsys.readouterr().out
-    for command in ("request", "wait-times", "status", "release [ID]", "wait [ID]", "gpus", "--help"):
+    for command in ("request", "wait-times", "templates", "status", "release [ID]", "wait [ID]", "gpus", "--help"):
         assert f"%egs {command}" in out
-    for option in ("--shape", "--priority", "--slice", "--start-after", "--wait"):
+    for option in ("--template", "--shape", "--priority", "--slice", "--start-after", "--wait"):
         assert option in out
