@@ -120,6 +120,7 @@ class Usage(Resource):
 class Slice(Resource):
     name: str
     display_name: str
+    project: str = Field(description="the project it belongs to")
     group: str
     members: Names
     quota: Quota

@@ -74,6 +74,7 @@ def slice_resource(row: Slice, members: list[str], gpus: list[str], usage: dict)
     return api.Slice(
         name=row.name,
         display_name=row.display_name,
+        project=row.project.name,
         group=row.group_name,
         members=members,
         quota=api.Quota(max_gpus=policy.max_gpus, max_gpu_hours=policy.max_gpu_hours),

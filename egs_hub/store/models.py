@@ -144,6 +144,7 @@ class Slice(Base):
     bind_failure: Mapped[str] = mapped_column(String(16), default="fail", server_default="fail")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    project: Mapped[Project] = relationship(lazy="joined")
     namespaces: Mapped[list[SliceNamespace]] = relationship(
         back_populates="slice",
         cascade="all, delete-orphan",

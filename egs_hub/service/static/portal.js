@@ -106,10 +106,11 @@ if (sliceForm) {
 }
 setUpRequestForm();
 live(
-  () => Promise.all([api("GET", "slices"), apiAll("gprs", "gprs"), api("GET", "inventory"), loadClusters()]),
-  ([slices, gprs, inventory, clusters]) => {
+  () => Promise.all([api("GET", "slices"), apiAll("gprs", "gprs"), api("GET", "inventory"), loadClusters(),
+    api("GET", "templates")]),
+  ([slices, gprs, inventory, clusters, templates]) => {
     renderSlices(slices.slices, clusters);
-    renderRequestChoices(slices.slices, inventory);
+    renderRequestChoices(slices.slices, inventory, templates.templates);
     renderGPRs(gprs.gprs);
     renderInventory(inventory);
   },

@@ -4,13 +4,58 @@
 
 import { act, api, el, localTime, notify, patch, span } from "./api.js";
 
+// GET /templates (the ones the caller's slices may use) and the slices' projects, by name.
+let templates = new Map();
+let projectOf = new Map();
+// The form's values a template filled in: a field still holding its template's value is left
+// out of the body, so the template gives it exactly (a whole-node template keeps its nodes).
+let filled = {};
+
+function pickedTemplate(form) {
+  return templates.get(form.elements.template.value);
+}
+
 export function requestBody(form) {
   const f = form.elements;
-  const body = { slice: f.slice.value, gpus: Number(f.gpus.value), duration: f.duration.value.trim() };
-  if (f.priority.value) body.priority = Number(f.priority.value);
+  const body = { slice: f.slice.value };
+  const template = pickedTemplate(form);
+  if (template) body.template = template.name;
+  const given = (name, value) => !template || value !== filled[name];
+  if (given("gpus", f.gpus.value)) body.gpus = Number(f.gpus.value);
+  if (given("duration", f.duration.value.trim())) body.duration = f.duration.value.trim();
+  if (f.priority.value && given("priority", f.priority.value)) body.priority = Number(f.priority.value);
   if (f.shape.value) body.shape = f.shape.value;
   if (f.start_after && f.start_after.value) body.start_after = new Date(f.start_after.value).toISOString();
   return body;
+}
+
+// Fill the form from the picked template (its size, duration and priority), noting what it filled.
+function fillFromTemplate(form) {
+  const f = form.elements;
+  const template = pickedTemplate(form);
+  filled = {};
+  if (!template) return;
+  filled = {
+    gpus: template.gpus ? String(template.gpus) : f.gpus.value,
+    duration: span(template.duration),
+    priority: String(template.priority ?? 101),
+  };
+  for (const [name, value] of Object.entries(filled)) f[name].value = value;
+  const described = [template.description, template.nodes ? `${template.nodes} whole node(s)` : "",
+    template.shape ? `shape ${template.shape}` : "", template.cluster ? `cluster ${template.cluster}` : ""];
+  notify(`Template ${template.name}: ${described.filter(Boolean).join("; ")}`);
+}
+
+function usableIn(template, sliceName) {
+  if (template.slice) return template.slice === sliceName;
+  return !template.project || template.project === projectOf.get(sliceName);
+}
+
+function renderTemplateChoices(form) {
+  const sliceName = form.elements.slice.value;
+  const usable = [...templates.values()].filter((t) => usableIn(t, sliceName));
+  patch(form.elements.template, [el("option", { value: "" }, "none"),
+    ...usable.map((t) => el("option", { value: t.name }, t.description ? `${t.name}: ${t.description}` : t.name))]);
 }
 
 async function showWaitTimes(form) {
@@ -40,6 +85,8 @@ async function showWaitTimes(form) {
 
 export function setUpRequestForm() {
   const form = document.getElementById("request-form");
+  form.elements.template.addEventListener("change", () => fillFromTemplate(form));
+  form.elements.slice.addEventListener("change", () => renderTemplateChoices(form));
   document.getElementById("wait-times-button").addEventListener("click", () => showWaitTimes(form));
   form.addEventListener("submit", (e) => {
     e.preventDefault();
@@ -50,10 +97,14 @@ export function setUpRequestForm() {
   });
 }
 
-// The form's workspace and shape choices: `slices` from GET /slices, `inventory` from GET /inventory.
-export function renderRequestChoices(slices, inventory) {
+// The form's workspace, template and shape choices: `slices` from GET /slices, `inventory` from
+// GET /inventory, `templateList` from GET /templates.
+export function renderRequestChoices(slices, inventory, templateList) {
   const form = document.getElementById("request-form");
   patch(form.elements.slice, slices.map((s) => el("option", { value: s.name }, s.display_name || s.name)));
+  projectOf = new Map(slices.map((s) => [s.name, s.project]));
+  templates = new Map(templateList.map((t) => [t.name, t]));
+  renderTemplateChoices(form);
   patch(form.elements.shape, [el("option", { value: "" }, "any"),
     ...inventory.shapes.map((s) => el("option", { value: s.name }, `${s.name} (${s.cluster})`))]);
 }

@@ -24,13 +24,14 @@ if (params.has("gpr")) {
 }
 
 async function load() {
-  const [gprs, slices, inventory, queue, evictions] = await Promise.all([
+  const [gprs, slices, inventory, queue, evictions, templates] = await Promise.all([
     apiAll("gprs", "gprs"), api("GET", "slices"), api("GET", "inventory"), apiAll("queue", "queue"),
-    adminView ? api("GET", "queue/evictions") : null,
+    adminView ? api("GET", "queue/evictions") : null, api("GET", "templates"),
   ]);
   const events = new Map(await Promise.all([...open].map(async (id) =>
     [id, (await apiAll(`events?gpr=${id}`, "events", { backwards: true }).catch(() => ({ events: [] }))).events])));
-  return { gprs: gprs.gprs, slices: slices.slices, inventory, queue: queue.queue, evictions, events };
+  return { gprs: gprs.gprs, slices: slices.slices, inventory, queue: queue.queue, evictions, events,
+    templates: templates.templates };
 }
 
 function matches(g, f) {
@@ -175,6 +176,6 @@ live(load, (data) => {
   last = data;
   drawFilterChoices();
   drawRequests();
-  renderRequestChoices(data.slices, data.inventory);
+  renderRequestChoices(data.slices, data.inventory, data.templates);
   if (adminView) drawEvictions(data.evictions.evictions, data.gprs);
 });
