@@ -24,7 +24,13 @@ from .model import GPR, EndReason, Event, GPRSpec, Status
 PLANNER = "planner"
 
 # What a GPR queued again gives up: its window and its GPUs.
-_UNPLACED = {"window_start": None, "window_end": None, "bound_gpus": (), "bound_nodes": ()}
+_UNPLACED = {
+    "window_start": None,
+    "window_end": None,
+    "bound_gpus": (),
+    "bound_nodes": (),
+    "price_per_gpu_hour": None,
+}
 
 # status -> the statuses it may move to
 TRANSITIONS: dict[Status, frozenset[Status]] = {
@@ -133,8 +139,10 @@ def cancel(gpr: GPR, actor: str, reason: str, now: datetime) -> tuple[GPR, Event
     )
 
 
-def admit(gpr: GPR, gpus: tuple[str, ...], nodes: tuple[str, ...], now: datetime) -> tuple[GPR, Event]:
-    """The planner gives the GPR its GPUs; its window starts now."""
+def admit(
+    gpr: GPR, gpus: tuple[str, ...], nodes: tuple[str, ...], now: datetime, price: float | None = None
+) -> tuple[GPR, Event]:
+    """The planner gives the GPR its GPUs; its window starts now, at ``price`` per GPU-hour (core/cost.py)."""
     moved, event = _move(
         gpr,
         Status.PROVISIONING,
@@ -146,6 +154,7 @@ def admit(gpr: GPR, gpus: tuple[str, ...], nodes: tuple[str, ...], now: datetime
         window_end=now + gpr.spec.duration,
         bound_gpus=gpus,
         bound_nodes=nodes,
+        price_per_gpu_hour=price,
     )
     return moved, dataclasses.replace(event, data={"gpus": list(gpus), "nodes": list(nodes)})
 

@@ -196,6 +196,7 @@ class GPR:
     bound_gpus: tuple[str, ...] = ()
     bound_nodes: tuple[str, ...] = ()
     avoid_nodes: tuple[tuple[str, str], ...] = ()
+    price_per_gpu_hour: float | None = None  # from when its window started (core/cost.py)
 
 
 @dataclass(frozen=True)

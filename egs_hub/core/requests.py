@@ -24,6 +24,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    RootModel,
     ValidationError,
     WithJsonSchema,
     create_model,
@@ -449,6 +450,48 @@ class EvictionConfirm(Body):
             raise InvalidRequest("victims", "victims lists a GPR more than once")
 
 
+def parse_prices(value: Any, _field: str) -> dict[str, float]:
+    """``{shape name: price per GPU-hour}``; a refusal names the shape at fault."""
+    if not isinstance(value, Mapping):
+        raise InvalidRequest("body", "the body must be an object of shape name to price per GPU-hour")
+    if len(value) > 1000:
+        raise InvalidRequest("body", "at most 1000 prices")
+    prices = {}
+    for shape, price in value.items():
+        if not shape or len(shape) > 100 or not re.fullmatch(TEXT_PATTERN, shape):
+            raise InvalidRequest(
+                shape or "body", f"{shape!r} is not a shape name (1 to 100 characters, none of them control)"
+            )
+        if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price <= AMOUNT_MAX:
+            raise InvalidRequest(
+                shape, f"the price of {shape} must be a number from 0 to {AMOUNT_MAX:g} per GPU-hour, not {price!r}"
+            )
+        prices[shape] = float(price)
+    return prices
+
+
+class PriceTable(RootModel):
+    """PUT /clusters/{name}/prices: every price of the cluster, per shape as GET /inventory names it."""
+
+    model_config = ConfigDict(frozen=True)
+    root: Annotated[
+        dict[str, float],
+        BeforeValidator(parsed(parse_prices)),
+        WithJsonSchema(
+            {
+                "type": "object",
+                "propertyNames": {"minLength": 1, "maxLength": 100, "pattern": TEXT_PATTERN},
+                "additionalProperties": {"type": "number", "minimum": 0, "maximum": AMOUNT_MAX},
+                "maxProperties": 1000,
+                "description": 'price per GPU-hour of each shape, e.g. {"H100-80GB x8": 4.5}',
+            }
+        ),
+    ]
+
+    def check(self) -> None:
+        """Each price was checked as it was read."""
+
+
 class ServerStart(Body):
     """PUT servers/{user}[/{server}]: the slice a starting server belongs to."""
 
@@ -644,6 +687,7 @@ BODIES: tuple[type[Body], ...] = (
     WaitTimeQuery,
     TemplateCreate,
     TemplateUpdate,
+    PriceTable,
     SliceCreate,
     SliceUpdate,
     ClusterCreate,

@@ -224,6 +224,14 @@ class InventoryShape(Shape):
     cluster: str
     gpus: int
     free: int
+    price_per_gpu_hour: float | None = Field(description="the admin's price (PUT /clusters/{name}/prices); null: none")
+
+
+class ClusterPrices(Resource):
+    """A cluster's prices per GPU-hour, per shape as GET /inventory names it."""
+
+    cluster: str
+    prices: dict[str, float]
 
 
 class Inventory(Resource):
@@ -299,6 +307,10 @@ class GPR(Resource):
     created_at: Time
     updated_at: Time
     ended_at: Time | None
+    price_per_gpu_hour: float | None = Field(description="the price when its window started; null: none")
+    cost_per_hour: float | None = Field(description="what its bound GPUs cost an hour")
+    reserved_cost: float | None = Field(description="its GPUs over its whole window")
+    used_cost: float | None = Field(description="its GPUs while they were bound (until now, while held)")
 
     @property
     def gpu_count(self) -> int | None:
@@ -361,6 +373,8 @@ class WaitTimeOption(Resource):
     wait: Seconds = Field(alias="wait_seconds", ge=timedelta(0))
     nodes: Names
     gpus: int = Field(description="GPUs it would get on those nodes")
+    cost_per_hour: float | None = Field(description="what those GPUs cost an hour; null: no price")
+    estimated_cost: float | None = Field(description="cost_per_hour times the duration in hours; null: no price")
 
 
 class WaitTimes(Resource):
@@ -608,6 +622,7 @@ RESOURCES: tuple[type[Resource], ...] = (
     SliceKubeconfig,
     Cluster,
     Clusters,
+    ClusterPrices,
     RoleTemplates,
     Inventory,
     Schedule,

@@ -81,6 +81,7 @@ API_ROUTES = [
     (r"inventory/schedule", inventory.ScheduleHandler),
     (r"clusters", clusters.ClustersHandler),
     (r"clusters/([^/]+)", clusters.ClusterHandler),
+    (r"clusters/([^/]+)/prices", clusters.ClusterPricesHandler),
     (r"role-templates", clusters.RoleTemplatesHandler),
     (r"templates", gpr_templates.TemplatesHandler),
     (r"templates/([^/]+)", gpr_templates.TemplateHandler),

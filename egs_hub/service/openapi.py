@@ -197,6 +197,18 @@ def _paths() -> dict:
                 "responses": _responses("removed", None, "401", "403", "404", "409", status="204"),
             },
         },
+        "/clusters/{name}/prices": {
+            "parameters": [CLUSTER_NAME],
+            "get": {
+                "summary": "A cluster's prices per GPU-hour, per shape",
+                "responses": _responses("its prices", _ref("ClusterPrices"), "401", "404"),
+            },
+            "put": {
+                "summary": "Replace a cluster's prices per GPU-hour, per shape as /inventory names it (admin)",
+                "requestBody": _body("PriceTable"),
+                "responses": _responses("its prices now", _ref("ClusterPrices"), "400", "401", "403", "404", "422"),
+            },
+        },
         "/role-templates": {
             "get": {
                 "summary": "The role templates each slice namespace on Kubernetes gets as Role and RoleBinding (admin)",

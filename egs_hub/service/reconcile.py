@@ -205,10 +205,11 @@ class Reconciler:
                     row = queries.get_gpr_row(session, estimate.gpr_id, lock=True)
                     if row is None or row.status != Status.QUEUED:
                         continue
+                    price = queries.price_of(session, placement.cluster, placement.shape.name)
                     gpr = queries.apply(
                         session,
                         row,
-                        lifecycle.admit(queries.to_gpr(row), placement.gpus, placement.nodes, now),
+                        lifecycle.admit(queries.to_gpr(row), placement.gpus, placement.nodes, now, price),
                     )
                     queries.bind(session, gpr)
             except IntegrityError:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from ..core import cost
 from ..core import resources as api
 from ..core.model import GPR, Shape
 from ..core.samples import GpuSample
@@ -20,10 +21,16 @@ if TYPE_CHECKING:
 
 
 def gpr_resource(
-    gpr: GPR, estimate: Estimate | None, *, redact: bool = False, model: type[api.GPR] = api.GPR, **more: Any
+    gpr: GPR,
+    estimate: Estimate | None,
+    now: datetime,
+    *,
+    redact: bool = False,
+    model: type[api.GPR] = api.GPR,
+    **more: Any,
 ) -> api.GPR:
-    """A GPR (or a ``model`` that adds ``more`` to it); ``redact`` hides who asked and what they named it
-    (others' slices).
+    """A GPR (or a ``model`` that adds ``more`` to it) at ``now`` (its used cost so far); ``redact`` hides
+    who asked and what they named it (others' slices).
 
     A queued GPR's plan: ``planned_nodes`` and ``planned_gpu_count`` always, ``planned_gpus``
     (exact UUIDs) only when it is admitted now; which GPUs of its nodes a later start gets
@@ -63,6 +70,10 @@ def gpr_resource(
         created_at=gpr.created_at,
         updated_at=gpr.updated_at,
         ended_at=gpr.ended_at,
+        price_per_gpu_hour=gpr.price_per_gpu_hour,
+        cost_per_hour=cost.cost_per_hour(gpr.price_per_gpu_hour, len(gpr.bound_gpus)) if gpr.bound_gpus else None,
+        reserved_cost=cost.reserved_cost(gpr),
+        used_cost=cost.used_cost(gpr, now),
         **more,
     )
 
@@ -111,7 +122,9 @@ def _shape(shape: Shape) -> dict[str, Any]:
     }
 
 
-def option_resource(option: Option) -> api.WaitTimeOption:
+def option_resource(option: Option, duration: timedelta, prices: cost.Prices) -> api.WaitTimeOption:
+    """Where and when a request of ``duration`` would start, and what it would cost at ``prices``."""
+    price = prices.get((option.cluster, option.shape.name))
     return api.WaitTimeOption(
         cluster=option.cluster,
         shape=api.Shape(**_shape(option.shape)),
@@ -119,6 +132,8 @@ def option_resource(option: Option) -> api.WaitTimeOption:
         wait=option.wait,
         nodes=option.placement.nodes,
         gpus=option.placement.count,
+        cost_per_hour=cost.cost_per_hour(price, option.placement.count),
+        estimated_cost=cost.estimated_cost(price, option.placement.count, duration),
     )
 
 
@@ -142,7 +157,7 @@ def eviction_resource(eviction: Eviction, victims: list[GPR]) -> api.Eviction:
 
 
 def inventory_resource(
-    clusters: list[Cluster], bound: dict[str, tuple[str, int]], live: Mapping[str, ClusterState]
+    clusters: list[Cluster], bound: dict[str, tuple[str, int]], live: Mapping[str, ClusterState], prices: cost.Prices
 ) -> api.Inventory:
     """The ``live`` clusters (those the service drives) with nodes and GPUs; ``bound`` maps a GPU to
     (slice, GPR) now. A whole node with any GPU bound has none free (it is one GPR's)."""
@@ -158,7 +173,14 @@ def inventory_resource(
                 continue
             shape = Shape(node.gpu_model, node.gpu_memory_gb, node.gpus_per_node)
             entry = shapes.setdefault(
-                (cluster.name, shape.name), {"cluster": cluster.name, **_shape(shape), "gpus": 0, "free": 0}
+                (cluster.name, shape.name),
+                {
+                    "cluster": cluster.name,
+                    **_shape(shape),
+                    "gpus": 0,
+                    "free": 0,
+                    "price_per_gpu_hour": prices.get((cluster.name, shape.name)),
+                },
             )
             taken = node.whole and any(gpu.present and gpu.uuid in bound for gpu in node.gpus)
             gpus = []

@@ -186,6 +186,7 @@ class GPRRow(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     end_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     template: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
     # [cluster, node] pairs that failed this GPR's pre-checks (core.model.GPR.avoid_nodes)
     avoid_nodes: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -213,6 +214,26 @@ class GPRTemplateRow(Base):
     created_by: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Price(Base):
+    """An admin's price per GPU-hour of one shape (as /inventory names it) on one cluster (core/cost.py)."""
+
+    __tablename__ = "prices"
+    cluster: Mapped[str] = mapped_column(String(63), primary_key=True)
+    shape: Mapped[str] = mapped_column(String(100), primary_key=True)
+    price_per_gpu_hour: Mapped[float] = mapped_column(Float)
+
+
+class GPRUtilization(Base):
+    """The utilisation readings of a GPR's bound GPUs, summed per UTC day: the mean utilisation of
+    what it held (GET /usage) outlives the service's in-memory history."""
+
+    __tablename__ = "gpr_utilization"
+    gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id", ondelete="CASCADE"), primary_key=True)
+    day: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    total: Mapped[float] = mapped_column(Float)
+    readings: Mapped[int] = mapped_column(Integer)
 
 
 class GPRResource(Base):

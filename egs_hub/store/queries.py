@@ -31,6 +31,7 @@ from .models import (
     GPRRow,
     GPRTemplateRow,
     Node,
+    Price,
     Project,
     PromiseRow,
     Server,
@@ -89,6 +90,7 @@ def _gpr_of(row, allocations: list[tuple[str, str]]) -> core.GPR:
         bound_gpus=tuple(gpu for gpu, _ in allocations),
         bound_nodes=tuple(dict.fromkeys(node for _, node in allocations)),
         avoid_nodes=tuple((cluster, node) for cluster, node in row.avoid_nodes or ()),
+        price_per_gpu_hour=row.price_per_gpu_hour,
     )
 
 
@@ -143,6 +145,7 @@ def write_gpr(session: Session, row: GPRRow, gpr: core.GPR) -> None:
     row.idle_timeout_s = _seconds(spec.idle_timeout)
     row.preemptible = spec.preemptible
     row.template = spec.template
+    row.price_per_gpu_hour = gpr.price_per_gpu_hour
     row.status = gpr.status.value
     row.status_reason = gpr.status_reason
     row.window_start = gpr.window_start
@@ -485,6 +488,40 @@ def delete_slice_templates(session: Session, slice_name: str) -> list[str]:
     for row in rows:
         session.delete(row)
     return [row.name for row in rows]
+
+
+# Prices (core/cost.py)
+
+
+def prices(session: Session, clusters: Iterable[str] | None = None) -> dict[tuple[str, str], float]:
+    """``(cluster, shape) -> price per GPU-hour``, of ``clusters`` (None: every cluster)."""
+    query = select(Price)
+    if clusters is not None:
+        query = query.where(Price.cluster.in_(list(clusters)))
+    return {(p.cluster, p.shape): p.price_per_gpu_hour for p in session.scalars(query)}
+
+
+def set_prices(session: Session, cluster: str, by_shape: Mapping[str, float]) -> None:
+    """Replace cluster ``cluster``'s prices with ``by_shape``."""
+    session.execute(delete(Price).where(Price.cluster == cluster))
+    session.add_all(Price(cluster=cluster, shape=shape, price_per_gpu_hour=p) for shape, p in by_shape.items())
+
+
+def cluster_shapes(session: Session, cluster: str) -> set[str]:
+    """The names of the shapes of ``cluster``'s nodes present now."""
+    query = (
+        select(Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node)
+        .join(Cluster)
+        .where(Cluster.name == cluster, Node.present.is_(True))
+        .distinct()
+    )
+    return {core.Shape(*row).name for row in session.execute(query)}
+
+
+def price_of(session: Session, cluster: str, shape: str) -> float | None:
+    """The price per GPU-hour of ``shape`` (a shape's name) on ``cluster``; None: no price."""
+    row = session.get(Price, (cluster, shape))
+    return None if row is None else row.price_per_gpu_hour
 
 
 # Inventory

@@ -45,6 +45,10 @@ GPR_FIELDS = {
     "created_at": T0,
     "updated_at": T0,
     "ended_at": None,
+    "price_per_gpu_hour": None,
+    "cost_per_hour": None,
+    "reserved_cost": None,
+    "used_cost": None,
 }
 
 
@@ -70,9 +74,9 @@ def test_what_the_service_writes_the_client_reads_back(seconds, offset, at):
 
 
 def test_a_field_newer_than_the_client_is_kept():
-    wire = {**GPR(**GPR_FIELDS).model_dump(mode="json"), "cost_per_hour": 12.5}
+    wire = {**GPR(**GPR_FIELDS).model_dump(mode="json"), "carbon_per_hour": 12.5}
     gpr = GPR.model_validate(wire)
-    assert gpr.model_extra == {"cost_per_hour": 12.5} and gpr.gpu_count == 2
+    assert gpr.model_extra == {"carbon_per_hour": 12.5} and gpr.gpu_count == 2
 
 
 def test_a_queued_gpr_is_a_gpr_with_its_band():
@@ -90,6 +94,8 @@ def test_a_wait_is_written_as_wait_seconds():
         wait=timedelta(minutes=3),
         nodes=("n1",),
         gpus=2,
+        cost_per_hour=9.0,
+        estimated_cost=None,
     )
     wire = option.model_dump(mode="json", by_alias=True)
     assert wire["wait_seconds"] == 180 and "wait" not in wire

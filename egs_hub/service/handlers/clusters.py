@@ -1,5 +1,6 @@
 """Clusters: GET /clusters (everyone logged in), POST /clusters and DELETE /clusters/{name} (admins);
-GET /role-templates (admins): what a slice's namespaces get on every Kubernetes cluster.
+GET /role-templates (admins): what a slice's namespaces get on every Kubernetes cluster;
+GET /clusters/{name}/prices (everyone logged in) and PUT (admins): its prices per GPU-hour (core/cost.py).
 
 A cluster is the local host or a Kubernetes cluster (service/clusters.py); each
 answer says how it is reached, whether it answers (``health``) and what it holds.
@@ -8,10 +9,13 @@ answer says how it is reached, whether it answers (``health``) and what it holds
 from __future__ import annotations
 
 from ...backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES
-from ...core.requests import ClusterCreate, parse_body
-from ...core.resources import Clusters, RoleTemplate, RoleTemplates
+from ...core import model as core
+from ...core.errors import PolicyViolation
+from ...core.requests import ClusterCreate, PriceTable, parse_body
+from ...core.resources import ClusterPrices, Clusters, RoleTemplate, RoleTemplates
 from ...roles import ADMIN_SCOPE
 from ...store import queries
+from ...store.db import transaction
 from ..serialize import cluster_resource
 from .base import APIHandler, authenticated, needs_scope
 
@@ -42,6 +46,48 @@ class ClusterHandler(APIHandler):
         await self.egs.registry.unregister(name)
         self.set_status(204)
         self.finish()
+
+
+class ClusterPricesHandler(APIHandler):
+    def cluster(self, name: str) -> str:
+        if name not in self.egs.registry.states:
+            raise self.not_found(f"cluster named {name!r}")
+        return name
+
+    @authenticated
+    def get(self, name: str) -> None:
+        name = self.cluster(name)
+        with self.egs.sessions() as session:
+            prices = queries.prices(session, [name])
+        self.write_json(ClusterPrices(cluster=name, prices={shape: p for (_, shape), p in sorted(prices.items())}))
+
+    @needs_scope(ADMIN_SCOPE)
+    def put(self, name: str) -> None:
+        """Replace every price of the cluster: each shape one its nodes have now (422 naming it otherwise)."""
+        name = self.cluster(name)
+        prices = parse_body(PriceTable, self.json_body()).root
+        with transaction(self.egs.sessions) as session:
+            shapes = queries.cluster_shapes(session, name)
+            for shape in prices:
+                if shape not in shapes:
+                    raise PolicyViolation(
+                        shape,
+                        f"cluster {name!r} has no nodes of shape {shape!r} now; its shapes: "
+                        f"{', '.join(sorted(shapes)) or 'none'} (GET /inventory)",
+                    )
+            queries.set_prices(session, name, prices)
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="prices-set",
+                    actor=self.user_name,
+                    reason=f"cluster {name}: "
+                    + (", ".join(f"{shape} {p:g}/GPU-hour" for shape, p in sorted(prices.items())) or "no prices"),
+                    time=self.now(),
+                    data={"cluster": name, "prices": prices},
+                ),
+            )
+        self.write_json(ClusterPrices(cluster=name, prices=dict(sorted(prices.items()))))
 
 
 class RoleTemplatesHandler(APIHandler):

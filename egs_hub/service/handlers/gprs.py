@@ -47,7 +47,7 @@ class GPRBase(APIHandler):
         return (await self.egs.planning.current(self.egs.sessions, self.now())).plan
 
     def view(self, gpr: core.GPR, plan: Plan, member: bool = True) -> GPR:
-        return gpr_resource(gpr, estimate_of(gpr, plan), redact=not member)
+        return gpr_resource(gpr, estimate_of(gpr, plan), self.now(), redact=not member)
 
     async def answer(self, gpr: core.GPR, status: int = 200) -> None:
         """The GPR a command returned (and committed), with its estimate when it is queued, from a plan
@@ -60,7 +60,7 @@ class GPRBase(APIHandler):
                 estimate = estimate_of(gpr, (await self.egs.planning.fresh(self.egs.sessions, self.now())).plan)
             except Exception:
                 log.exception("GPR %d is changed; planning its estimate failed", gpr.id)
-        self.write_json(gpr_resource(gpr, estimate), status)
+        self.write_json(gpr_resource(gpr, estimate, self.now()), status)
 
 
 def estimate_of(gpr: core.GPR, plan: Plan) -> Estimate | None:
@@ -102,7 +102,7 @@ class GPRsHandler(GPRBase):
             spec, self.user_name, admin=self.is_admin, authorize=self.require_member_of
         )
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{submitted.gpr.id}")
-        self.write_json(gpr_resource(submitted.gpr, submitted.estimate), 201)
+        self.write_json(gpr_resource(submitted.gpr, submitted.estimate, self.now()), 201)
 
 
 class GPRHandler(GPRBase):
@@ -175,4 +175,8 @@ class WaitTimesHandler(GPRBase):
             reasons = self.egs.commands.vet(session, spec, policy, now, admin=self.is_admin)
         snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
         options = planner.wait_times(snapshot, spec, planned_at, current=plan)
-        self.write_json(WaitTimes(options=[option_resource(o) for o in options], needs_approval=reasons))
+        with self.egs.sessions() as session:
+            prices = queries.prices(session, {o.cluster for o in options})
+        self.write_json(
+            WaitTimes(options=[option_resource(o, spec.duration, prices) for o in options], needs_approval=reasons)
+        )

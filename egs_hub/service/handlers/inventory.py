@@ -44,7 +44,9 @@ class InventoryHandler(APIHandler):
     def get(self) -> None:
         with self.egs.sessions() as session:
             bound = queries.gpu_holders(session)
-            view = inventory_resource(queries.inventory_rows(session), bound, self.egs.registry.states)
+            view = inventory_resource(
+                queries.inventory_rows(session), bound, self.egs.registry.states, queries.prices(session)
+            )
         self.write_json(view)
 
 

@@ -46,6 +46,7 @@ class QueueHandler(GPRBase):
             gpr_resource(
                 gpr,
                 estimate_of(gpr, plan),
+                now,
                 redact=gpr.spec.slice not in member_of,
                 model=QueuedGPR,
                 band=BANDS[band(gpr.spec.priority)],

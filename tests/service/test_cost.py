@@ -1,0 +1,81 @@
+"""Prices and cost through the live service: an admin sets a cluster's prices, the inventory and
+every wait-time row show them, and a GPR records its price, reserved and used cost."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from .hub import until_status
+
+H100 = "H100-80GB x8"
+A100 = "A100-40GB x4"
+
+
+@pytest.fixture
+def prices(admin):
+    """Set the local cluster's prices for a test; none again after it."""
+
+    def put(table: dict) -> dict:
+        return admin.call("PUT", "clusters/local/prices", table, expect=200)
+
+    yield put
+    put({})
+
+
+def test_admins_set_prices_and_bad_ones_are_refused(admin, prices, user):
+    _, as_alice = user("alice")
+    assert admin.get("clusters/local/prices") == {"cluster": "local", "prices": {}}
+    shapes = {s["name"]: s for s in admin.get("inventory")["shapes"]}
+    assert shapes[H100]["price_per_gpu_hour"] is None  # no price until one is set
+
+    assert prices({H100: 4.5, A100: 2}) == {"cluster": "local", "prices": {A100: 2.0, H100: 4.5}}
+    assert as_alice.get("clusters/local/prices")["prices"] == {A100: 2.0, H100: 4.5}
+    shapes = {s["name"]: s for s in as_alice.get("inventory")["shapes"]}
+    assert (shapes[H100]["price_per_gpu_hour"], shapes[A100]["price_per_gpu_hour"]) == (4.5, 2.0)
+
+    as_alice.call("PUT", "clusters/local/prices", {H100: 1}, expect=403)
+    admin.call("PUT", "clusters/nowhere/prices", {H100: 1}, expect=404)
+    for table, field, status in [
+        ({"B200-192GB x8": 9}, "B200-192GB x8", 422),  # no such shape there
+        ({H100: -1}, H100, 400),
+        ({H100: "cheap"}, H100, 400),
+        ([H100], "body", 400),
+    ]:
+        refused = admin.call("PUT", "clusters/local/prices", table, expect=status)
+        assert refused["field"] == field, refused
+    assert admin.get("clusters/local/prices")["prices"] == {A100: 2.0, H100: 4.5}  # nothing changed
+    assert any(e["kind"] == "prices-set" for e in admin.get("events?limit=20")["events"])
+
+    assert prices({H100: 4.5}) == {"cluster": "local", "prices": {H100: 4.5}}  # a PUT replaces them all
+
+
+def test_wait_times_and_gprs_show_their_cost(admin, prices, make_slice, user):
+    alice, as_alice = user("alice")
+    team = make_slice(members=(alice,))["name"]
+    unpriced = as_alice.post("wait-times", {"slice": team, "gpus": 2, "duration": "90m"}, expect=200)
+    assert {(o["cost_per_hour"], o["estimated_cost"]) for o in unpriced["options"]} == {(None, None)}
+
+    prices({H100: 4.0})
+    options = {
+        o["shape"]["name"]: o
+        for o in as_alice.post("wait-times", {"slice": team, "gpus": 2, "duration": "90m"})["options"]
+    }
+    assert (options[H100]["cost_per_hour"], options[H100]["estimated_cost"]) == (8.0, 12.0)
+    assert (options[A100]["cost_per_hour"], options[A100]["estimated_cost"]) == (None, None)
+
+    gpr = as_alice.post("gprs", {"slice": team, "gpus": 2, "duration": "1h", "shape": "H100"}, expect=201)
+    running = until_status(as_alice, gpr["id"], "provisioned")
+    assert (running["price_per_gpu_hour"], running["cost_per_hour"], running["reserved_cost"]) == (4.0, 8.0, 8.0)
+    assert 0 <= running["used_cost"] < 1
+
+    prices({H100: 100.0})  # a later price does not rewrite what this GPR is charged
+    as_alice.post(f"gprs/{gpr['id']}/release", expect=200)
+    done = until_status(as_alice, gpr["id"], "complete")
+    held_hours = (
+        datetime.fromisoformat(done["ended_at"]) - datetime.fromisoformat(done["window_start"])
+    ).total_seconds() / 3600
+    assert done["price_per_gpu_hour"] == 4.0 and done["reserved_cost"] == 8.0
+    assert done["used_cost"] == pytest.approx(8.0 * held_hours)
+    assert as_alice.get(f"gprs/{gpr['id']}")["used_cost"] == done["used_cost"]  # it stops growing once released
