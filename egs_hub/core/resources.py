@@ -22,6 +22,7 @@ from pydantic.json_schema import models_json_schema
 
 from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
 from .units import format_time
+from .usage import GROUPS, PERIODS
 
 
 def _utc(value: datetime) -> datetime:
@@ -364,6 +365,27 @@ class Templates(Resource):
     templates: tuple[Template, ...]
 
 
+class UsageRow(Resource):
+    """One period's GPU use and cost of one project, slice or user (core/usage.py)."""
+
+    period_start: Time
+    key: str = Field(description="the project, slice or user")
+    gpu_hours_reserved: float = Field(description="of the windows of its GPRs in the period")
+    gpu_hours_used: float = Field(description="while their GPUs were bound, in the period")
+    reserved_cost: float | None = Field(description="of the GPU-hours reserved; null: none had a price")
+    cost: float | None = Field(description="of the GPU-hours used, at each GPR's price; null: none had a price")
+    unpriced_gpu_hours: float = Field(description="GPU-hours used without a price (not in cost)")
+    mean_utilization: float | None = Field(description="percent, mean of the bound GPUs' readings; null: none")
+
+
+class UsageReport(Resource):
+    group_by: Literal[GROUPS]  # type: ignore[valid-type]
+    period: Literal[PERIODS]  # type: ignore[valid-type]
+    since: Time = Field(description="the start of the first period")
+    until: Time = Field(description="now: the end of the last period so far")
+    rows: tuple[UsageRow, ...]
+
+
 class WaitTimeOption(Resource):
     """Where and when a GPR like the one asked about would start."""
 
@@ -632,6 +654,7 @@ RESOURCES: tuple[type[Resource], ...] = (
     WaitTimes,
     Template,
     Templates,
+    UsageReport,
     Eviction,
     Evictions,
     EventPage,

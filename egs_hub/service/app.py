@@ -52,6 +52,7 @@ from .handlers import (
     queue,
     servers,
     slices,
+    usage,
     webhooks,
 )
 from .handlers.base import NotFoundHandler
@@ -85,6 +86,7 @@ API_ROUTES = [
     (r"role-templates", clusters.RoleTemplatesHandler),
     (r"templates", gpr_templates.TemplatesHandler),
     (r"templates/([^/]+)", gpr_templates.TemplateHandler),
+    (r"usage", usage.UsageHandler),
     (r"wait-times", gprs.WaitTimesHandler),
     (r"gprs", gprs.GPRsHandler),
     (r"gprs/([^/]+)", gprs.GPRHandler),

@@ -25,6 +25,7 @@ from .parameters import (
     ScheduleQuery,
     ServersQuery,
     TemplatesQuery,
+    UsageQuery,
     UtilizationQuery,
     WorkloadsQuery,
     documented,
@@ -242,6 +243,23 @@ def _paths() -> dict:
                 "summary": "Delete a GPR template (admin)",
                 "responses": _responses("deleted", None, "400", "401", "403", "404", status="204"),
             },
+        },
+        "/usage": {
+            "get": {
+                "summary": "GPU-hours reserved and used, cost and mean utilisation per project, slice or user, "
+                "per week or month (admins: all; members: their slices'); format=csv for chargeback",
+                "parameters": documented(UsageQuery),
+                "responses": {
+                    **_responses("the usage", _ref("UsageReport"), "400", "401"),
+                    "200": {
+                        "description": "the usage (as CSV with format=csv: a header, then one line per row)",
+                        "content": {
+                            "application/json": {"schema": _ref("UsageReport")},
+                            "text/csv": {"schema": {"type": "string"}},
+                        },
+                    },
+                },
+            }
         },
         "/wait-times": {
             "post": {

@@ -18,6 +18,7 @@ from ..core.errors import InvalidRequest
 from ..core.model import Status
 from ..core.requests import DURATION_PATTERN, ID_MAX, Body, parse_body, parsed
 from ..core.units import parse_duration, parse_time
+from ..core.usage import GROUPS, PERIODS
 from . import cursors
 
 Q = TypeVar("Q", bound="Query")
@@ -200,3 +201,14 @@ class AlertsQuery(Query):
 
 class ServersQuery(Query):
     slice: SliceFilter = None
+
+
+def _choice(values: tuple[str, ...], description: str) -> Any:
+    return _argument(_one_of(values), {"type": "string", "enum": list(values)}, description)
+
+
+class UsageQuery(Query):
+    group_by: _choice(GROUPS, "rows per project, slice or user (default slice)") = "slice"
+    period: _choice(PERIODS, "rows per calendar week (from Monday, UTC) or month (default month)") = "month"
+    since: _time("from the period this time is in (default: the current period)") = None
+    format: _choice(("json", "csv"), "json (default) or csv, for chargeback") = "json"

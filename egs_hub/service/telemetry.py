@@ -28,6 +28,7 @@ from ..core.idle import IdleAction, IdleDecision, IdleWatch, Watched, effective_
 from ..core.model import EndReason, Event, Status
 from ..core.samples import GpuSample
 from ..core.units import format_duration, format_time
+from ..core.usage import day_of, reading_totals
 from ..metrics import MetricSource, MetricsUnavailable
 from ..metrics.history import History
 from ..store import queries
@@ -135,8 +136,17 @@ class Telemetry:
         fresh = self.history.fresh(now, self.fresh_within) if samples is not None else {}
         self._watches, decisions = watch_all(self._watches, watched, fresh, self.idle_threshold, now)
         # 4. act
+        if samples:
+            self._record_readings(samples, holders, now)
         await self._record_alerts(changes, inventory, holders, now)
         self._act_on_idle(decisions, now)
+
+    def _record_readings(self, samples: list[GpuSample], holders: dict[str, tuple[str, int]], now: datetime) -> None:
+        """Add the bound GPUs' utilisation readings to their GPRs' totals of the day (GET /usage)."""
+        totals = reading_totals(samples, {uuid: gpr_id for uuid, (_, gpr_id) in holders.items()})
+        if totals:
+            with transaction(self.sessions) as session:
+                queries.add_readings(session, totals, day_of(now))
 
     async def _sample(self, now: datetime) -> list[GpuSample] | None:
         try:

@@ -165,7 +165,8 @@ class SliceNamespace(Base):
 
 class GPRRow(Base):
     __tablename__ = "gprs"
-    __table_args__ = (Index("ix_gprs_status_slice", "status", "slice"),)
+    # window_start: the GPRs that held GPUs within a period (GET /usage)
+    __table_args__ = (Index("ix_gprs_status_slice", "status", "slice"), Index("ix_gprs_window_start", "window_start"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100), default="")
     slice: Mapped[str] = mapped_column(String(63))

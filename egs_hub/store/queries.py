@@ -30,6 +30,7 @@ from .models import (
     GPRResource,
     GPRRow,
     GPRTemplateRow,
+    GPRUtilization,
     Node,
     Price,
     Project,
@@ -522,6 +523,60 @@ def price_of(session: Session, cluster: str, shape: str) -> float | None:
     """The price per GPU-hour of ``shape`` (a shape's name) on ``cluster``; None: no price."""
     row = session.get(Price, (cluster, shape))
     return None if row is None else row.price_per_gpu_hour
+
+
+# Usage (core/usage.py)
+
+
+def gprs_held_between(
+    session: Session, since: datetime, until: datetime, slices: Iterable[str] | None = None
+) -> list[core.GPR]:
+    """The GPRs whose windows started before ``until`` and that had not ended by ``since``."""
+    query = (
+        select(GPRRow)
+        .where(
+            GPRRow.window_start.is_not(None),
+            GPRRow.window_start < until,
+            or_(GPRRow.ended_at.is_(None), GPRRow.ended_at >= since),
+        )
+        .options(selectinload(GPRRow.allocations))
+        .order_by(GPRRow.id)
+    )
+    if slices is not None:
+        query = query.where(GPRRow.slice.in_(list(slices)))
+    return [to_gpr(row) for row in session.scalars(query)]
+
+
+def slice_projects(session: Session) -> dict[str, str]:
+    """Every slice's project, by slice name."""
+    query = select(Slice.name, Project.name).join(Project, Slice.project_id == Project.id)
+    return dict(session.execute(query).all())
+
+
+def add_readings(session: Session, totals: Mapping[int, tuple[float, int]], day: datetime) -> None:
+    """Add utilisation readings (per GPR id: their sum and count) to the GPRs' totals of ``day``."""
+    for gpr_id, (total, count) in totals.items():
+        row = session.get(GPRUtilization, (gpr_id, day))
+        if row is None:
+            session.add(GPRUtilization(gpr_id=gpr_id, day=day, total=total, readings=count))
+        else:
+            row.total += total
+            row.readings += count
+
+
+def readings(session: Session, gpr_ids: Iterable[int], since: datetime, until: datetime) -> dict:
+    """``(GPR id, day) -> (sum, count)`` of the readings of ``gpr_ids`` on the days from ``since`` to ``until``."""
+    found: dict[tuple[int, datetime], tuple[float, int]] = {}
+    ids = sorted(set(gpr_ids))
+    for i in range(0, len(ids), 500):
+        query = select(GPRUtilization).where(
+            GPRUtilization.gpr_id.in_(ids[i : i + 500]),
+            GPRUtilization.day > since - timedelta(days=1),
+            GPRUtilization.day < until,
+        )
+        for row in session.scalars(query):
+            found[(row.gpr_id, row.day)] = (row.total, row.readings)
+    return found
 
 
 # Inventory

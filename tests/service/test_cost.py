@@ -79,3 +79,51 @@ def test_wait_times_and_gprs_show_their_cost(admin, prices, make_slice, user):
     assert done["price_per_gpu_hour"] == 4.0 and done["reserved_cost"] == 8.0
     assert done["used_cost"] == pytest.approx(8.0 * held_hours)
     assert as_alice.get(f"gprs/{gpr['id']}")["used_cost"] == done["used_cost"]  # it stops growing once released
+
+
+def test_usage_per_slice_project_and_user_as_json_and_csv(admin, hub, prices, make_slice, user):
+    alice, as_alice = user("alice")
+    bob, as_bob = user("bob")
+    team = make_slice(members=(alice, bob))["name"]
+    other = make_slice()["name"]
+    prices({H100: 6.0})
+    done = []
+    for client, shape in ((as_alice, "H100"), (as_bob, "A100")):
+        gpr = client.post("gprs", {"slice": team, "gpus": 2, "duration": "1h", "shape": shape}, expect=201)
+        until_status(client, gpr["id"], "provisioned")
+        client.post(f"gprs/{gpr['id']}/release", expect=200)
+        done.append(until_status(client, gpr["id"], "complete"))
+
+    def held(gpr) -> float:
+        span = datetime.fromisoformat(gpr["ended_at"]) - datetime.fromisoformat(gpr["window_start"])
+        return 2 * span.total_seconds() / 3600
+
+    report = as_alice.get("usage?group_by=user&period=week", expect=200)
+    assert (report["group_by"], report["period"]) == ("user", "week")
+    rows = {r["key"]: r for r in report["rows"]}
+    assert {alice, bob} <= rows.keys()
+    assert rows[alice]["gpu_hours_reserved"] == pytest.approx(2.0)  # 2 GPUs for the hour they reserved
+    assert rows[alice]["gpu_hours_used"] == pytest.approx(held(done[0]))
+    assert rows[alice]["cost"] == pytest.approx(6.0 * held(done[0])) and rows[alice]["unpriced_gpu_hours"] == 0
+    assert rows[bob]["cost"] is None and rows[bob]["unpriced_gpu_hours"] == pytest.approx(held(done[1]))
+
+    by_slice = {r["key"]: r for r in as_alice.get("usage?group_by=slice&period=month")["rows"]}
+    assert other not in by_slice  # a member sees their own slices only
+    assert by_slice[team]["gpu_hours_used"] == pytest.approx(held(done[0]) + held(done[1]))
+    assert "default" in {r["key"] for r in admin.get("usage?group_by=project")["rows"]}
+
+    for bad, field in (("group_by=team", "group_by"), ("period=day", "period"), ("since=yesterday", "since")):
+        assert admin.get(f"usage?{bad}", expect=400)["field"] == field
+
+    response = hub.client(hub.user_token(alice)).session.get(
+        f"{hub.api}usage?group_by=slice&format=csv", headers={"Authorization": f"token {hub.user_token(alice)}"}
+    )
+    assert response.status_code == 200 and response.headers["Content-Type"].startswith("text/csv")
+    assert "attachment" in response.headers["Content-Disposition"]
+    lines = response.text.splitlines()
+    assert lines[0] == (
+        "period_start,key,gpu_hours_reserved,gpu_hours_used,reserved_cost,cost,unpriced_gpu_hours,mean_utilization"
+    )
+    (line,) = [line for line in lines[1:] if f",{team}," in line]
+    month = admin.get("usage?group_by=slice&period=month")["since"]
+    assert line.startswith(f"{month[:10]},{team},")  # this month's row, from the 1st

@@ -201,3 +201,22 @@ async def test_a_gpu_that_stops_reporting_is_lost(world):
         assert [(r.kind, r.gpu_uuid, r.cluster) for r in session.query(AlertRow)] == [
             ("gpu-lost", NODE.gpus[3], "local")
         ]
+
+
+async def test_the_bound_gpus_readings_add_up_per_gpr_and_day(world):
+    sessions, clock, _, _ = world
+    gpr_id = await provision(world, gpus=2)
+    with sessions() as session:
+        bound = queries.to_gpr(queries.get_gpr_row(session, gpr_id)).bound_gpus
+    readings = {uuid: {"utilization": 10.0} for uuid in NODE.gpus}
+    readings[bound[0]], readings[bound[1]] = {"utilization": 80.0}, {"utilization": None}
+    loop = telemetry(world, ScriptedSource(readings))
+    await loop.tick()
+    await loop.tick()
+    since, until = clock.now - timedelta(days=1), clock.now + timedelta(days=1)
+    with sessions() as session:
+        found = queries.readings(session, [gpr_id], since, until)
+    # Two passes of one reading each (the other bound GPU gave none; free GPUs count for nobody).
+    assert list(found.values()) == [(160.0, 2)]
+    (day,) = (d for _, d in found)
+    assert day == clock.now.replace(hour=0, minute=0, second=0, microsecond=0)

@@ -1,5 +1,5 @@
-"""cost: prices per GPU-hour of a shape on a cluster, the price a GPR's window started at, and the
-utilisation readings of each GPR's GPUs per day
+"""cost: prices per GPU-hour of a shape on a cluster, the price a GPR's window started at, the
+utilisation readings of each GPR's GPUs per day, and GPRs by window start (usage per period)
 
 Revision ID: 0012
 Revises: 0011
@@ -36,10 +36,12 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("gprs") as batch:
         batch.add_column(sa.Column("price_per_gpu_hour", sa.Float(), nullable=True))
+        batch.create_index("ix_gprs_window_start", ["window_start"])
 
 
 def downgrade() -> None:
     with op.batch_alter_table("gprs") as batch:
+        batch.drop_index("ix_gprs_window_start")
         batch.drop_column("price_per_gpu_hour")
     op.drop_table("gpr_utilization")
     op.drop_table("prices")
