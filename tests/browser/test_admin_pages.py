@@ -64,7 +64,17 @@ def dashboard_before(hub: Hub, admin: Page, artifacts: Path) -> None:
     expect(admin).not_to_have_url(re.compile(r"/hub/login"))
     open_page(admin, hub, "admin/", "Dashboard")
     expect(admin.get_by_role("navigation", name="pages").get_by_role("link")).to_have_text(
-        ["GPUs", "Dashboard", "GPU requests", "Inventory schedule", "Slices", "Clusters", "AI workloads", "Events"]
+        [
+            "GPUs",
+            "Dashboard",
+            "GPU requests",
+            "Inventory schedule",
+            "Slices",
+            "Clusters",
+            "AI workloads",
+            "Events",
+            "Cost and usage",
+        ]
     )
     capacity = admin.get_by_role("table", name="GPUs per cluster and shape now")
     expect(capacity.locator("tbody tr").first).to_have_text(re.compile(r"^localH100-80GB x22020$"))

@@ -44,6 +44,7 @@ ADMIN_PAGES = (
     Page("admin/clusters", "clusters.html", "Clusters", admin=True, view="admin"),
     Page("admin/workloads", "workloads.html", "AI workloads", admin=True, view="admin"),
     Page("admin/events", "events.html", "Events", admin=True, view="admin"),
+    Page("admin/cost", "cost.html", "Cost and usage", admin=True, view="admin"),
 )
 
 
