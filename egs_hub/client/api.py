@@ -25,6 +25,7 @@ from ..core.resources import (
     GPR,
     Alerts,
     Cluster,
+    ClusterPrices,
     Event,
     Eviction,
     GPUMetrics,
@@ -40,6 +41,7 @@ from ..core.resources import (
     Slice,
     SliceKubeconfig,
     Template,
+    UsageReport,
     UsedUtilization,
     WaitTimes,
     Workloads,
@@ -298,6 +300,23 @@ class Operations(ABC):
 
     def remove_cluster(self, name: str) -> None:
         return self._send(Call("DELETE", f"clusters/{_segment(name)}", _nothing))
+
+    def prices(self, cluster: str) -> ClusterPrices:
+        """A cluster's prices per GPU-hour, per shape as ``inventory()`` names it."""
+        return self._send(Call("GET", f"clusters/{_segment(cluster)}/prices", _one(ClusterPrices)))
+
+    def set_prices(self, cluster: str, prices: Mapping[str, float]) -> ClusterPrices:
+        """Admins: replace a cluster's prices per GPU-hour (``{}``: no prices)."""
+        call = Call("PUT", f"clusters/{_segment(cluster)}/prices", _one(ClusterPrices), body=dict(prices))
+        return self._send(call)
+
+    # usage and cost
+
+    def usage(self, group_by: str = "slice", period: str = "month", since: Time | None = None) -> UsageReport:
+        """GPU-hours reserved and used, cost and mean utilisation per ``group_by`` (project, slice or user)
+        and ``period`` (week or month) from the period ``since`` is in (default: the current one)."""
+        params = _query(group_by=group_by, period=period, since=since)
+        return self._send(Call("GET", "usage", _one(UsageReport), params))
 
     # GPR templates
 

@@ -109,16 +109,30 @@ def gpr_table(gprs: Sequence[GPR], now: datetime, title: str, note: str = "") ->
     return Table(title, GPR_COLUMNS, tuple(gpr_row(g, now) for g in gprs), note, tuple(gprs))
 
 
+def format_money(value: float | None) -> str:
+    return "no price" if value is None else f"{value:,.2f}"
+
+
 def wait_times_table(answer: WaitTimes, now: datetime, title: str) -> Table:
     rows = tuple(
-        (o.cluster, o.shape.name, format_local(o.estimated_start, now), format_span(o.wait)) for o in answer.options
+        (
+            o.cluster,
+            o.shape.name,
+            str(o.gpus),
+            format_local(o.estimated_start, now),
+            format_span(o.wait),
+            format_money(o.cost_per_hour),
+            format_money(o.estimated_cost),
+        )
+        for o in answer.options
     )
     notes = []
     if not answer.options:
         notes.append("No shape or cluster can serve this now.")
     if answer.needs_approval:
         notes.append("Needs an admin's approval: " + "; ".join(answer.needs_approval) + ".")
-    return Table(title, ("cluster", "shape", "estimated start", "wait"), rows, " ".join(notes), answer.options)
+    columns = ("cluster", "shape", "GPUs", "estimated start", "wait", "cost/hr", "total estimated cost")
+    return Table(title, columns, rows, " ".join(notes), answer.options)
 
 
 def templates_table(templates: Sequence[Template], title: str) -> Table:

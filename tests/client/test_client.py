@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from egs_hub.client import GPR, EGSClient, EGSError, QueuedGPR, Slice, Template
+from egs_hub.client import GPR, ClusterPrices, EGSClient, EGSError, QueuedGPR, Slice, Template, UsageReport
 
 from .helpers import until_status
 
@@ -144,6 +144,30 @@ def test_templates_are_listed_used_changed_and_deleted(admin, member, make_slice
     with pytest.raises(EGSError) as refused:
         as_alice.create_gpr(team, template=name)
     assert (refused.value.status, refused.value.field) == (422, "template")
+
+
+def test_prices_cost_and_usage(admin, member, make_slice):
+    alice, as_alice = member("alice")
+    team = make_slice(alice)
+    set_ = admin.set_prices("local", {"H100-80GB x8": 2.0})
+    assert isinstance(set_, ClusterPrices) and as_alice.prices("local").prices == {"H100-80GB x8": 2.0}
+    try:
+        (option,) = as_alice.wait_times(team, "30m", gpus=2, shape="H100").options
+        assert (option.cost_per_hour, option.estimated_cost) == (4.0, 2.0)
+        gpr = as_alice.create_gpr(team, "30m", gpus=2, shape="H100")
+        running = until_status(as_alice, gpr.id, "provisioned")
+        assert (running.price_per_gpu_hour, running.reserved_cost) == (2.0, 2.0)
+        as_alice.release_gpr(gpr.id)
+        until_status(as_alice, gpr.id, "complete")
+        report = as_alice.usage(group_by="user", period="week")
+        assert isinstance(report, UsageReport) and is_aware(report.since)
+        (row,) = [r for r in report.rows if r.key == alice]
+        assert row.gpu_hours_reserved == 1.0 and row.cost is not None and row.cost < 1.0
+        with pytest.raises(EGSError) as refused:
+            as_alice.set_prices("local", {})
+        assert refused.value.status == 403
+    finally:
+        admin.set_prices("local", {})
 
 
 def test_queue_edit_and_cancel(admin, member, make_slice):

@@ -271,7 +271,7 @@ def test_wait_times_and_priority_bands(shell, admin, alice, capsys):
     table = egs(shell, "wait-times 2 gpus for 1h")
     assert table.title == f"Wait times for 2 gpus for 1h in slice {team}"
     assert sorted(row[:2] for row in table.rows) == [("local", "A100-40GB x4"), ("local", "H100-80GB x8")]
-    assert {row[3] for row in table.rows} == {"now"} and table.note == ""
+    assert {(row[2], *row[4:]) for row in table.rows} == {("2", "now", "no price", "no price")} and table.note == ""
 
     assert egs(shell, "request 1 gpu for 5m --priority high") is None
     assert one_error_line(capsys).startswith("--priority high (201-300) is above your slice's max_priority 150")
@@ -292,9 +292,13 @@ def test_templates_list_and_fill_requests(shell, admin, alice, capsys):
     assert (name, "1 GPU", "10m", "A100", "any", f"slice {team}", "one A100") in listed.rows
     assert listed.note.startswith("Ask from one with %egs request --template ")
 
-    table = egs(shell, f"wait-times --template {name}")
+    admin.set_prices("local", {"A100-40GB x4": 1.5})
+    try:
+        table = egs(shell, f"wait-times --template {name}")
+    finally:
+        admin.set_prices("local", {})
     assert table.title == f"Wait times for template {name} in slice {team}"
-    assert [row[1] for row in table.rows] == ["A100-40GB x4"]
+    assert [(row[1], row[5], row[6]) for row in table.rows] == [("A100-40GB x4", "1.50", "0.25")]  # 1 GPU, 10 min
     later = datetime.now(UTC) + timedelta(hours=3)
     asked = egs(shell, f"request --template {name} for 5m --start-after {later:%Y-%m-%dT%H:%M}Z").items[0]
     assert (asked.template, asked.gpus, asked.shape, asked.duration) == (name, 1, "A100", timedelta(minutes=5))

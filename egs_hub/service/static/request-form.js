@@ -2,7 +2,7 @@
 // page that has it.
 "use strict";
 
-import { act, api, el, localTime, notify, patch, span } from "./api.js";
+import { act, api, durationText, el, localTime, notify, patch, span } from "./api.js";
 
 // GET /templates (the ones the caller's slices may use) and the slices' projects, by name.
 let templates = new Map();
@@ -10,6 +10,8 @@ let projectOf = new Map();
 // The form's values a template filled in: a field still holding its template's value is left
 // out of the body, so the template gives it exactly (a whole-node template keeps its nodes).
 let filled = {};
+
+const money = (value) => (value === null ? "no price" : value.toFixed(2));
 
 function pickedTemplate(form) {
   return templates.get(form.elements.template.value);
@@ -37,7 +39,7 @@ function fillFromTemplate(form) {
   if (!template) return;
   filled = {
     gpus: template.gpus ? String(template.gpus) : f.gpus.value,
-    duration: span(template.duration),
+    duration: durationText(template.duration),
     priority: String(template.priority ?? 101),
   };
   for (const [name, value] of Object.entries(filled)) f[name].value = value;
@@ -72,7 +74,8 @@ async function showWaitTimes(form) {
       el("td", {}, el("input", { type: "radio", name: "pick", value: o.shape.name, checked: o.shape.name === picked,
         "aria-label": `${o.cluster} ${o.shape.name}`, onchange: () => { form.elements.shape.value = o.shape.name; } })),
       el("td", {}, o.cluster), el("td", {}, o.shape.name), el("td", {}, localTime(o.estimated_start)),
-      el("td", {}, o.wait_seconds ? span(o.wait_seconds) : "now"))));
+      el("td", {}, o.wait_seconds ? span(o.wait_seconds) : "now"),
+      el("td", {}, money(o.cost_per_hour)), el("td", {}, money(o.estimated_cost)))));
     table.hidden = false;
     if (picked) form.elements.shape.value = picked;
     document.getElementById("approval-note").textContent = result.needs_approval.length
