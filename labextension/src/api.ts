@@ -16,6 +16,7 @@ import {
   IGpus,
   IInventory,
   ISlice,
+  ITemplate,
   IWaitTimes
 } from './tokens';
 
@@ -43,6 +44,11 @@ export class EgsApi {
   /** Every GPR of the user's slices, following the API's cursor pages. */
   gprs(): Promise<IGpr[]> {
     return this.getAll<IGpr>('gprs', 'gprs');
+  }
+
+  /** The GPR templates the user's slices may use. */
+  async templates(): Promise<ITemplate[]> {
+    return (await this.get<{ templates: ITemplate[] }>('templates')).templates;
   }
 
   inventory(): Promise<IInventory> {

@@ -24,6 +24,7 @@ import {
   IInventoryShape,
   IMetricPoint,
   ISlice,
+  ITemplate,
   IWaitTimes
 } from './tokens';
 
@@ -33,6 +34,7 @@ export interface IEgsState {
   gprs: IGpr[];
   gpus: IGpus | null;
   shapes: IInventoryShape[];
+  templates: ITemplate[];
   events: IEvent[];
   /** Per GPU UUID, its readings over the last SERIES_SECONDS. */
   series: { [uuid: string]: IMetricPoint[] };
@@ -53,6 +55,7 @@ const EMPTY_STATE: IEgsState = {
   gprs: [],
   gpus: null,
   shapes: [],
+  templates: [],
   events: [],
   series: {},
   error: null,
@@ -165,12 +168,13 @@ export class EgsModel implements IDisposable {
   private async fetch(): Promise<void> {
     try {
       const config = this._state.config ?? (await this.api.config());
-      const [slices, gprs, gpus, inventory, events] = await Promise.all([
+      const [slices, gprs, gpus, inventory, events, templates] = await Promise.all([
         this.api.slices(),
         this.api.gprs(),
         this.api.gpus(),
         this.api.inventory(),
-        this.api.events(EVENTS_LIMIT)
+        this.api.events(EVENTS_LIMIT),
+        this.api.templates()
       ]);
       const series = this._showMetrics && gpus.source.name !== null ? await this.fetchSeries(gpus) : {};
       this.update({
@@ -179,6 +183,7 @@ export class EgsModel implements IDisposable {
         gprs,
         gpus,
         shapes: inventory.shapes,
+        templates,
         events,
         series,
         error: null,

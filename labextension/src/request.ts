@@ -4,11 +4,13 @@
  * and the priority choices a slice's policy allows. Pure: no I/O.
  */
 import { formatSpan } from './format';
-import { IGprRequest, ISlice, IWaitTimeOption } from './tokens';
+import { IGprRequest, ISlice, ITemplate, IWaitTimeOption } from './tokens';
 
 /** The form as typed: every value a string, as inputs hold them. */
 export interface IRequestForm {
   slice: string;
+  /** A GPR template's name; '' for none. */
+  template: string;
   unit: 'gpus' | 'nodes';
   count: string;
   duration: string;
@@ -23,6 +25,7 @@ export interface IRequestForm {
 
 export const EMPTY_FORM: IRequestForm = {
   slice: '',
+  template: '',
   unit: 'gpus',
   count: '1',
   duration: '1h',
@@ -126,6 +129,9 @@ export function requestBody(form: IRequestForm, slice: ISlice | undefined, now: 
     );
   }
   const body: IGprRequest = { slice: form.slice, duration, ...parseCount(form) };
+  if (form.template) {
+    body.template = form.template;
+  }
   if (form.priority) {
     const priority = Number(form.priority);
     const max = slice?.policy.max_priority ?? 300;
@@ -155,6 +161,48 @@ export function requestBody(form: IRequestForm, slice: ISlice | undefined, now: 
 export function waitTimesBody(form: IRequestForm, slice: ISlice | undefined, now: number): IGprRequest {
   return requestBody({ ...form, shape: '', cluster: '' }, slice, now);
 }
+
+/** The templates a slice may use: its own, its project's and the global ones (GET /templates lists the user's). */
+export function usableTemplates(templates: ITemplate[], slice: ISlice | undefined): ITemplate[] {
+  if (!slice) {
+    return [];
+  }
+  return templates.filter(t => (t.slice ? t.slice === slice.name : !t.project || t.project === slice.project));
+}
+
+/** Seconds as the service's duration text, exactly: 5400 -> "1h30m". */
+export function durationText(seconds: number): string {
+  const parts: [number, string][] = [
+    [Math.floor(seconds / 86400), 'd'],
+    [Math.floor((seconds % 86400) / 3600), 'h'],
+    [Math.floor((seconds % 3600) / 60), 'm'],
+    [seconds % 60, 's']
+  ];
+  return parts.map(([n, unit]) => (n ? `${n}${unit}` : '')).join('') || '0s';
+}
+
+/**
+ * The form filled from a template (none: only the template cleared): its size, duration, shape,
+ * cluster and priority; the GPR it asks for names the template, which gives the rest.
+ */
+export function applyTemplate(form: IRequestForm, template: ITemplate | undefined): IRequestForm {
+  if (!template) {
+    return { ...form, template: '' };
+  }
+  return {
+    ...form,
+    template: template.name,
+    unit: template.nodes ? 'nodes' : 'gpus',
+    count: String(template.nodes ?? template.gpus ?? 1),
+    duration: durationText(template.duration),
+    shape: template.shape ?? '',
+    cluster: template.cluster ?? '',
+    priority: template.priority === null ? '' : String(template.priority)
+  };
+}
+
+/** What an amount of money reads as; null is "no price" (not free). */
+export const formatMoney = (value: number | null): string => (value === null ? 'no price' : value.toFixed(2));
 
 /** A wait-time row's key, as its radio input's value. */
 export const optionKey = (option: IWaitTimeOption): string => `${option.cluster}/${option.shape.name}`;

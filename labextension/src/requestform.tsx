@@ -1,8 +1,8 @@
 /**
- * The request form: workspace, GPUs or nodes, duration, shape, priority within the
- * slice's policy, optional start; "Get wait times" shows every shape/cluster that
- * could serve it with its estimated start; picking a row and pressing "Request GPUs"
- * submits the GPR.
+ * The request form: workspace, an optional GPR template that fills the rest, GPUs or
+ * nodes, duration, shape, priority within the slice's policy, optional start; "Get
+ * wait times" shows every shape/cluster that could serve it with its estimated start
+ * and cost; picking a row and pressing "Request GPUs" submits the GPR.
  */
 import * as React from 'react';
 
@@ -10,7 +10,9 @@ import { formatClock, formatSpan } from './format';
 import { EgsModel, IEgsState } from './model';
 import { ShowNotice } from './notice';
 import {
+  applyTemplate,
   EMPTY_FORM,
+  formatMoney,
   FormError,
   IRequestForm,
   optionKey,
@@ -18,6 +20,7 @@ import {
   pickOption,
   priorityChoices,
   requestBody,
+  usableTemplates,
   waitTimesBody
 } from './request';
 import { IWaitTimes } from './tokens';
@@ -30,7 +33,7 @@ interface IProps {
 }
 
 /** Fields whose change makes a wait-time answer stale. */
-const ASKED: (keyof IRequestForm)[] = ['slice', 'unit', 'count', 'duration', 'priority', 'startAfter'];
+const ASKED: (keyof IRequestForm)[] = ['slice', 'template', 'unit', 'count', 'duration', 'priority', 'startAfter'];
 
 export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
   const defaultSlice = state.config?.slice ?? state.slices[0]?.name ?? '';
@@ -41,12 +44,18 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
 
   const sliceName = form.slice || defaultSlice;
   const slice = state.slices.find(s => s.name === sliceName);
+  const templates = usableTemplates(state.templates, slice);
+  const template = templates.find(t => t.name === form.template);
   const choices = priorityChoices(slice);
+  const max = slice?.policy.max_priority ?? 300;
+  if (template?.priority && template.priority <= max && !choices.some(c => c.value === template.priority)) {
+    choices.push({ label: `template's (${template.priority})`, value: template.priority });
+  }
   const priority =
     form.priority && choices.some(c => String(c.value) === form.priority)
       ? form.priority
       : String((choices.find(c => c.label.startsWith('medium')) ?? choices[choices.length - 1])?.value ?? '');
-  const current: IRequestForm = { ...form, slice: sliceName, priority };
+  const current: IRequestForm = { ...form, slice: sliceName, template: template?.name ?? '', priority };
 
   const set = (field: keyof IRequestForm) => (
     event: React.ChangeEvent<HTMLInputElement | HTMLSelectElement>
@@ -54,6 +63,12 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
     const change: Partial<IRequestForm> = { [field]: event.target.value };
     if (field === 'shape') {
       change.cluster = '';
+    }
+    if (field === 'template') {
+      setWaits(null);
+      setFormError(null);
+      setForm(applyTemplate(current, templates.find(t => t.name === event.target.value)));
+      return;
     }
     if (ASKED.includes(field)) {
       setWaits(null);
@@ -119,6 +134,19 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
           ))}
         </select>
       </div>
+      {templates.length > 0 && (
+        <div className="egs-Field">
+          <label htmlFor="egs-template">Template</label>
+          <select id="egs-template" className="jp-mod-styled" value={current.template} onChange={set('template')}>
+            <option value="">none</option>
+            {templates.map(t => (
+              <option key={t.name} value={t.name}>
+                {t.description ? `${t.name}: ${t.description}` : t.name}
+              </option>
+            ))}
+          </select>
+        </div>
+      )}
       <div className="egs-Field">
         <label htmlFor="egs-unit">Ask for</label>
         <select id="egs-unit" className="jp-mod-styled" value={current.unit} onChange={set('unit')}>
@@ -214,6 +242,8 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
               <th scope="col">Shape</th>
               <th scope="col">Starts</th>
               <th scope="col">Wait</th>
+              <th scope="col">Cost/hr</th>
+              <th scope="col">Total</th>
             </tr>
           </thead>
           <tbody>
@@ -233,6 +263,8 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
                 <td>{option.shape.name}</td>
                 <td>{option.estimated_start ? formatClock(option.estimated_start, now) : '–'}</td>
                 <td>{option.wait_seconds ? formatSpan(option.wait_seconds) : 'now'}</td>
+                <td>{formatMoney(option.cost_per_hour)}</td>
+                <td>{formatMoney(option.estimated_cost)}</td>
               </tr>
             ))}
           </tbody>

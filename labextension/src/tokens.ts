@@ -63,6 +63,7 @@ export interface ISlicePolicy {
 export interface ISlice {
   name: string;
   display_name: string;
+  project: string;
   group: string;
   members: string[];
   quota: { max_gpus: number | null; max_gpu_hours: number | null };
@@ -99,6 +100,9 @@ export interface IWaitTimeOption {
   wait_seconds: number;
   nodes: string[];
   gpus: number;
+  /** What those GPUs cost an hour, and over the whole duration; null: no price. */
+  cost_per_hour: number | null;
+  estimated_cost: number | null;
 }
 
 export interface IWaitTimes {
@@ -182,8 +186,27 @@ export interface IEgsConfig {
 }
 
 /** The request body of POST gprs (and, without name, of POST wait-times). */
+/** A GPR template (GET /templates): a named GPR shape for everyone, a project or a slice. */
+export interface ITemplate {
+  name: string;
+  description: string;
+  scope: string;
+  project: string | null;
+  slice: string | null;
+  cluster: string | null;
+  shape: string | null;
+  gpus: number | null;
+  nodes: number | null;
+  duration: number;
+  priority: number | null;
+  idle_timeout: number | null;
+  preemptible: boolean | null;
+}
+
 export interface IGprRequest {
   slice: string;
+  /** A template gives what the request leaves out (idle timeout, preemptible, cluster...). */
+  template?: string;
   duration: string;
   gpus?: number;
   nodes?: number;

@@ -45,7 +45,12 @@ def carol_opens_jupyterlab(hub: Hub, page: Page) -> None:
 
 @pytest.mark.browser
 def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, new_page, artifacts: Path) -> None:
-    lab_hub.admin().post("slices", {"name": "ml-team", "members": ["carol"]}, expect=201)
+    admin = lab_hub.admin()
+    admin.post("slices", {"name": "ml-team", "members": ["carol"]}, expect=201)
+    template = {"name": "pair", "slice": "ml-team", "gpus": 2, "duration": "30m", "description": "two GPUs"}
+    admin.post("templates", template, expect=201)
+    (shape,) = admin.get("inventory")["shapes"]
+    admin.call("PUT", "clusters/local/prices", {shape["name"]: 2.5}, expect=200)
     page = new_page()
     page.set_viewport_size({"width": 1280, "height": 1600})  # the whole sidebar in one screenshot
     carol_opens_jupyterlab(lab_hub, page)
@@ -56,13 +61,16 @@ def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, ne
     panel = page.locator("#egs-sidebar")
     expect(panel).to_be_visible()
     expect(panel.get_by_label("Workspace")).to_have_value("ml-team")
-    panel.get_by_label("GPUs", exact=True).fill("2")
-    panel.get_by_label("Duration").fill("30m")
+    panel.get_by_label("Template").select_option("pair")  # fills the size and duration
+    expect(panel.get_by_label("GPUs", exact=True)).to_have_value("2")
+    expect(panel.get_by_label("Duration")).to_have_value("30m")
     panel.get_by_role("button", name="Get wait times").click()
     waits = panel.get_by_role("table", name="Wait times")
     expect(waits.get_by_role("radio")).to_have_count(1)  # one shape: the H100 node
     expect(waits).to_contain_text("H100")
     expect(waits).to_contain_text("now")
+    expect(waits.locator("tbody td").nth(5)).to_have_text("5.00")  # 2 GPUs at 2.50 per GPU-hour
+    expect(waits.locator("tbody td").nth(6)).to_have_text("2.50")  # for half an hour
     waits.get_by_role("radio").first.check()
     page.screenshot(path=artifacts / "lab-wait-times.png")
     panel.screenshot(path=artifacts / "lab-sidebar-wait-times.png")
@@ -73,6 +81,7 @@ def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, ne
     gpr_id = provisioned.get_attribute("data-gpr-id")
     gpr = lab_hub.admin().get(f"gprs/{gpr_id}", expect=200)
     assert gpr["slice"] == "ml-team" and gpr["requested_by"] == "carol" and sorted(gpr["bound_gpus"]) == sorted(GPUS)
+    assert (gpr["template"], gpr["price_per_gpu_hour"], gpr["reserved_cost"]) == ("pair", 2.5, 2.5)
     # The GPUs are declared (no NVML here), and the status bar says so.
     expect(page.locator("#egs-status")).to_have_text(re.compile(r"^2 x H100 \(declared\) · (29|30)m\d\ds left$"))
     # The recorded exposition: the busy GPU runs at 97 % utilisation.

@@ -54,6 +54,7 @@ export function slice(change: Partial<ISlice> = {}): ISlice {
   return {
     name: 'ml',
     display_name: 'Machine learning',
+    project: 'default',
     group: 'ml',
     members: ['ann'],
     quota: { max_gpus: 8, max_gpu_hours: null },

@@ -32,6 +32,9 @@ class FakeApi extends EgsApi {
   events() {
     return this.answer([]);
   }
+  templates() {
+    return this.answer([]);
+  }
   gpuMetrics(uuid: string, since: string, step: number) {
     this.metricsAsked.push(`${uuid} ${since} ${step}`);
     return this.answer({ uuid, step, source: this.gpuList.source, points: [] });

@@ -1,4 +1,6 @@
 import {
+  applyTemplate,
+  durationText,
   EMPTY_FORM,
   FormError,
   IRequestForm,
@@ -7,9 +9,10 @@ import {
   pickOption,
   priorityChoices,
   requestBody,
+  usableTemplates,
   waitTimesBody
 } from '../request';
-import { IWaitTimeOption } from '../tokens';
+import { ITemplate, IWaitTimeOption } from '../tokens';
 import { NOW, slice } from './builders';
 
 const form = (change: Partial<IRequestForm> = {}): IRequestForm => ({ ...EMPTY_FORM, slice: 'ml', ...change });
@@ -21,9 +24,75 @@ function option(cluster: string, name: string): IWaitTimeOption {
     estimated_start: null,
     wait_seconds: 0,
     nodes: [],
-    gpus: 2
+    gpus: 2,
+    cost_per_hour: null,
+    estimated_cost: null
   };
 }
+
+function template(change: Partial<ITemplate> = {}): ITemplate {
+  return {
+    name: 'big',
+    description: '',
+    scope: 'global',
+    project: null,
+    slice: null,
+    cluster: null,
+    shape: null,
+    gpus: 8,
+    nodes: null,
+    duration: 5400,
+    priority: null,
+    idle_timeout: null,
+    preemptible: null,
+    ...change
+  };
+}
+
+describe('templates', () => {
+  it('lists the global ones, the slice project\'s and its own', () => {
+    const all = [
+      template({ name: 'everyone' }),
+      template({ name: 'ours', slice: 'ml' }),
+      template({ name: 'theirs', slice: 'cv' }),
+      template({ name: 'project', project: 'default' }),
+      template({ name: 'other-project', project: 'research' })
+    ];
+    expect(usableTemplates(all, slice()).map(t => t.name)).toEqual(['everyone', 'ours', 'project']);
+    expect(usableTemplates(all, undefined)).toEqual([]);
+  });
+
+  it('fills the form and names the template in the body', () => {
+    const filled = applyTemplate(form(), template({ nodes: 2, gpus: null, shape: 'H100', priority: 150 }));
+    expect(filled).toEqual({
+      ...form(),
+      template: 'big',
+      unit: 'nodes',
+      count: '2',
+      duration: '1h30m',
+      shape: 'H100',
+      priority: '150'
+    });
+    expect(requestBody(filled, slice(), NOW)).toEqual({
+      slice: 'ml',
+      template: 'big',
+      duration: '1h30m',
+      nodes: 2,
+      priority: 150,
+      shape: 'H100'
+    });
+    expect(applyTemplate(filled, undefined).template).toBe('');
+  });
+
+  it('writes durations exactly as the service reads them', () => {
+    expect([durationText(5400), durationText(90), durationText(86400 + 61), durationText(0)]).toEqual([
+      '1h30m',
+      '1m30s',
+      '1d1m1s',
+      '0s'
+    ]);
+  });
+});
 
 function formError(run: () => unknown): FormError {
   try {
