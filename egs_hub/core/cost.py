@@ -12,7 +12,7 @@ end), or until now while they are held.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from .model import GPR
@@ -61,6 +61,13 @@ def used_gpu_hours(gpr: GPR, since: datetime, until: datetime, now: datetime) ->
     if end is None:
         return 0.0
     return len(gpr.bound_gpus) * hours(overlap(gpr.window_start, end, since, until))
+
+
+def reserved_cost_between(gprs: Iterable[GPR], since: datetime, until: datetime) -> float:
+    """What the priced windows of ``gprs`` within [since, until) cost (a budget's spend)."""
+    return sum(
+        g.price_per_gpu_hour * reserved_gpu_hours(g, since, until) for g in gprs if g.price_per_gpu_hour is not None
+    )
 
 
 def reserved_cost(gpr: GPR) -> float | None:

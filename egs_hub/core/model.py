@@ -129,6 +129,9 @@ class SlicePolicy:
     instead of only telling their owners to restart.
     max_gpu_hours: GPU-hours the slice may use per rolling week (7 days); a GPR
     that would go over needs approval.
+    max_cost_month: what the slice may spend per calendar month (UTC) at the prices
+    (core/cost.py): its GPRs' reserved cost this month; a GPR whose estimated cost would
+    go over needs approval (a GPR that could only run unpriced is never over it).
     reject_over_limits: a GPR over a limit is rejected instead of waiting for approval.
     eviction: when this slice's GPR tops the queue and cannot start, may lower-priority
     preemptible GPRs be ended for it: "auto" (at once), "confirm" (an admin confirms
@@ -150,6 +153,7 @@ class SlicePolicy:
     max_active_gprs: int = 1
     restart_servers: bool = False
     max_gpu_hours: float | None = None
+    max_cost_month: float | None = None
     reject_over_limits: bool = False
     eviction: str = "confirm"
     requeue_evicted: bool = True

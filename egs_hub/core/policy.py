@@ -37,11 +37,20 @@ def check_policy(policy: SlicePolicy) -> None:
         )
 
 
-def approval_reasons(spec: GPRSpec, gpu_count: int, policy: SlicePolicy, week_gpu_hours: float = 0.0) -> list[str]:
+def approval_reasons(
+    spec: GPRSpec,
+    gpu_count: int,
+    policy: SlicePolicy,
+    week_gpu_hours: float = 0.0,
+    month_cost: float = 0.0,
+    cost: float | None = None,
+) -> list[str]:
     """Why this GPR needs an admin's approval; empty when policy approves it.
 
     ``gpu_count`` is the GPUs the GPR would hold (``nodes`` times GPUs per node);
-    ``week_gpu_hours`` is what the slice used in the rolling week (quota.week_gpu_hours).
+    ``week_gpu_hours`` is what the slice used in the rolling week (quota.week_gpu_hours);
+    ``month_cost`` what the slice's GPRs reserved this month, and ``cost`` this GPR's
+    estimated cost (core/cost.py; None: it has no price).
     """
     reasons = []
     if policy.max_duration is not None and spec.duration > policy.max_duration:
@@ -59,6 +68,11 @@ def approval_reasons(spec: GPRSpec, gpu_count: int, policy: SlicePolicy, week_gp
             f"this GPR's {_format_hours(asked)} GPU-hours would bring the slice to "
             f"{_format_hours(week_gpu_hours + asked)} of its {_format_hours(policy.max_gpu_hours)} "
             "GPU-hours per rolling week"
+        )
+    if policy.max_cost_month is not None and cost is not None and month_cost + cost > policy.max_cost_month:
+        reasons.append(
+            f"this GPR's estimated cost {cost:.2f} would bring the slice's month to {month_cost + cost:.2f} "
+            f"of its budget of {policy.max_cost_month:.2f}"
         )
     return reasons
 

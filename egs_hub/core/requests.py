@@ -358,6 +358,9 @@ def parse_namespaces(value: Any, field: str) -> dict[str, tuple[str, ...]]:
 class QuotaBody(Body):
     max_gpus: Annotated[int | None, Field(ge=1, le=100_000, description="GPUs held at once"), Whole] = None
     max_gpu_hours: Annotated[Amount, Field(description="GPU-hours per rolling week (7 days)")] = None
+    max_cost_month: Annotated[
+        Amount, Field(description="cost per calendar month (UTC) at the prices; over it needs approval")
+    ] = None
 
 
 class PolicyBody(Body):

@@ -93,6 +93,7 @@ class Health(Resource):
 class Quota(Resource):
     max_gpus: int | None
     max_gpu_hours: float | None = Field(description="GPU-hours per rolling week")
+    max_cost_month: float | None = Field(description="cost per calendar month (UTC) at the prices")
 
 
 class SlicePolicy(Resource):

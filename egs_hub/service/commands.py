@@ -37,7 +37,14 @@ from ..store import queries
 from ..store.db import transaction
 from ..store.models import GPRRow
 from ..store.models import Slice as SliceRow
-from .planning import Planning, eviction_proposals, issue_eviction, week_gpu_hours
+from .planning import (
+    Planning,
+    estimated_cost,
+    eviction_proposals,
+    issue_eviction,
+    month_spend,
+    week_gpu_hours,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +97,8 @@ class Commands:
         """Check a spec's start_after against the horizon (``max_start_after``), then the spec
         against its slice (members' limits, unless ``admin``) and the inventory (can it ever run).
         Returns why it would need an admin's approval (or be rejected): over max_duration,
-        max_gpus, auto_approve_max_gpus, or the GPU-hours left of the slice's rolling week."""
+        max_gpus, auto_approve_max_gpus, the GPU-hours left of the slice's rolling week, or its
+        month's budget."""
         check_start_after(spec.start_after, now, self.max_start_after)
         if not admin:
             check_request(spec, policy)
@@ -98,7 +106,11 @@ class Commands:
         if servability.reason is not None:
             raise PolicyViolation(servability.field, servability.reason)
         week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
-        return approval_reasons(spec, servability.gpus, policy, week)
+        month, cost = 0.0, None
+        if policy.max_cost_month is not None:
+            month = month_spend(session, spec.slice, now)
+            cost = estimated_cost(session, self.planning.state.nodes, spec, servability.gpus)
+        return approval_reasons(spec, servability.gpus, policy, week, month, cost)
 
     def policy_of(
         self, session: Session, slice_name: str, now: datetime, authorize: Authorize | None

@@ -58,7 +58,7 @@ from typing import NamedTuple
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..core import fairshare, lifecycle, planner, quota
+from ..core import cost, fairshare, lifecycle, planner, quota, usage
 from ..core import model as core
 from ..core.errors import Conflict
 from ..core.queue import band
@@ -381,6 +381,22 @@ def slice_usage(session: Session, now: datetime, half_life: timedelta) -> dict[s
 def week_gpu_hours(session: Session, slice_name: str, now: datetime) -> float:
     """GPU-hours the slice used in the rolling week; running GPRs count up to now."""
     return quota.week_gpu_hours(queries.gpu_uses(session, now - quota.WEEK, now, [slice_name]), slice_name, now)
+
+
+def month_spend(session: Session, slice_name: str, now: datetime) -> float:
+    """What the slice's GPRs reserved in this calendar month (UTC), at their prices."""
+    start = usage.period_start(now, "month")
+    end = usage.next_period(start, "month")
+    return cost.reserved_cost_between(queries.gprs_held_between(session, start, end, [slice_name]), start, end)
+
+
+def estimated_cost(session: Session, nodes: Iterable[core.Node], spec: core.GPRSpec, gpus: int) -> float | None:
+    """What a GPR of ``spec`` holding ``gpus`` GPUs would cost at the highest price among the shapes
+    that could serve it (the planner picks the place); None when none of them has a price."""
+    places = {(n.cluster, n.shape.name) for n in planner.eligible_nodes(nodes, spec)}
+    prices = queries.prices(session, {cluster for cluster, _ in places})
+    known = [prices[place] for place in places if place in prices]
+    return cost.estimated_cost(max(known), gpus, spec.duration) if known else None
 
 
 # Eviction

@@ -88,7 +88,9 @@ def slice_resource(row: Slice, members: list[str], gpus: list[str], usage: dict)
         project=row.project.name,
         group=row.group_name,
         members=members,
-        quota=api.Quota(max_gpus=policy.max_gpus, max_gpu_hours=policy.max_gpu_hours),
+        quota=api.Quota(
+            max_gpus=policy.max_gpus, max_gpu_hours=policy.max_gpu_hours, max_cost_month=policy.max_cost_month
+        ),
         policy=api.SlicePolicy(**{name: getattr(policy, name) for name in api.SlicePolicy.model_fields}),
         usage=api.Usage(**usage),
         namespaces=queries.slice_namespaces(row),

@@ -128,6 +128,7 @@ class Slice(Base):
     # quota
     max_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_gpu_hours: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_cost_month: Mapped[float | None] = mapped_column(Float, nullable=True)
     # policy
     max_duration_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_priority: Mapped[int] = mapped_column(Integer)

@@ -314,6 +314,7 @@ def slice_policy(row: Slice) -> core.SlicePolicy:
         max_active_gprs=row.max_active_gprs,
         restart_servers=row.restart_servers,
         max_gpu_hours=row.max_gpu_hours,
+        max_cost_month=row.max_cost_month,
         reject_over_limits=row.reject_over_limits,
         eviction=row.eviction,
         requeue_evicted=row.requeue_evicted,
@@ -332,6 +333,7 @@ def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
     row.max_active_gprs = policy.max_active_gprs
     row.restart_servers = policy.restart_servers
     row.max_gpu_hours = policy.max_gpu_hours
+    row.max_cost_month = policy.max_cost_month
     row.reject_over_limits = policy.reject_over_limits
     row.eviction = policy.eviction
     row.requeue_evicted = policy.requeue_evicted

@@ -42,6 +42,8 @@ class ApprovalCase:
     policy: SlicePolicy
     want: list[str]  # the reasons, in order; empty when policy approves
     week_gpu_hours: float = 0.0  # what the slice used in the rolling week
+    month_cost: float = 0.0  # what its GPRs reserved this month
+    cost: float | None = None  # this GPR's estimated cost
 
 
 APPROVALS = {
@@ -101,12 +103,27 @@ APPROVALS = {
         week_gpu_hours=35 / 3,
     ),
     "no weekly limit: usage does not matter": ApprovalCase(spec(gpus=8), 8, SlicePolicy(), want=[], week_gpu_hours=1e6),
+    "over the month's budget": ApprovalCase(
+        spec(gpus=2),
+        2,
+        SlicePolicy(max_cost_month=100),
+        want=["this GPR's estimated cost 30.00 would bring the slice's month to 105.50 of its budget of 100.00"],
+        month_cost=75.5,
+        cost=30.0,
+    ),
+    "within the month's budget, to the cent": ApprovalCase(
+        spec(gpus=2), 2, SlicePolicy(max_cost_month=100), want=[], month_cost=70.0, cost=30.0
+    ),
+    "no price: a budget cannot be passed": ApprovalCase(
+        spec(gpus=2), 2, SlicePolicy(max_cost_month=1), want=[], month_cost=99.0, cost=None
+    ),
 }
 
 
 @pytest.mark.parametrize("case", APPROVALS.values(), ids=APPROVALS.keys())
 def test_approval_reasons(case: ApprovalCase):
-    assert approval_reasons(case.spec, case.gpu_count, case.policy, case.week_gpu_hours) == case.want
+    reasons = approval_reasons(case.spec, case.gpu_count, case.policy, case.week_gpu_hours, case.month_cost, case.cost)
+    assert reasons == case.want
 
 
 @pytest.mark.parametrize(

@@ -127,3 +127,21 @@ def test_usage_per_slice_project_and_user_as_json_and_csv(admin, hub, prices, ma
     (line,) = [line for line in lines[1:] if f",{team}," in line]
     month = admin.get("usage?group_by=slice&period=month")["since"]
     assert line.startswith(f"{month[:10]},{team},")  # this month's row, from the 1st
+
+
+def test_a_gpr_over_the_months_budget_waits_for_an_admin(admin, prices, make_slice, user):
+    alice, as_alice = user("alice")
+    team = make_slice(members=(alice,), quota={"max_cost_month": 10})["name"]
+    prices({H100: 4.0})
+    ask = {"slice": team, "gpus": 2, "duration": "1h", "shape": "H100"}
+    assert as_alice.post("wait-times", ask)["needs_approval"] == []  # 8 of 10
+    first = as_alice.post("gprs", ask, expect=201)
+    until_status(as_alice, first["id"], "provisioned")
+
+    # Its window is reserved this month: 8 spent, so another 8 would bring the month to 16 of 10.
+    (reason,) = as_alice.post("wait-times", ask)["needs_approval"]
+    assert reason == "this GPR's estimated cost 8.00 would bring the slice's month to 16.00 of its budget of 10.00"
+    second = as_alice.post("gprs", ask, expect=201)
+    assert second["status"] == "pending-approval" and second["status_reason"] == reason
+    # Unpriced shapes cannot pass a budget.
+    assert as_alice.post("wait-times", {**ask, "shape": "A100"})["needs_approval"] == []

@@ -20,7 +20,7 @@ POLICY_DEFAULTS = {
 
 def test_new_policy_fields_round_trip_and_default(admin, make_slice):
     plain = make_slice()
-    assert plain["quota"] == {"max_gpus": None, "max_gpu_hours": None}
+    assert plain["quota"] == {"max_gpus": None, "max_gpu_hours": None, "max_cost_month": None}
     assert {k: plain["policy"][k] for k in POLICY_DEFAULTS} == POLICY_DEFAULTS
     assert plain["usage"] == {"gpu_hours_week": 0.0, "decayed_gpu_hours": 0.0, "fair_share_factor": 1.0}
 
@@ -31,8 +31,8 @@ def test_new_policy_fields_round_trip_and_default(admin, make_slice):
         "share": 2.5,
         "bind_failure": "move",
     }
-    made = make_slice(quota={"max_gpus": 6, "max_gpu_hours": 40.5}, policy=policy)
-    assert made["quota"] == {"max_gpus": 6, "max_gpu_hours": 40.5}
+    made = make_slice(quota={"max_gpus": 6, "max_gpu_hours": 40.5, "max_cost_month": 250}, policy=policy)
+    assert made["quota"] == {"max_gpus": 6, "max_gpu_hours": 40.5, "max_cost_month": 250.0}
     assert {k: made["policy"][k] for k in policy} == policy
     assert admin.get(f"slices/{made['name']}") == made
 
@@ -43,7 +43,7 @@ def test_new_policy_fields_round_trip_and_default(admin, make_slice):
         {"quota": {"max_gpu_hours": None}, "policy": {"eviction": "off", "share": 1}},
         expect=200,
     )
-    assert changed["quota"] == {"max_gpus": 6, "max_gpu_hours": None}
+    assert changed["quota"] == {"max_gpus": 6, "max_gpu_hours": None, "max_cost_month": 250.0}
     assert {k: changed["policy"][k] for k in policy} == {**policy, "eviction": "off", "share": 1.0}
 
 

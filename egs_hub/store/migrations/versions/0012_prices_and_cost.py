@@ -1,5 +1,6 @@
 """cost: prices per GPU-hour of a shape on a cluster, the price a GPR's window started at, the
-utilisation readings of each GPR's GPUs per day, and GPRs by window start (usage per period)
+utilisation readings of each GPR's GPUs per day, GPRs by window start (usage per period), and
+a slice's monthly budget
 
 Revision ID: 0012
 Revises: 0011
@@ -37,9 +38,13 @@ def upgrade() -> None:
     with op.batch_alter_table("gprs") as batch:
         batch.add_column(sa.Column("price_per_gpu_hour", sa.Float(), nullable=True))
         batch.create_index("ix_gprs_window_start", ["window_start"])
+    with op.batch_alter_table("slices") as batch:
+        batch.add_column(sa.Column("max_cost_month", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("slices") as batch:
+        batch.drop_column("max_cost_month")
     with op.batch_alter_table("gprs") as batch:
         batch.drop_index("ix_gprs_window_start")
         batch.drop_column("price_per_gpu_hour")
