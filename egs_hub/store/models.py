@@ -58,10 +58,21 @@ class Base(DeclarativeBase):
 
 
 class Project(Base):
+    """The top tenant (DESIGN.md): it holds clusters and slices. Its admins are the members of hub
+    group ``admin_group``; its quota caps the sum of its slices (core.model.Project)."""
+
     __tablename__ = "projects"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(63), unique=True)
+    display_name: Mapped[str] = mapped_column(String(100), default="", server_default="")
+    admin_group: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    owns_group: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    max_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_gpu_hours: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_cost_month: Mapped[float | None] = mapped_column(Float, nullable=True)
+    share: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class Cluster(Base):

@@ -36,13 +36,13 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_gpr_templates_project"), "gpr_templates", ["project"])
     op.create_index(op.f("ix_gpr_templates_slice"), "gpr_templates", ["slice"])
-    with op.batch_alter_table("gprs") as batch:
-        batch.add_column(sa.Column("template", sa.String(length=63), nullable=True))
+    # Plain ALTER TABLEs, not batches: SQLite's batch copies the table and drops the old one, and
+    # dropping gprs would delete (cascade) or be refused for the rows that refer to it.
+    op.add_column("gprs", sa.Column("template", sa.String(length=63), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("gprs") as batch:
-        batch.drop_column("template")
+    op.execute("ALTER TABLE gprs DROP COLUMN template")
     op.drop_index(op.f("ix_gpr_templates_slice"), table_name="gpr_templates")
     op.drop_index(op.f("ix_gpr_templates_project"), table_name="gpr_templates")
     op.drop_table("gpr_templates")

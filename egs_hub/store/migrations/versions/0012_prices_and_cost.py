@@ -35,18 +35,16 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("gpr_id", "day", name=op.f("pk_gpr_utilization")),
     )
-    with op.batch_alter_table("gprs") as batch:
-        batch.add_column(sa.Column("price_per_gpu_hour", sa.Float(), nullable=True))
-        batch.create_index("ix_gprs_window_start", ["window_start"])
-    with op.batch_alter_table("slices") as batch:
-        batch.add_column(sa.Column("max_cost_month", sa.Float(), nullable=True))
+    # Plain ALTER TABLEs, not batches: SQLite's batch copies a table and drops the old one, and
+    # dropping gprs or slices would delete (cascade) or be refused for the rows that refer to them.
+    op.add_column("gprs", sa.Column("price_per_gpu_hour", sa.Float(), nullable=True))
+    op.create_index("ix_gprs_window_start", "gprs", ["window_start"])
+    op.add_column("slices", sa.Column("max_cost_month", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("slices") as batch:
-        batch.drop_column("max_cost_month")
-    with op.batch_alter_table("gprs") as batch:
-        batch.drop_index("ix_gprs_window_start")
-        batch.drop_column("price_per_gpu_hour")
+    op.execute("ALTER TABLE slices DROP COLUMN max_cost_month")
+    op.drop_index("ix_gprs_window_start", table_name="gprs")
+    op.execute("ALTER TABLE gprs DROP COLUMN price_per_gpu_hour")
     op.drop_table("gpr_utilization")
     op.drop_table("prices")
