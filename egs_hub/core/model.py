@@ -204,6 +204,25 @@ class GPR:
 
 
 @dataclass(frozen=True)
+class Project:
+    """The top tenant: it holds clusters and slices (DESIGN.md). Its admins, the members of hub
+    group ``admin_group``, manage its slices. Its quota caps the sum of its slices: GPUs held at
+    once, GPU-hours per rolling week, cost per calendar month; ``share`` is its fair-share weight
+    among projects (None: its ``max_gpus``, else 1), as a slice's is within its project."""
+
+    name: str
+    display_name: str = ""
+    admin_group: str | None = None
+    max_gpus: int | None = None
+    max_gpu_hours: float | None = None
+    max_cost_month: float | None = None
+    share: float | None = None
+
+
+DEFAULT_PROJECT = "default"
+
+
+@dataclass(frozen=True)
 class Event:
     """An audit record: every state change has one, with actor and reason."""
 

@@ -34,7 +34,7 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import PydanticCustomError
 
 from .errors import InvalidRequest
-from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec
+from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec, Project
 from .templates import GPRTemplate, check_template, fill
 from .units import (
     DURATION_PATTERN,
@@ -407,8 +407,45 @@ Namespaces = Annotated[
 ]
 
 
+class ProjectCreate(Body):
+    """POST /projects: a project, the hub group of its admins (made when missing), its quota and share."""
+
+    name: SliceName
+    display_name: Name = ""
+    admin_group: Annotated[
+        str | None,
+        Field(pattern=GROUP_NAME_PATTERN, description="hub group of its admins; default: NAME-admins"),
+    ] = None
+    quota: Annotated[QuotaBody, Field(description="caps the sum of its slices")] = QuotaBody()
+    share: Annotated[Amount, Field(description="fair-share weight among projects; null: max_gpus, else 1")] = None
+
+    def to_project(self) -> Project:
+        return Project(
+            name=self.name,
+            display_name=self.display_name,
+            admin_group=self.admin_group or f"{self.name}-admins",
+            share=self.share,
+            **self.quota.given(),
+        )
+
+
+class ProjectUpdate(Body):
+    """PATCH /projects/{name}: the fields given replace the project's; quota per key."""
+
+    display_name: Name = MISSING
+    quota: QuotaPatch = MISSING
+    share: Annotated[Amount, Field(description="fair-share weight among projects")] = MISSING
+
+    def apply(self, project: Project) -> Project:
+        changes = {name: value for name, value in self.given().items() if name != "quota"}
+        if self.quota is not MISSING:
+            changes.update(self.quota.given())
+        return dataclasses.replace(project, **changes)
+
+
 class SliceCreate(Body):
     name: SliceName
+    project: Annotated[SliceName, Field(description="the project it belongs to (GET /projects)")] = "default"
     display_name: Name = ""
     group: Annotated[
         str | None,
@@ -693,6 +730,8 @@ BODIES: tuple[type[Body], ...] = (
     PriceTable,
     SliceCreate,
     SliceUpdate,
+    ProjectCreate,
+    ProjectUpdate,
     ClusterCreate,
     Reason,
     EvictionConfirm,

@@ -138,6 +138,25 @@ class Slices(Resource):
     slices: tuple[Slice, ...]
 
 
+class Project(Resource):
+    """A project: its slices and clusters, its admins (the members of hub group ``admin_group``) and a
+    quota over the sum of its slices."""
+
+    name: str
+    display_name: str
+    admin_group: str | None = Field(description="hub group whose members are its admins")
+    admins: Names
+    quota: Quota = Field(description="caps the sum of its slices")
+    share: float | None = Field(description="fair-share weight among projects; null: max_gpus, else 1")
+    slices: Names
+    created_at: Time
+    updated_at: Time | None
+
+
+class Projects(Resource):
+    projects: tuple[Project, ...]
+
+
 class SliceKubeconfig(Resource):
     """A kubeconfig for a slice's ServiceAccount on ``cluster``, valid until ``expires_at``."""
 
@@ -643,6 +662,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     Slice,
     Slices,
     SliceKubeconfig,
+    Project,
+    Projects,
     Cluster,
     Clusters,
     ClusterPrices,

@@ -48,6 +48,7 @@ from .handlers import (
     gpus,
     inventory,
     pages,
+    projects,
     prometheus,
     queue,
     servers,
@@ -74,6 +75,9 @@ GIL_SWITCH_SECONDS = 0.0005
 API_ROUTES = [
     (r"health", inventory.HealthHandler),
     (r"openapi\.json", inventory.OpenAPIHandler),
+    (r"projects", projects.ProjectsHandler),
+    (r"projects/([^/]+)", projects.ProjectHandler),
+    (r"projects/([^/]+)/admins/([^/]+)", projects.ProjectAdminHandler),
     (r"slices", slices.SlicesHandler),
     (r"slices/([^/]+)", slices.SliceHandler),
     (r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),

@@ -101,13 +101,51 @@ def _paths() -> dict:
                 "responses": _responses("the document", {"type": "object"}),
             }
         },
+        "/projects": {
+            "get": {
+                "summary": "Projects (admins: all; project admins: the ones they manage)",
+                "responses": _responses("projects", _ref("Projects"), "401"),
+            },
+            "post": {
+                "summary": "Create a project and the hub group of its admins (admin)",
+                "requestBody": _body("ProjectCreate"),
+                "responses": _responses("created", _ref("Project"), "400", "401", "403", "409", "422", status="201"),
+            },
+        },
+        "/projects/{name}": {
+            "parameters": [SLICE_NAME],
+            "get": {
+                "summary": "One project (admins and its admins)",
+                "responses": _responses("the project", _ref("Project"), "400", "401", "403", "404"),
+            },
+            "patch": {
+                "summary": "Change a project's display name, quota or share (admin)",
+                "requestBody": _body("ProjectUpdate"),
+                "responses": _responses("changed", _ref("Project"), "400", "401", "403", "404"),
+            },
+            "delete": {
+                "summary": "Delete a project that holds no slice or cluster, not default (admin)",
+                "responses": _responses("deleted", None, "400", "401", "403", "404", "409", status="204"),
+            },
+        },
+        "/projects/{name}/admins/{user}": {
+            "parameters": [SLICE_NAME, USER],
+            "put": {
+                "summary": "Make a user an admin of the project: a member of its admin group (admin)",
+                "responses": _responses("the project", _ref("Project"), "400", "401", "403", "404"),
+            },
+            "delete": {
+                "summary": "Unmake a project admin (admin)",
+                "responses": _responses("the project", _ref("Project"), "400", "401", "403", "404"),
+            },
+        },
         "/slices": {
             "get": {
-                "summary": "Slices the caller belongs to (admins: all)",
+                "summary": "Slices the caller belongs to or manages as a project admin (admins: all)",
                 "responses": _responses("slices", _ref("Slices"), "401"),
             },
             "post": {
-                "summary": "Create a slice (admin)",
+                "summary": "Create a slice in a project (admin, or an admin of that project)",
                 "requestBody": _body("SliceCreate"),
                 "responses": _responses(
                     "created (and set up on its Kubernetes clusters)",
@@ -129,12 +167,13 @@ def _paths() -> dict:
                 "responses": _responses("the slice", slice_, "400", "401", "403", "404"),
             },
             "patch": {
-                "summary": "Change a slice (admin)",
+                "summary": "Change a slice (admin, or an admin of its project)",
                 "requestBody": _body("SliceUpdate"),
                 "responses": _responses("changed", slice_, "400", "401", "403", "404", "409", "503"),
             },
             "delete": {
-                "summary": "Delete a slice with no unfinished GPRs (admin); the namespaces egs-hub created go too",
+                "summary": "Delete a slice with no unfinished GPRs (admin, or an admin of its project); "
+                "the namespaces egs-hub created go too",
                 "responses": _responses("deleted", None, "400", "401", "403", "404", "409", "503", status="204"),
             },
         },
@@ -151,11 +190,11 @@ def _paths() -> dict:
         "/slices/{name}/members/{user}": {
             "parameters": [SLICE_NAME, USER],
             "put": {
-                "summary": "Add a member (admin); the hub group changes too",
+                "summary": "Add a member (admin, or an admin of its project); the hub group changes too",
                 "responses": _responses("the slice", slice_, "400", "401", "403", "404"),
             },
             "delete": {
-                "summary": "Remove a member (admin)",
+                "summary": "Remove a member (admin, or an admin of its project)",
                 "responses": _responses("the slice", slice_, "400", "401", "403", "404"),
             },
         },
@@ -223,7 +262,7 @@ def _paths() -> dict:
                 "responses": _responses("templates", _ref("Templates"), "400", "401", "403", "404"),
             },
             "post": {
-                "summary": "Add a GPR template, global or for a project or slice (admin)",
+                "summary": "Add a GPR template: global (admin), for a project or slice (admin, its project's admins)",
                 "requestBody": _body("TemplateCreate"),
                 "responses": _responses("added", _ref("Template"), "400", "401", "403", "409", "422", status="201"),
             },
@@ -235,12 +274,12 @@ def _paths() -> dict:
                 "responses": _responses("the template", _ref("Template"), "400", "401", "404"),
             },
             "patch": {
-                "summary": "Change a GPR template (admin); GPRs made from it keep their fields",
+                "summary": "Change a GPR template (as POST); GPRs made from it keep their fields",
                 "requestBody": _body("TemplateUpdate"),
                 "responses": _responses("changed", _ref("Template"), "400", "401", "403", "404", "422"),
             },
             "delete": {
-                "summary": "Delete a GPR template (admin)",
+                "summary": "Delete a GPR template (as POST)",
                 "responses": _responses("deleted", None, "400", "401", "403", "404", status="204"),
             },
         },
@@ -308,7 +347,7 @@ def _paths() -> dict:
         "/gprs/{id}/approve": {
             "parameters": [GPR_ID],
             "post": {
-                "summary": "Approve (admin)",
+                "summary": "Approve (admin, or an admin of its project)",
                 "requestBody": _body("Reason", required=False),
                 "responses": _responses("approved", gpr, "400", "401", "403", "404", "409"),
             },
@@ -316,7 +355,7 @@ def _paths() -> dict:
         "/gprs/{id}/deny": {
             "parameters": [GPR_ID],
             "post": {
-                "summary": "Deny (admin)",
+                "summary": "Deny (admin, or an admin of its project)",
                 "requestBody": _body("Reason", required=False),
                 "responses": _responses("rejected", gpr, "400", "401", "403", "404", "409"),
             },

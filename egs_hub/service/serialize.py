@@ -14,7 +14,7 @@ from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.templates import GPRTemplate
 from ..store import queries
-from ..store.models import AlertRow, Cluster, EventRow, Slice
+from ..store.models import AlertRow, Cluster, EventRow, Project, Slice
 
 if TYPE_CHECKING:
     from .clusters import ClusterState
@@ -309,4 +309,18 @@ def alert_resource(row: AlertRow) -> api.Alert:
 def template_resource(template: GPRTemplate) -> api.Template:
     return api.Template(
         scope=template.scope, **{f.name: getattr(template, f.name) for f in dataclasses.fields(template)}
+    )
+
+
+def project_resource(row: Project, admins: list[str], slices: list[str]) -> api.Project:
+    return api.Project(
+        name=row.name,
+        display_name=row.display_name,
+        admin_group=row.admin_group,
+        admins=admins,
+        quota=api.Quota(max_gpus=row.max_gpus, max_gpu_hours=row.max_gpu_hours, max_cost_month=row.max_cost_month),
+        share=row.share,
+        slices=slices,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
     )

@@ -31,7 +31,7 @@ from ..core import fairshare, planner
 from ..core import model as core
 from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from ..store import queries
-from ..store.models import GPU, Allocation, Cluster, GPRRow, Node, Slice, SliceNamespace
+from ..store.models import GPU, Allocation, Cluster, GPRRow, Node, Project, Slice, SliceNamespace
 
 _CHANGES = "egs_changes"  # Session.info key: what this transaction's flushes wrote
 _CHUNK = 500  # GPR ids per re-read (SQLite's bound-parameter limit)
@@ -73,7 +73,7 @@ def changes_of(objects: Iterable[object], into: Changes) -> None:
             into.gprs.add(obj.gpr_id)
         elif isinstance(obj, Node | GPU | Cluster):
             into.inventory = True
-        elif isinstance(obj, Slice | SliceNamespace):
+        elif isinstance(obj, Slice | SliceNamespace | Project):
             into.slices = True
 
 
@@ -91,6 +91,8 @@ class PlanningState:
         self.unhealthy: frozenset[str] = frozenset()
         self.policies: dict[str, core.SlicePolicy] = {}
         self.groups: dict[str, str] = {}  # every slice's hub group (who may see its GPRs)
+        self.projects: dict[str, str] = {}  # every slice's project
+        self.project_policies: dict[str, core.Project] = {}  # every project, by name (its admin group, quota)
         self.usage: dict[str, float] = {}
         self.gprs: dict[int, core.GPR] = {}  # the active GPRs: waiting or holding GPUs
         self._queue: SortedDict = SortedDict()  # GPR id -> Request
@@ -153,6 +155,8 @@ class PlanningState:
                 rows = queries.all_slices(session)
                 self.policies = {s.name: queries.slice_policy(s) for s in rows}
                 self.groups = {s.name: s.group_name for s in rows}
+                self.projects = {s.name: s.project.name for s in rows}
+                self.project_policies = {p.name: queries.to_project(p) for p in queries.all_projects(session)}
             ids = sorted(unread.gprs)
             for i in range(0, len(ids), _CHUNK):
                 chunk = ids[i : i + _CHUNK]

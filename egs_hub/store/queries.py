@@ -410,6 +410,46 @@ def project_id(session: Session, now: datetime) -> int:
     return project.id
 
 
+def to_project(row: Project) -> core.Project:
+    return core.Project(
+        name=row.name,
+        display_name=row.display_name,
+        admin_group=row.admin_group,
+        max_gpus=row.max_gpus,
+        max_gpu_hours=row.max_gpu_hours,
+        max_cost_month=row.max_cost_month,
+        share=row.share,
+    )
+
+
+def write_project(row: Project, project: core.Project, now: datetime) -> None:
+    row.display_name = project.display_name
+    row.admin_group = project.admin_group
+    row.max_gpus = project.max_gpus
+    row.max_gpu_hours = project.max_gpu_hours
+    row.max_cost_month = project.max_cost_month
+    row.share = project.share
+    row.updated_at = now
+
+
+def get_project_row(session: Session, name: str) -> Project | None:
+    return session.scalars(select(Project).where(Project.name == name)).one_or_none()
+
+
+def all_projects(session: Session) -> list[Project]:
+    return list(session.scalars(select(Project).order_by(Project.name)))
+
+
+def project_slices(session: Session, project_id: int) -> list[str]:
+    return list(session.scalars(select(Slice.name).where(Slice.project_id == project_id).order_by(Slice.name)))
+
+
+def project_clusters(session: Session, project_id: int) -> list[str]:
+    """The registered clusters of the project (a project with clusters cannot be deleted)."""
+    query = select(Cluster.name).where(Cluster.project_id == project_id, Cluster.registered.is_(True))
+    return list(session.scalars(query.order_by(Cluster.name)))
+
+
 def project_of_slice(session: Session, slice_name: str) -> str | None:
     """The name of the project slice ``slice_name`` belongs to (None: no such slice)."""
     query = select(Project.name).join(Slice, Slice.project_id == Project.id).where(Slice.name == slice_name)

@@ -2,9 +2,11 @@
 
 Vocabulary: the *caller* is the hub user (or service) identified by a hub API
 token or by the OAuth cookie; an *admin* holds the custom scope
-``custom:egs:admin``, or is this service itself; a *member* of a slice belongs
-to the hub group the slice names. Domain errors map to HTTP statuses in one
-table; every error body is ``{"status", "message"}`` plus ``field`` when a
+``custom:egs:admin``, or is this service itself; a *project admin* belongs to
+the hub group a project names, and manages that project's slices; a *member* of
+a slice belongs to the hub group the slice names (admins and the admins of its
+project see and act in it as members do). Domain errors map to HTTP statuses in
+one table; every error body is ``{"status", "message"}`` plus ``field`` when a
 field is at fault.
 """
 
@@ -90,6 +92,9 @@ def needs_scope(scope: str) -> Callable[[Callable], Callable]:
 
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
+    _managed: frozenset[str] | None = None  # the projects the caller manages, once per request
+    _slice_projects: Mapping[str, str] = {}  # every slice's project, read with _managed
+
     @property
     def egs(self):
         """The service (app.EGSService): its commands, planning, sessions and clock."""
@@ -138,15 +143,54 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def is_admin(self) -> bool:
         return self.has_scope(ADMIN_SCOPE)
 
-    def is_member(self, slice_row: Slice) -> bool:
-        return self.is_member_of(slice_row.group_name)
+    @property
+    def user_groups(self) -> frozenset[str]:
+        return frozenset(self.current_user.get("groups") or ())
 
-    def is_member_of(self, group: str) -> bool:
-        return self.is_admin or group in (self.current_user.get("groups") or ())
+    def planning_state(self):
+        """The planning state (service/state.py) with every committed change read."""
+        with self.egs.sessions() as session:
+            return self.egs.planning.state.current(session, self.now())
+
+    @property
+    def managed_projects(self) -> frozenset[str]:
+        """The projects whose admin group the caller is in."""
+        if self._managed is None:
+            groups = self.user_groups
+            state = self.planning_state()
+            projects = state.project_policies.values()
+            self._managed = frozenset(p.name for p in projects if p.admin_group is not None and p.admin_group in groups)
+            self._slice_projects = state.projects
+        return self._managed
+
+    def manages(self, project: str | None) -> bool:
+        """Whether the caller may manage ``project``: an admin, or one of its project admins."""
+        return self.is_admin or (project is not None and project in self.managed_projects)
+
+    def require_manager(self, project: str) -> None:
+        if not self.manages(project):
+            raise web.HTTPError(
+                403,
+                f"{self.user_name} is not an admin of project {project!r}; an egs-hub admin makes project admins "
+                f"(PUT /projects/{project}/admins/{{user}})",
+            )
+
+    def is_member(self, slice_row: Slice) -> bool:
+        return self.is_member_of(slice_row.group_name, slice_row.name)
+
+    def is_member_of(self, group: str, slice_name: str | None = None) -> bool:
+        """Whether the caller may see and act in a slice of hub group ``group``: a member, an admin, or
+        (given the slice's name) an admin of its project."""
+        if self.is_admin or group in self.user_groups:
+            return True
+        if slice_name is None:
+            return False
+        managed = self.managed_projects  # reads the slices' projects too
+        return bool(managed) and self._slice_projects.get(slice_name) in managed
 
     def slices_of_caller(self, groups: Mapping[str, str]) -> set[str]:
         """Of the slices with these hub groups (planning state's ``groups``), those the caller is a member of."""
-        return {name for name, group in groups.items() if self.is_member_of(group)}
+        return {name for name, group in groups.items() if self.is_member_of(group, name)}
 
     def member_slice(self, session, name: str) -> Slice:
         """The slice named ``name``: 404 when there is none, 403 when the caller is not a member."""
@@ -160,7 +204,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         self.require_member_of(slice_row.name, slice_row.group_name)
 
     def require_member_of(self, slice_name: str, group: str) -> None:
-        if not self.is_member_of(group):
+        if not self.is_member_of(group, slice_name):
             raise web.HTTPError(
                 403,
                 f"{self.user_name} is not a member of slice {slice_name!r}; "

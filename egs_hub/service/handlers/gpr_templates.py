@@ -1,33 +1,46 @@
 """GPR templates: named GPR shapes users pick instead of typing one (core/templates.py).
 
 Members list the templates their slices may use (``?slice=`` one slice's); admins
-list, create, change and delete any. A template for a project names an existing
-project, one for a slice an existing slice; a slice's templates go with it.
+list, create, change and delete any, and project admins those for their project or
+its slices. A template for a project names an existing project, one for a slice an
+existing slice; a slice's templates go with it.
 """
 
 from __future__ import annotations
+
+from tornado import web
 
 from ...core import model as core
 from ...core.errors import Conflict, PolicyViolation
 from ...core.requests import TemplateCreate, TemplateUpdate, check_slice_name, parse_body
 from ...core.resources import Templates
 from ...core.templates import GPRTemplate, usable_in
-from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRTemplateRow
 from ..parameters import TemplatesQuery, read
 from ..serialize import template_resource
-from .base import APIHandler, authenticated, needs_scope
+from .base import APIHandler, authenticated
 
 
 class TemplateBase(APIHandler):
     def check_scope(self, session, template: GPRTemplate) -> None:
-        """The project or slice a template is for exists (422 naming the field)."""
+        """The project or slice a template is for exists (422 naming the field), and the caller may
+        manage it: admins any template, project admins those of their project and its slices."""
         if template.project is not None and not queries.project_exists(session, template.project):
             raise PolicyViolation("project", f"no project named {template.project!r}")
-        if template.slice is not None and queries.get_slice(session, template.slice) is None:
-            raise PolicyViolation("slice", f"no slice named {template.slice!r}; GET /slices lists them")
+        project = template.project
+        if template.slice is not None:
+            project = queries.project_of_slice(session, template.slice)
+            if project is None:
+                raise PolicyViolation("slice", f"no slice named {template.slice!r}; GET /slices lists them")
+        if self.is_admin:
+            return
+        if project is None:
+            raise web.HTTPError(
+                403, f"{self.user_name} may add templates to the projects they manage only: give project or slice"
+            )
+        self.require_manager(project)
 
     def record(self, session, kind: str, template: GPRTemplate, reason: str) -> None:
         queries.add_event(
@@ -64,7 +77,7 @@ class TemplatesHandler(TemplateBase):
             found = queries.templates(session, slices)
         self.write_json(Templates(templates=[template_resource(t) for t in found]))
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def post(self) -> None:
         body = parse_body(TemplateCreate, self.json_body())
         now = self.now()
@@ -97,11 +110,12 @@ class TemplateHandler(TemplateBase):
                     raise self.not_found(f"template named {name!r} for your slices")
         self.write_json(template_resource(template))
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def patch(self, name: str) -> None:
         update = parse_body(TemplateUpdate, self.json_body())
         with transaction(self.egs.sessions) as session:
             row = self.load(session, name)
+            self.check_scope(session, queries.to_template(row))  # the caller may manage it as it is
             template = update.apply(queries.to_template(row))
             self.check_scope(session, template)
             queries.write_template(row, template, self.now())
@@ -110,11 +124,12 @@ class TemplateHandler(TemplateBase):
             changed = queries.to_template(row)
         self.write_json(template_resource(changed))
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def delete(self, name: str) -> None:
         """GPRs made from it keep their fields (and its name, for the record)."""
         with transaction(self.egs.sessions) as session:
             row = self.load(session, name)
+            self.check_scope(session, queries.to_template(row))
             self.record(session, "template-deleted", queries.to_template(row), "deleted")
             session.delete(row)
         self.set_status(204)

@@ -14,14 +14,13 @@ from ...core import planner
 from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
 from ...core.resources import GPR, GPRPage, WaitTimes
 from ...core.snapshot import Estimate, Plan
-from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
 from ..commands import slice_of, template_for
 from ..parameters import GPRsQuery, read
 from ..serialize import gpr_resource, option_resource
-from .base import APIHandler, authenticated, needs_scope
+from .base import APIHandler, authenticated
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +155,15 @@ class ReleaseHandler(GPRBase):
 
 
 class DecisionHandler(GPRBase):
-    """POST gprs/{id}/approve and gprs/{id}/deny."""
+    """POST gprs/{id}/approve and gprs/{id}/deny: admins, and the admins of the GPR's project."""
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def post(self, gpr_id: str, decision: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
+        if not self.is_admin:
+            with self.egs.sessions() as session:
+                slice_name = self.load_gpr(session, gpr_id).slice
+            self.require_manager(self.planning_state().projects.get(slice_name, core.DEFAULT_PROJECT))
         gpr = self.egs.commands.decide(self.int_argument("id", gpr_id), decision == "approve", self.user_name, reason)
         await self.answer(gpr)
 

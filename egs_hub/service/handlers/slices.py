@@ -40,7 +40,7 @@ from ...core.requests import (
 )
 from ...core.resources import Slice, SliceKubeconfig, Slices
 from ...core.user_names import normalize_user_name
-from ...roles import ADMIN_GROUP, ADMIN_SCOPE
+from ...roles import ADMIN_GROUP
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow, SliceNamespace
@@ -50,7 +50,7 @@ from ..parameters import KubeconfigQuery, read
 from ..planning import slice_usage
 from ..serialize import slice_resource
 from ..slice_setup import SliceHost
-from .base import APIHandler, authenticated, needs_scope
+from .base import APIHandler, authenticated
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +150,11 @@ class SlicesHandler(SliceBase):
             ]
         self.write_json(Slices(slices=views))
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def post(self) -> None:
+        """Admins, and project admins in their project."""
         body = parse_body(SliceCreate, self.json_body())
+        self.require_manager(body.project)
         group = body.group or body.name
         if group == ADMIN_GROUP:
             raise PolicyViolation(
@@ -160,6 +162,10 @@ class SlicesHandler(SliceBase):
             )
         now = self.now()
         with self.egs.sessions() as session:
+            project = queries.get_project_row(session, body.project)
+            if project is None:
+                raise PolicyViolation("project", f"no project named {body.project!r}; GET /projects lists them")
+            project_id = project.id
             if queries.get_slice(session, body.name) is not None:
                 raise Conflict(f"a slice named {body.name!r} exists already")
             user_of_group = session.scalar(select(SliceRow.name).where(SliceRow.group_name == group))
@@ -185,7 +191,7 @@ class SlicesHandler(SliceBase):
                         display_name=body.display_name,
                         group_name=group,
                         owns_group=created_group,
-                        project_id=queries.project_id(session, now),
+                        project_id=project_id,
                         created_at=now,
                         updated_at=now,
                     )
@@ -201,7 +207,7 @@ class SlicesHandler(SliceBase):
                             reason=f"hub group {group!r}" + (" (created)" if created_group else " (existing)"),
                             time=now,
                             slice=body.name,
-                            data={"members": list(body.members)},
+                            data={"members": list(body.members), "project": body.project},
                         ),
                     )
             except Exception:
@@ -232,12 +238,14 @@ class SliceHandler(SliceBase):
             view = await self.slice_view(session, row)
         self.write_json(view)
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def patch(self, name: str) -> None:
+        """Admins, and the admins of its project."""
         body = parse_body(SliceUpdate, self.json_body())
         now = self.now()
         with self.egs.sessions() as session:
             row = self.load_slice(session, name)
+            self.require_manager(row.project.name)
             before = queries.slice_namespaces(row)
             quota = body.quota if body.quota is not MISSING else None
             policy_body = body.policy if body.policy is not MISSING else None
@@ -283,11 +291,13 @@ class SliceHandler(SliceBase):
             view = await self.slice_view(session, self.load_slice(session, name), members)
         self.write_json(view)
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def delete(self, name: str) -> None:
+        """Admins, and the admins of its project."""
         now = self.now()
         with transaction(self.egs.sessions) as session:
             row = self.load_slice(session, name)
+            self.require_manager(row.project.name)
             live = session.scalars(
                 select(GPRRow.id).where(
                     GPRRow.slice == name,
@@ -326,27 +336,32 @@ class SliceHandler(SliceBase):
 
 
 class MemberHandler(SliceBase):
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def put(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
-        with self.egs.sessions() as session:
-            group = self.load_slice(session, name).group_name
+        group = self.managed_slice_group(name)
         members = await self.egs.hub.group_members(group)
         await self.egs.hub.add_members(group, [user], field="user")
         self._record("member-added", name, user)
         await self._answer(name, sorted({*members, user}))
 
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     async def delete(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
-        with self.egs.sessions() as session:
-            group = self.load_slice(session, name).group_name
+        group = self.managed_slice_group(name)
         members = await self.egs.hub.group_members(group)
         if user not in members:
             raise web.HTTPError(404, f"{user} is not a member of slice {name!r}")
         await self.egs.hub.remove_members(group, [user])
         self._record("member-removed", name, user)
         await self._answer(name, [m for m in members if m != user])
+
+    def managed_slice_group(self, name: str) -> str:
+        """The hub group of slice ``name``, once the caller may manage it (admins, its project's admins)."""
+        with self.egs.sessions() as session:
+            row = self.load_slice(session, name)
+            self.require_manager(row.project.name)
+            return row.group_name
 
     def _record(self, kind: str, name: str, user: str) -> None:
         """The event of a membership change the hub has made: a store that fails now is logged, not
