@@ -39,6 +39,7 @@ CHECKS = [
 # Operations without any input that can be invalid: no parameters.
 NO_INVALID_INPUT = {
     "GET /health",
+    "GET /projects",
     "GET /slices",
     "GET /inventory",
     "GET /clusters",
@@ -47,13 +48,15 @@ NO_INVALID_INPUT = {
 }
 # What users' requests change; the reconcile loop and the hub change none of it.
 USER_STATE = {
-    "projects": "SELECT id, name FROM projects ORDER BY id",
+    "projects": "SELECT * FROM projects ORDER BY id",
     "clusters": "SELECT id, project_id, name, kind, kubeconfig, context, in_cluster, node_selector, exit_grace_s "
     "FROM clusters ORDER BY id",
     "slices": "SELECT * FROM slices ORDER BY id",
     "slice_namespaces": "SELECT * FROM slice_namespaces ORDER BY id",
     "gprs": "SELECT id, name, slice, requested_by, cluster, shape, gpus, nodes, priority, duration_s, start_after, "
-    "idle_timeout_s, preemptible FROM gprs ORDER BY id",
+    "idle_timeout_s, preemptible, template FROM gprs ORDER BY id",
+    "gpr_templates": "SELECT * FROM gpr_templates ORDER BY name",
+    "prices": "SELECT * FROM prices ORDER BY cluster, shape",
 }
 
 

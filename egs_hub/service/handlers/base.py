@@ -171,8 +171,8 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         if not self.manages(project):
             raise web.HTTPError(
                 403,
-                f"{self.user_name} is not an admin of project {project!r}; an egs-hub admin makes project admins "
-                f"(PUT /projects/{project}/admins/{{user}})",
+                f"this needs the JupyterHub scope {ADMIN_SCOPE} or being an admin of project {project!r}, which "
+                f"{self.user_name} is not; an egs-hub admin makes project admins (PUT /projects/{project}/admins/USER)",
             )
 
     def is_member(self, slice_row: Slice) -> bool:

@@ -143,24 +143,28 @@ class ProjectAdminHandler(ProjectBase):
     @needs_scope(ADMIN_SCOPE)
     async def put(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
-        group, admins = await self._group(name)
+        group, admins = await self._group(name, create=True)
         await self.egs.hub.add_members(group, [user], field="user")
         await self._changed("project-admin-added", name, user, sorted({*admins, user}))
 
     @needs_scope(ADMIN_SCOPE)
     async def delete(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
-        group, admins = await self._group(name)
+        group, admins = await self._group(name, create=False)
         if user not in admins:
             raise self.not_found(f"admin {user} of project {name!r}")
         await self.egs.hub.remove_members(group, [user])
         await self._changed("project-admin-removed", name, user, [a for a in admins if a != user])
 
-    async def _group(self, name: str) -> tuple[str, list[str]]:
+    async def _group(self, name: str, *, create: bool) -> tuple[str | None, list[str]]:
+        """The project's admin group and its members; ``create``: name and make the group of a project
+        without one (the default project made by migration has none until its first admin)."""
         with self.egs.sessions() as session:
             row = self.load(session, name)
             group = row.admin_group
-        if group is None:  # the default project made by migration has none until one is named
+        if group is None and not create:
+            return None, []
+        if group is None:
             group = f"{name}-admins"
             await self.egs.hub.ensure_group(group)
             with transaction(self.egs.sessions) as session:
