@@ -1,12 +1,17 @@
-"""Fair share between slices, after Slurm's classic multifactor formula.
+"""Fair share, two levels deep: between projects, then between the slices of a project, after
+Slurm's classic multifactor formula applied to its account tree (Fair Tree's order).
 
 Vocabulary: a *use* is GPUs a slice held over an interval; a slice's *usage*
 is its decayed GPU-seconds: every GPU-second counts ``2 ** (-age / half_life)``,
-so last week's work weighs half of today's. A slice's *share* is its
-normalized weight (shares sum to 1); its *factor* is
-``2 ** (-(usage / total usage) / share)`` in (0, 1]: 1 for a slice that used
-nothing, 1/2 for one that used exactly its share, smaller the more it used.
-The queue orders requests within a priority band by factor (queue.py).
+so last week's work weighs half of today's; a project's usage is its slices'.
+A *share* is a normalized weight (shares sum to 1: a project's among projects,
+a slice's among its project's slices); a *factor* is
+``2 ** (-(usage / total usage) / share)`` in (0, 1]: 1 for what used nothing,
+1/2 for what used exactly its share, smaller the more it used. A slice's *tree
+factor* is its project's factor, then its own within the project: the queue
+orders requests within a priority band by it (queue.py), so a project that used
+less than its share is served before one that used more, whatever its slices did,
+and within a project the same holds between its slices.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .model import SlicePolicy
+from .model import DEFAULT_PROJECT, Project, SlicePolicy
 
 HALF_LIFE = timedelta(days=7)
 
@@ -116,4 +121,40 @@ def factors(usage: Mapping[str, float], shares: Mapping[str, float]) -> dict[str
             made[name] = 2 ** (-fraction / share)
         else:
             made[name] = 1.0 if fraction == 0 else 0.0
+    return made
+
+
+TreeFactor = tuple[float, float]  # (the project's factor, the slice's within its project)
+UNUSED: TreeFactor = (1.0, 1.0)
+
+
+def project_shares(projects: Mapping[str, Project | None]) -> dict[str, float]:
+    """Each project's normalized share: its ``share``, else its ``max_gpus``, else 1 (None: a project
+    with no record, weight 1)."""
+    weights = {}
+    for name, project in projects.items():
+        weight = None if project is None else project.share if project.share is not None else project.max_gpus
+        weights[name] = 1 if weight is None else weight
+    total = sum(weights.values()) or 1
+    return {name: weight / total for name, weight in weights.items()}
+
+
+def tree_factors(
+    usage: Mapping[str, float],
+    policies: Mapping[str, SlicePolicy],
+    projects: Mapping[str, str],
+    project_policies: Mapping[str, Project],
+) -> dict[str, TreeFactor]:
+    """Each slice's tree factor: its project's factor among the projects of ``policies``' slices
+    (``projects`` maps a slice to its project; missing: the default project), then its own among
+    its project's slices."""
+    members: dict[str, dict[str, SlicePolicy]] = {}
+    for name, policy in policies.items():
+        members.setdefault(projects.get(name, DEFAULT_PROJECT), {})[name] = policy
+    project_usage = {p: sum(usage.get(s, 0.0) for s in slices) for p, slices in members.items()}
+    outer = factors(project_usage, project_shares({p: project_policies.get(p) for p in members}))
+    made = {}
+    for project, slices in members.items():
+        inner = factors(usage, shares(slices))
+        made.update({name: (outer[project], inner[name]) for name in slices})
     return made

@@ -77,7 +77,7 @@ class Views:
     now: datetime
     after_band: dict[int, Timeline]
     placed: Mapping[int, list[tuple[Request, Window]]]
-    factors: Mapping[str, float]
+    factors: Mapping[str, fairshare.TreeFactor]
     rewinds: dict[int, Rewind] = field(default_factory=dict, repr=False, compare=False)  # made by queries
 
     def ahead(self, spec: GPRSpec, now: datetime, request: Request | None = None) -> int:
@@ -85,9 +85,10 @@ class Views:
         submitted ``now`` (``request``, once submitted), which gets a GPR id after theirs
         (queue.queue_key)."""
         factors = self.factors
-        probe = queue_key(request or Request(0, spec, now), factors.get(spec.slice, 1.0))[:-1]
+        unused = fairshare.UNUSED
+        probe = queue_key(request or Request(0, spec, now), factors.get(spec.slice, unused))[:-1]
         members = self.placed[band(spec.priority)]
-        return bisect_right(members, probe, key=lambda m: queue_key(m[0], factors.get(m[0].spec.slice, 1.0))[:-1])
+        return bisect_right(members, probe, key=lambda m: queue_key(m[0], factors.get(m[0].spec.slice, unused))[:-1])
 
     def prepare(self) -> None:
         """Make every band's rewind now: a plan made in a worker thread does, so that the first
@@ -366,7 +367,9 @@ class _Pass:
     def __init__(self, snapshot: Snapshot, now: datetime):
         self.snapshot = snapshot
         self.now = now
-        self.factors = fairshare.factors(snapshot.usage, fairshare.shares(snapshot.policies))
+        self.factors = fairshare.tree_factors(
+            snapshot.usage, snapshot.policies, snapshot.projects, snapshot.project_policies
+        )
         self.queue = list(PriorityQueue(snapshot.queue, self.factors))
         self.timeline = self._empty_timeline()
         self.bound = {g for b in snapshot.bookings for g in b.gpus}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from .errors import InvalidRequest, PolicyViolation
-from .model import GPRSpec, SlicePolicy
+from .model import GPRSpec, Project, SlicePolicy
 from .units import format_duration
 
 
@@ -73,6 +73,41 @@ def approval_reasons(
         reasons.append(
             f"this GPR's estimated cost {cost:.2f} would bring the slice's month to {month_cost + cost:.2f} "
             f"of its budget of {policy.max_cost_month:.2f}"
+        )
+    return reasons
+
+
+def project_approval_reasons(
+    project: Project,
+    gpu_count: int,
+    hours: float,
+    cost: float | None,
+    held_gpus: int,
+    week_gpu_hours: float,
+    month_cost: float,
+) -> list[str]:
+    """Why a GPR needs an admin's approval for its project's quota, which caps the sum of the
+    project's slices: ``held_gpus`` they hold now, ``week_gpu_hours`` they used in the rolling
+    week, ``month_cost`` their GPRs reserved this month; the GPR holds ``gpu_count`` GPUs for
+    ``hours`` hours at an estimated ``cost`` (None: no price)."""
+    reasons = []
+    name = f"project {project.name}"
+    if project.max_gpus is not None and held_gpus + gpu_count > project.max_gpus:
+        reasons.append(
+            f"{gpu_count} more GPUs would bring {name} to {held_gpus + gpu_count} GPUs at once, over its quota of "
+            f"{project.max_gpus}"
+        )
+    asked = gpu_count * hours
+    if project.max_gpu_hours is not None and week_gpu_hours + asked > project.max_gpu_hours:
+        reasons.append(
+            f"this GPR's {_format_hours(asked)} GPU-hours would bring {name} to "
+            f"{_format_hours(week_gpu_hours + asked)} of its {_format_hours(project.max_gpu_hours)} "
+            "GPU-hours per rolling week"
+        )
+    if project.max_cost_month is not None and cost is not None and month_cost + cost > project.max_cost_month:
+        reasons.append(
+            f"this GPR's estimated cost {cost:.2f} would bring {name}'s month to {month_cost + cost:.2f} "
+            f"of its budget of {project.max_cost_month:.2f}"
         )
     return reasons
 

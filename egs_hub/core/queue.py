@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
 
+from .fairshare import UNUSED, TreeFactor
 from .model import PRIORITY_MAX, PRIORITY_MIN
 from .snapshot import Request
 
@@ -27,25 +28,27 @@ def band(priority: int) -> int:
     return (priority - 1) // BAND_WIDTH
 
 
-def queue_key(request: Request, factor: float = 1.0) -> tuple:
+def queue_key(request: Request, factor: TreeFactor = UNUSED) -> tuple:
     """The request's place in the queue; smaller keys are served first.
 
-    Order: higher band, then higher fair-share factor of its slice (so fair share
-    reorders work only within a band), then higher priority value, then earlier
-    submission, then lower GPR id (a deterministic tie-break).
+    Order: higher band, then higher fair-share factor of its project, then of its slice
+    within the project (``factor``, fairshare.tree_factors: fair share reorders work only
+    within a band), then higher priority value, then earlier submission, then lower GPR
+    id (a deterministic tie-break).
     """
     priority = request.spec.priority
-    return (-band(priority), -factor, -priority, request.submitted_at.timestamp(), request.gpr_id)
+    project, own = factor
+    return (-band(priority), -project, -own, -priority, request.submitted_at.timestamp(), request.gpr_id)
 
 
 class PriorityQueue:
     """Queued requests kept in ``queue_key`` order; push, remove, re-prioritise and
     position are O(log n).
 
-    ``factors`` maps a slice name to its fair-share factor; slices it does not name get 1.0.
+    ``factors`` maps a slice name to its tree factor; slices it does not name get (1.0, 1.0).
     """
 
-    def __init__(self, requests: Iterable[Request] = (), factors: Mapping[str, float] | None = None):
+    def __init__(self, requests: Iterable[Request] = (), factors: Mapping[str, TreeFactor] | None = None):
         self._factors = dict(factors or {})
         self._by_id: dict[int, tuple[tuple, Request]] = {}
         for request in requests:
@@ -55,7 +58,7 @@ class PriorityQueue:
 
     def key(self, request: Request) -> tuple:
         """``queue_key`` with this queue's factor for the request's slice."""
-        return queue_key(request, self._factors.get(request.spec.slice, 1.0))
+        return queue_key(request, self._factors.get(request.spec.slice, UNUSED))
 
     def push(self, request: Request) -> None:
         self._check_new(request)

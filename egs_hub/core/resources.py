@@ -115,7 +115,11 @@ class Usage(Resource):
     gpu_hours_week: float = Field(description="GPU-hours used in the rolling week")
     decayed_gpu_hours: float = Field(description="GPU-hours used, each weighed down by its age (fair-share half-life)")
     fair_share_factor: float = Field(
-        description="in (0, 1]: 1 used nothing lately, 1/2 used its share; higher is served first within a band"
+        description="in (0, 1], among its project's slices: 1 used nothing lately, 1/2 used its share; "
+        "higher is served first within a band and project"
+    )
+    project_fair_share_factor: float = Field(
+        description="its project's, among projects: a higher one is served first within a band, before the slice's"
     )
 
 
@@ -348,7 +352,8 @@ class QueuedGPR(GPR):
     """A queued GPR as GET /queue lists it: with its priority band and its slice's fair-share factor."""
 
     band: Literal[BANDS]  # type: ignore[valid-type]
-    fair_share_factor: float = Field(description="of the GPR's slice, in (0, 1]")
+    fair_share_factor: float = Field(description="of the GPR's slice within its project, in (0, 1]")
+    project_fair_share_factor: float = Field(description="of the GPR's project among projects, in (0, 1]")
 
 
 class QueuePage(Resource):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from .model import GPR, PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy, Status
+from .model import GPR, PRIORITY_DEFAULT, GPRSpec, Node, Project, Shape, SlicePolicy, Status
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,9 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """``usage``: each slice's decayed GPU-seconds (fair share); ``previous``: the last
-    plan's estimates, which this plan keeps unless something ahead changed."""
+    """``usage``: each slice's decayed GPU-seconds (fair share, two levels: ``projects`` and
+    ``project_policies``); ``previous``: the last plan's estimates, which this plan keeps unless
+    something ahead changed."""
 
     nodes: tuple[Node, ...]
     bookings: tuple[Booking, ...] = ()
@@ -90,6 +91,8 @@ class Snapshot:
     unhealthy_gpus: frozenset[str] = frozenset()
     usage: Mapping[str, float] = field(default_factory=dict)
     previous: Mapping[int, Estimate] = field(default_factory=dict)
+    projects: Mapping[str, str] = field(default_factory=dict)  # slice -> project (missing: the default project)
+    project_policies: Mapping[str, Project] = field(default_factory=dict)  # the projects' shares and quotas
 
 
 @dataclass(frozen=True)

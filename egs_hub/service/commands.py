@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..core import lifecycle
 from ..core import model as core
 from ..core.errors import Conflict, Forbidden, NotFound, PolicyViolation
-from ..core.policy import approval_reasons, check_request
+from ..core.policy import approval_reasons, check_request, project_approval_reasons
 from ..core.queue import band
 from ..core.requests import check_start_after
 from ..core.snapshot import Estimate, Eviction
@@ -98,19 +98,34 @@ class Commands:
         against its slice (members' limits, unless ``admin``) and the inventory (can it ever run).
         Returns why it would need an admin's approval (or be rejected): over max_duration,
         max_gpus, auto_approve_max_gpus, the GPU-hours left of the slice's rolling week, or its
-        month's budget."""
+        month's budget; or over its project's quota (the sum of the project's slices)."""
         check_start_after(spec.start_after, now, self.max_start_after)
         if not admin:
             check_request(spec, policy)
-        servability = self.planning.state.current(session, now).servability(spec)
+        state = self.planning.state.current(session, now)
+        servability = state.servability(spec)
         if servability.reason is not None:
             raise PolicyViolation(servability.field, servability.reason)
         week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
-        month, cost = 0.0, None
-        if policy.max_cost_month is not None:
-            month = month_spend(session, spec.slice, now)
-            cost = estimated_cost(session, self.planning.state.nodes, spec, servability.gpus)
-        return approval_reasons(spec, servability.gpus, policy, week, month, cost)
+        project = state.project_policies.get(state.projects.get(spec.slice, core.DEFAULT_PROJECT))
+        priced = policy.max_cost_month is not None or (project is not None and project.max_cost_month is not None)
+        cost = estimated_cost(session, state.nodes, spec, servability.gpus) if priced else None
+        month = month_spend(session, spec.slice, now) if policy.max_cost_month is not None else 0.0
+        reasons = approval_reasons(spec, servability.gpus, policy, week, month, cost)
+        if project is not None:
+            reasons += self._project_reasons(session, state, project, spec, servability.gpus, cost, now)
+        return reasons
+
+    def _project_reasons(self, session, state, project, spec, gpus: int, cost, now: datetime) -> list[str]:
+        """Why the GPR needs approval for its project's quota; reads only what the quota limits."""
+        if project.max_gpus is None and project.max_gpu_hours is None and project.max_cost_month is None:
+            return []
+        slices = [name for name, of in state.projects.items() if of == project.name]
+        held = state.held_gpus(slices) if project.max_gpus is not None else 0
+        week = week_gpu_hours(session, slices, now) if project.max_gpu_hours is not None else 0.0
+        month = month_spend(session, slices, now) if project.max_cost_month is not None else 0.0
+        hours = spec.duration / timedelta(hours=1)
+        return project_approval_reasons(project, gpus, hours, cost, held, week, month)
 
     def policy_of(
         self, session: Session, slice_name: str, now: datetime, authorize: Authorize | None

@@ -356,38 +356,46 @@ def position_key(estimate: Estimate | None, gpr_id: int) -> tuple[bool, int, int
     return (position is None, position or 0, gpr_id)
 
 
-def factors(snapshot: Snapshot) -> dict[str, float]:
-    """Each slice's fair-share factor, as the planner orders the snapshot's queue with."""
-    return fairshare.factors(snapshot.usage, fairshare.shares(snapshot.policies))
+def factors(snapshot: Snapshot) -> dict[str, fairshare.TreeFactor]:
+    """Each slice's tree factor (its project's, then its own), as the planner orders the snapshot's queue with."""
+    return fairshare.tree_factors(snapshot.usage, snapshot.policies, snapshot.projects, snapshot.project_policies)
 
 
 def slice_usage(session: Session, now: datetime, half_life: timedelta) -> dict[str, dict]:
-    """Per slice: GPU-hours in the rolling week, decayed GPU-hours and fair-share factor."""
+    """Per slice: GPU-hours in the rolling week, decayed GPU-hours and fair-share factors (its project's
+    and its own within the project)."""
     since = now - max(quota.WEEK, queries.USAGE_HALF_LIVES * half_life)
     uses = queries.gpu_uses(session, since, now)
     decayed = fairshare.decayed_usage(uses, now, half_life)
-    policies = {row.name: queries.slice_policy(row) for row in queries.all_slices(session)}
-    made = fairshare.factors(decayed, fairshare.shares(policies))
+    rows = queries.all_slices(session)
+    policies = {row.name: queries.slice_policy(row) for row in rows}
+    projects = {row.name: row.project.name for row in rows}
+    project_policies = {p.name: queries.to_project(p) for p in queries.all_projects(session)}
+    made = fairshare.tree_factors(decayed, policies, projects, project_policies)
     return {
         name: {
             "gpu_hours_week": round(quota.week_gpu_hours(uses, name, now), 6),
             "decayed_gpu_hours": round(decayed.get(name, 0.0) / 3600, 6),
-            "fair_share_factor": round(made[name], 6),
+            "fair_share_factor": round(made[name][1], 6),
+            "project_fair_share_factor": round(made[name][0], 6),
         }
         for name in policies
     }
 
 
-def week_gpu_hours(session: Session, slice_name: str, now: datetime) -> float:
-    """GPU-hours the slice used in the rolling week; running GPRs count up to now."""
-    return quota.week_gpu_hours(queries.gpu_uses(session, now - quota.WEEK, now, [slice_name]), slice_name, now)
+def week_gpu_hours(session: Session, slices: str | list[str], now: datetime) -> float:
+    """GPU-hours the slice (or the slices) used in the rolling week; running GPRs count up to now."""
+    slices = [slices] if isinstance(slices, str) else slices
+    uses = queries.gpu_uses(session, now - quota.WEEK, now, slices)
+    return sum(quota.week_gpu_hours(uses, name, now) for name in slices)
 
 
-def month_spend(session: Session, slice_name: str, now: datetime) -> float:
-    """What the slice's GPRs reserved in this calendar month (UTC), at their prices."""
+def month_spend(session: Session, slices: str | list[str], now: datetime) -> float:
+    """What the slice's (or the slices') GPRs reserved in this calendar month (UTC), at their prices."""
+    slices = [slices] if isinstance(slices, str) else slices
     start = usage.period_start(now, "month")
     end = usage.next_period(start, "month")
-    return cost.reserved_cost_between(queries.gprs_held_between(session, start, end, [slice_name]), start, end)
+    return cost.reserved_cost_between(queries.gprs_held_between(session, start, end, slices), start, end)
 
 
 def estimated_cost(session: Session, nodes: Iterable[core.Node], spec: core.GPRSpec, gpus: int) -> float | None:

@@ -211,6 +211,8 @@ class PlanningState:
             unhealthy_gpus=self.unhealthy,
             usage=dict(self.usage),
             previous=dict(previous or {}),
+            projects=dict(self.projects),
+            project_policies=dict(self.project_policies),
         )
 
     def queued(self) -> list[core.GPR]:
@@ -219,6 +221,11 @@ class PlanningState:
 
     def is_queued(self, gpr_id: int) -> bool:
         return gpr_id in self._queue
+
+    def held_gpus(self, slices: Iterable[str]) -> int:
+        """The GPUs the GPRs of ``slices`` hold now."""
+        wanted = set(slices)
+        return sum(len(b.gpus) for b in self._bookings.values() if b.slice in wanted)
 
     def may_evict_for(self, spec: core.GPRSpec) -> bool:
         """Whether a GPR of ``spec`` could have GPUs evicted for it: its slice's policy allows it and

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from egs_hub.core.errors import PolicyViolation
-from egs_hub.core.model import GPRSpec, SlicePolicy
+from egs_hub.core.model import GPRSpec, Project, SlicePolicy
 from egs_hub.core.planner import gpu_count
-from egs_hub.core.policy import approval_reasons, check_request
+from egs_hub.core.policy import approval_reasons, check_request, project_approval_reasons
 
 from .builders import node, spec
 
@@ -144,3 +144,31 @@ def test_gpu_count(wanted: GPRSpec, want_count: int):
         node("h2", 8, "H100", cluster="c2", schedulable=False),
     )
     assert gpu_count(wanted, nodes) == want_count
+
+
+@pytest.mark.parametrize(
+    ("project", "args", "want"),
+    [
+        (Project("x"), (8, 10.0, 100.0, 100, 1e6, 1e6), []),  # no quota: nothing to pass
+        (
+            Project("x", max_gpus=8),
+            (2, 1.0, None, 7, 0.0, 0.0),
+            ["2 more GPUs would bring project x to 9 GPUs at once, over its quota of 8"],
+        ),
+        (Project("x", max_gpus=8), (2, 1.0, None, 6, 0.0, 0.0), []),
+        (
+            Project("x", max_gpu_hours=100),
+            (4, 2.5, None, 0, 95.0, 0.0),
+            ["this GPR's 10 GPU-hours would bring project x to 105 of its 100 GPU-hours per rolling week"],
+        ),
+        (
+            Project("x", max_cost_month=50),
+            (1, 1.0, 12.5, 0, 0.0, 40.0),
+            ["this GPR's estimated cost 12.50 would bring project x's month to 52.50 of its budget of 50.00"],
+        ),
+        (Project("x", max_cost_month=50), (1, 1.0, None, 0, 0.0, 49.0), []),  # no price
+    ],
+    ids=["none", "gpus-over", "gpus-within", "gpu-hours", "budget", "unpriced"],
+)
+def test_project_approval_reasons(project, args, want):
+    assert project_approval_reasons(project, *args) == want

@@ -31,8 +31,12 @@ def test_band_refuses_priorities_out_of_range(priority: int):
 @dataclass(frozen=True)
 class OrderCase:
     requests: list[Request]
-    factors: dict[str, float]  # fair-share factor per slice; others get 1.0
+    factors: dict[str, float | tuple[float, float]]  # per slice: its factor in one project, or (project's, own)
     want: list[int]  # gpr ids in queue order
+
+    @property
+    def tree(self) -> dict[str, tuple[float, float]]:
+        return {s: f if isinstance(f, tuple) else (1.0, f) for s, f in self.factors.items()}
 
 
 ORDERS = {
@@ -56,16 +60,27 @@ ORDERS = {
         [req(1, submitted=-1), req(2, submitted=-2)], {}, want=[2, 1]
     ),
     "all else equal: lower id first": OrderCase([req(2, submitted=-1), req(1, submitted=-1)], {}, want=[1, 2]),
+    "the project's factor before the slice's": OrderCase(
+        [req(1, slice="a"), req(2, slice="b")], {"a": (0.4, 1.0), "b": (0.6, 0.1)}, want=[2, 1]
+    ),
+    "within a project, the slice's factor": OrderCase(
+        [req(1, slice="a"), req(2, slice="b")], {"a": (0.5, 0.2), "b": (0.5, 0.3)}, want=[2, 1]
+    ),
+    "the band before the project's factor": OrderCase(
+        [req(1, priority=201, slice="a"), req(2, priority=200, slice="b")],
+        {"a": (0.1, 0.1), "b": (1.0, 1.0)},
+        want=[1, 2],
+    ),
 }
 
 
 @pytest.mark.parametrize("case", ORDERS.values(), ids=ORDERS.keys())
 def test_order(case: OrderCase):
-    queue = PriorityQueue(case.requests, case.factors)
+    queue = PriorityQueue(case.requests, case.tree)
     assert [r.gpr_id for r in queue] == case.want
     assert [queue.position(gpr_id) for gpr_id in case.want] == list(range(1, len(case.want) + 1))
     # the order is the one queue_key gives
-    by_key = sorted(case.requests, key=lambda r: queue_key(r, case.factors.get(r.spec.slice, 1.0)))
+    by_key = sorted(case.requests, key=lambda r: queue_key(r, case.tree.get(r.spec.slice, (1.0, 1.0))))
     assert [r.gpr_id for r in by_key] == case.want
 
 
@@ -107,7 +122,7 @@ def test_errors_name_the_gpr():
     assert list(queue) == [req(1)]  # unchanged by the refused calls
 
 
-FACTORS = {"a": 1.0, "b": 0.5, "c": 0.25}
+FACTORS = {"a": (1.0, 1.0), "b": (1.0, 0.5), "c": (0.5, 1.0)}
 IDS = st.integers(min_value=1, max_value=12)
 PRIORITIES = st.sampled_from([1, 50, 100, 101, 150, 200, 201, 300])
 OPS = st.one_of(
@@ -151,7 +166,7 @@ def test_queue_matches_a_sorted_list(ops):
         else:
             held[gpr_id] = queue.change_priority(gpr_id, *args)
             assert held[gpr_id].spec.priority == args[0]
-        want = sorted(held.values(), key=lambda r: queue_key(r, FACTORS.get(r.spec.slice, 1.0)))
+        want = sorted(held.values(), key=lambda r: queue_key(r, FACTORS.get(r.spec.slice, (1.0, 1.0))))
         assert list(queue) == want
         assert len(queue) == len(want)
         assert [queue.position(r.gpr_id) for r in want] == list(range(1, len(want) + 1))

@@ -80,10 +80,10 @@ def test_a_field_newer_than_the_client_is_kept():
 
 
 def test_a_queued_gpr_is_a_gpr_with_its_band():
-    queued = QueuedGPR(**GPR_FIELDS, band="medium", fair_share_factor=0.5)
+    queued = QueuedGPR(**GPR_FIELDS, band="medium", fair_share_factor=0.5, project_fair_share_factor=1.0)
     assert isinstance(queued, GPR) and queued.model_dump(mode="json")["band"] == "medium"
     with pytest.raises(ValidationError, match="band"):
-        QueuedGPR(**GPR_FIELDS, band="urgent", fair_share_factor=0.5)
+        QueuedGPR(**GPR_FIELDS, band="urgent", fair_share_factor=0.5, project_fair_share_factor=1.0)
 
 
 def test_a_wait_is_written_as_wait_seconds():
@@ -111,7 +111,11 @@ def test_an_error_names_its_field_only_when_there_is_one():
 def test_the_document_lists_only_the_fields_the_models_have():
     schemas = resource_schemas("#/components/schemas/{model}")
     assert schemas["GPR"]["additionalProperties"] is False
-    assert set(schemas["QueuedGPR"]["properties"]) == set(GPR_FIELDS) | {"band", "fair_share_factor"}
+    assert set(schemas["QueuedGPR"]["properties"]) == set(GPR_FIELDS) | {
+        "band",
+        "fair_share_factor",
+        "project_fair_share_factor",
+    }
     assert schemas["WaitTimeOption"]["properties"]["wait_seconds"]["type"] == "integer"
 
 

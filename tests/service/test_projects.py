@@ -7,6 +7,8 @@ import secrets
 
 import pytest
 
+from .hub import until_status
+
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
@@ -106,3 +108,22 @@ def test_a_project_admin_runs_their_projects_slices_and_nothing_else(admin, make
     as_bob.call("DELETE", f"slices/{team}", expect=204)
     admin.call("DELETE", f"projects/{name}", expect=204)
     admin.get(f"projects/{name}", expect=404)
+
+
+def test_a_projects_quota_caps_the_sum_of_its_slices(admin, make_project, user):
+    alice, as_alice = user("alice")
+    name = make_project(quota={"max_gpus": 3})["name"]
+    first, second = _name("a"), _name("b")
+    for team in (first, second):
+        admin.post("slices", {"name": team, "project": name, "members": [alice]}, expect=201)
+    held = as_alice.post("gprs", {"slice": first, "gpus": 2, "duration": "10m"}, expect=201)
+    until_status(as_alice, held["id"], "provisioned")
+    # Two more GPUs in the other slice would bring the project to 4 at once.
+    (reason,) = as_alice.post("wait-times", {"slice": second, "gpus": 2, "duration": "10m"})["needs_approval"]
+    assert reason == f"2 more GPUs would bring project {name} to 4 GPUs at once, over its quota of 3"
+    assert as_alice.post("wait-times", {"slice": second, "gpus": 1, "duration": "10m"})["needs_approval"] == []
+    waiting = as_alice.post("gprs", {"slice": second, "gpus": 2, "duration": "10m"}, expect=201)
+    assert waiting["status"] == "pending-approval" and waiting["status_reason"] == reason
+    admin.call("DELETE", f"gprs/{waiting['id']}", expect=200)
+    admin.post(f"gprs/{held['id']}/release", expect=200)
+    until_status(admin, held["id"], "complete")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from ...core import fairshare
 from ...core.queue import band
 from ...core.requests import EvictionConfirm, parse_body
 from ...core.resources import BANDS, Eviction, Evictions, QueuedGPR, QueuePage
@@ -50,7 +51,8 @@ class QueueHandler(GPRBase):
                 redact=gpr.spec.slice not in member_of,
                 model=QueuedGPR,
                 band=BANDS[band(gpr.spec.priority)],
-                fair_share_factor=round(factor_of.get(gpr.spec.slice, 1.0), 6),
+                project_fair_share_factor=round(factor_of.get(gpr.spec.slice, fairshare.UNUSED)[0], 6),
+                fair_share_factor=round(factor_of.get(gpr.spec.slice, fairshare.UNUSED)[1], 6),
             )
             for _, gpr in page
         ]
