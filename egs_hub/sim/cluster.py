@@ -18,6 +18,10 @@ YAML (``--cluster FILE``)::
         a100: 4
     slices:                 # optional: fair-share weight per slice (default 1)
       team-a: 2
+    projects:               # optional: projects, their weight among projects (default 1) and slices;
+      research:             #   fair share is two-level, projects first (a slice in none: "default")
+        share: 3
+        slices: [team-a, team-b]
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from ..core.model import Node, Shape
+from ..core.model import DEFAULT_PROJECT, Node, Project, Shape
 from .trace import Job, SimInputError, Trace
 
 DEFAULT_SHAPE = ("GPU", 80)  # model and memory of the shape that --gpus-per-node makes
@@ -45,6 +49,11 @@ class NodeGroup:
 class Inventory:
     groups: tuple[NodeGroup, ...]
     shares: dict[str, float] = field(default_factory=dict)
+    projects: dict[str, str] = field(default_factory=dict)  # slice -> project (missing: the default project)
+    project_policies: dict[str, Project] = field(default_factory=dict)
+
+    def project_of(self, slice_name: str) -> str:
+        return self.projects.get(slice_name, DEFAULT_PROJECT)
 
     @property
     def capacity(self) -> int:
@@ -117,7 +126,31 @@ def read_inventory(path: str | Path) -> Inventory:
         if not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
             raise SimInputError(f"{path}: slices.{name} must be a non-negative number, got {weight!r}")
         shares[str(name)] = float(weight)
-    return Inventory(tuple(groups), shares)
+    projects, project_policies = _projects(path, doc.get("projects") or {})
+    return Inventory(tuple(groups), shares, projects, project_policies)
+
+
+def _projects(path: Path, doc: object) -> tuple[dict[str, str], dict[str, Project]]:
+    """``projects:`` as (slice -> project, project -> its record with its share)."""
+    if not isinstance(doc, dict):
+        raise SimInputError(f"{path}: 'projects' must map project names to their share and slices")
+    of_slice: dict[str, str] = {}
+    policies = {}
+    for name, spec in doc.items():
+        where = f"projects.{name}"
+        if not isinstance(spec, dict) or not isinstance(spec.get("slices", []), list):
+            raise SimInputError(f"{path}: {where} must have 'slices' (a list of slice names) and an optional 'share'")
+        share = spec.get("share", 1)
+        if not isinstance(share, int | float) or isinstance(share, bool) or share < 0:
+            raise SimInputError(f"{path}: {where}.share must be a non-negative number, got {share!r}")
+        for slice_name in spec.get("slices", []):
+            if str(slice_name) in of_slice:
+                raise SimInputError(
+                    f"{path}: slice {slice_name!r} is in projects {of_slice[str(slice_name)]} and {name}"
+                )
+            of_slice[str(slice_name)] = str(name)
+        policies[str(name)] = Project(str(name), share=float(share))
+    return of_slice, policies
 
 
 def _shape(path: Path, name: str, spec: object) -> Shape:
@@ -147,7 +180,7 @@ def scale_to_load(inventory: Inventory, trace: Trace, load: float) -> Inventory:
     largest = max(range(len(groups)), key=lambda i: (inventory.groups[i].count, -i))
     needed = max(nodes_needed(job, groups[largest].shape.gpus_per_node) for job in trace.jobs)
     groups[largest] = replace(groups[largest], count=max(groups[largest].count, needed))
-    return Inventory(tuple(groups), inventory.shares)
+    return replace(inventory, groups=tuple(groups))
 
 
 def nodes_needed(job: Job, gpus_per_node: int) -> int:

@@ -141,6 +141,8 @@ def replay(
                 policies=policies,
                 usage=usage,
                 previous=previous,
+                projects=inventory.projects,
+                project_policies=inventory.project_policies,
             )
             tick = time.perf_counter()
             decided = plan(snapshot, now, backfill=backfill)

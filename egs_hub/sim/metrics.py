@@ -86,8 +86,10 @@ def summarize(run: Replay) -> dict:
     bound = sum(run.bound_gpus[i] * overlap(run.start[i], run.bound_end[i], 0.0, span) for i in started)
     used = sum(run.used_gpus[i] * overlap(run.start[i], run.used_end[i], 0.0, span) for i in started)
     by_slice: dict[str, list[float]] = defaultdict(list)
+    by_project: dict[str, list[float]] = defaultdict(list)
     for i, wait in zip(started, waits, strict=True):
         by_slice[trace.jobs[i].slice].append(wait)
+        by_project[inventory.project_of(trace.jobs[i].slice)].append(wait)
     passes = run.pass_s
     figures = {
         "policy": run.policy,
@@ -112,6 +114,10 @@ def summarize(run: Replay) -> dict:
         "capacity_gpus": capacity,
         "nodes": inventory.node_count,
         "slices": {name: waits_summary(by_slice.get(name, [])) for name in trace.slices},
+        "projects": {
+            name: waits_summary(by_project.get(name, []))
+            for name in sorted({inventory.project_of(s) for s in trace.slices})
+        },
     }
     return figures
 

@@ -125,6 +125,17 @@ def test_cluster_yaml(tmp_path):
     ]
     assert nodes[0].gpus[0] == f"{nodes[0].name}-g0" and len({g for n in nodes for g in n.gpus}) == 32
     assert inventory.shares == {"team-a": 2.0}
+    assert inventory.projects == {} and inventory.project_of("team-a") == "default"
+
+
+def test_cluster_yaml_with_projects(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        CLUSTER_YAML + "projects:\n  research: {share: 3, slices: [team-a, team-b]}\n  ops: {slices: [c]}\n"
+    )
+    inventory = read_inventory(path)
+    assert inventory.projects == {"team-a": "research", "team-b": "research", "c": "ops"}
+    assert {p.name: p.share for p in inventory.project_policies.values()} == {"research": 3.0, "ops": 1.0}
 
 
 BAD_YAML = {
@@ -137,6 +148,13 @@ BAD_YAML = {
         "the clusters have no nodes",
     ),
     "not YAML": ("shapes: [\n", "cannot read the cluster file"),
+    "projects not a mapping": (CLUSTER_YAML + "projects: [a]\n", "'projects' must map project names"),
+    "project without slices list": (CLUSTER_YAML + "projects: {r: {slices: a}}\n", "projects.r must have 'slices'"),
+    "project share": (CLUSTER_YAML + "projects: {r: {share: -1, slices: []}}\n", "projects.r.share must be"),
+    "slice in two projects": (
+        CLUSTER_YAML + "projects: {r: {slices: [a]}, s: {slices: [a]}}\n",
+        "slice 'a' is in projects r and s",
+    ),
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -129,3 +129,23 @@ def test_hand_figures(policy, tmp_path):
     assert figures["jain"] == pytest.approx(1.0)  # one slice
     for key, want in FIGURES[policy].items():
         assert figures[key] == pytest.approx(want), key
+
+
+def test_projects_share_first_and_waits_are_reported_per_project(tmp_path):
+    """One node of 4 GPUs. Project x's slice a1 held it all first; then x's idle slice a2 and y's slice
+    b ask at the same time: with projects, y goes first (x used its share through a1); with slices
+    only, a2 (never used) would go first."""
+    rows = [
+        row(0, slice="a1", gpus=4, duration=100),
+        row(1, slice="a2", gpus=4, duration=100),
+        row(1, slice="b", gpus=4, duration=100),
+    ]
+    flat = replay(trace(tmp_path, rows), inventory(), "planner")
+    assert flat.start == [0, 100 + US, 200 + 2 * US]
+    projects = {"a1": "x", "a2": "x", "b": "y"}
+    tree = replay(trace(tmp_path, rows), replace(inventory(), projects=projects), "planner")
+    assert tree.start == [0, 200 + 2 * US, 100 + US]
+    figures = summarize(tree)
+    assert figures["projects"]["x"]["wait_mean_s"] == pytest.approx((0 + 199) / 2)
+    assert figures["projects"]["y"]["wait_mean_s"] == pytest.approx(99)
+    assert set(summarize(flat)["projects"]) == {"default"}
