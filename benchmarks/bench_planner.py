@@ -148,7 +148,7 @@ def bench_queue(operations: int, seed: int) -> float:
         Request(i, GPRSpec(slice=f"s{i % 50}", duration=timedelta(hours=1), gpus=1, priority=rng.randint(1, 300)), NOW)
         for i in range(third)
     ]
-    factors = {f"s{i}": rng.uniform(0.01, 1) for i in range(50)}
+    factors = {f"s{i}": (rng.uniform(0.01, 1), rng.uniform(0.01, 1)) for i in range(50)}  # (project's, own)
     priorities = [rng.randint(1, 300) for _ in requests]
     queue = PriorityQueue(factors=factors)
     started = time.perf_counter()
