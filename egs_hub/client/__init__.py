@@ -26,6 +26,7 @@ from ..core.resources import (
     Health,
     Inventory,
     MetricSource,
+    Project,
     QueuedGPR,
     Schedule,
     Server,
@@ -43,6 +44,7 @@ from ..core.resources import (
     WaitTimes,
     Workload,
     Workloads,
+    WorkspaceRequest,
 )
 from .aio import AsyncEGSClient
 from .errors import EGSConfigError, EGSConnectionError, EGSError
@@ -68,6 +70,7 @@ __all__ = [
     "Health",
     "Inventory",
     "MetricSource",
+    "Project",
     "QueuedGPR",
     "Schedule",
     "Server",
@@ -85,4 +88,5 @@ __all__ = [
     "WaitTimes",
     "Workload",
     "Workloads",
+    "WorkspaceRequest",
 ]

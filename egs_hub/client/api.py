@@ -32,6 +32,7 @@ from ..core.resources import (
     GPUs,
     Health,
     Inventory,
+    Project,
     QueuedGPR,
     Resource,
     Schedule,
@@ -45,6 +46,7 @@ from ..core.resources import (
     UsedUtilization,
     WaitTimes,
     Workloads,
+    WorkspaceRequest,
 )
 from .errors import EGSError
 
@@ -225,6 +227,83 @@ class Operations(ABC):
     def openapi(self) -> dict:
         """The OpenAPI 3.1 document of the API, as JSON."""
         return self._send(Call("GET", "openapi.json", dict))
+
+    # projects and workspace requests
+
+    def projects(self) -> list[Project]:
+        """Every project (admins), or those the caller is a project admin of."""
+        return self._send(Call("GET", "projects", _list_of(Project, "projects")))
+
+    def project(self, name: str) -> Project:
+        return self._send(Call("GET", f"projects/{_segment(name)}", _one(Project)))
+
+    def create_project(
+        self,
+        name: str,
+        *,
+        display_name: str | None = None,
+        admin_group: str | None = None,
+        quota: Mapping | None = None,
+        share: float | None = None,
+    ) -> Project:
+        """Admins: a project; its admins are the hub group ``admin_group`` (default NAME-admins)."""
+        body = _body(name=name, display_name=display_name, admin_group=admin_group, quota=quota, share=share)
+        return self._send(Call("POST", "projects", _one(Project), body=body))
+
+    def update_project(self, name: str, **changes: Any) -> Project:
+        """Admins: change ``display_name``, ``quota`` (per key) or ``share``."""
+        return self._send(Call("PATCH", f"projects/{_segment(name)}", _one(Project), body=_encode(changes)))
+
+    def delete_project(self, name: str) -> None:
+        return self._send(Call("DELETE", f"projects/{_segment(name)}", _nothing))
+
+    def add_project_admin(self, name: str, user: str) -> Project:
+        return self._send(Call("PUT", f"projects/{_segment(name)}/admins/{_segment(user)}", _one(Project)))
+
+    def remove_project_admin(self, name: str, user: str) -> Project:
+        return self._send(Call("DELETE", f"projects/{_segment(name)}/admins/{_segment(user)}", _one(Project)))
+
+    def workspace_requests(self, status: str | None = None) -> list[WorkspaceRequest]:
+        """The caller's own workspace requests and those of the projects they manage, newest first."""
+        call = Call(
+            "GET", "workspace-requests", _list_of(WorkspaceRequest, "workspace_requests"), _query(status=status)
+        )
+        return self._send(call)
+
+    def workspace_request(self, request_id: int) -> WorkspaceRequest:
+        return self._send(Call("GET", f"workspace-requests/{_segment(request_id)}", _one(WorkspaceRequest)))
+
+    def request_workspace(
+        self,
+        name: str,
+        *,
+        project: str | None = None,
+        display_name: str | None = None,
+        purpose: str | None = None,
+        members: list[str] | None = None,
+        quota: Mapping | None = None,
+        clusters: list[str] | None = None,
+    ) -> WorkspaceRequest:
+        """Ask a project's admins (``project``, default ``default``) for a new workspace."""
+        body = _body(
+            project=project,
+            name=name,
+            display_name=display_name,
+            purpose=purpose,
+            members=members,
+            quota=quota,
+            clusters=clusters,
+        )
+        return self._send(Call("POST", "workspace-requests", _one(WorkspaceRequest), body=body))
+
+    def approve_workspace_request(self, request_id: int, reason: str = "", **edits: Any) -> WorkspaceRequest:
+        """A project's admins: make the workspace, with ``quota``, ``policy`` or ``clusters`` changed if given."""
+        path = f"workspace-requests/{_segment(request_id)}/approve"
+        return self._send(Call("POST", path, _one(WorkspaceRequest), body={"reason": reason, **_encode(edits)}))
+
+    def deny_workspace_request(self, request_id: int, reason: str = "") -> WorkspaceRequest:
+        path = f"workspace-requests/{_segment(request_id)}/deny"
+        return self._send(Call("POST", path, _one(WorkspaceRequest), body={"reason": reason}))
 
     # slices
 

@@ -407,6 +407,18 @@ Namespaces = Annotated[
 ]
 
 
+ClusterNames = Annotated[
+    tuple[Annotated[str, Field(min_length=1, max_length=100, pattern=TEXT_PATTERN)], ...],
+    Field(max_length=100),
+    BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value),
+]
+Members = Annotated[
+    tuple[str, ...],
+    BeforeValidator(parsed(parse_user_list)),
+    WithJsonSchema({"type": "array", "items": {"type": "string"}, "maxItems": 1000}),
+]
+
+
 class ProjectCreate(Body):
     """POST /projects: a project, the hub group of its admins (made when missing), its quota and share."""
 
@@ -454,11 +466,30 @@ class SliceCreate(Body):
     quota: QuotaBody = QuotaBody()
     policy: PolicyBody = PolicyBody()
     namespaces: Namespaces = {}
-    members: Annotated[
-        tuple[str, ...],
-        BeforeValidator(parsed(parse_user_list)),
-        WithJsonSchema({"type": "array", "items": {"type": "string"}, "maxItems": 1000}),
+    members: Members = ()
+
+
+class WorkspaceRequestCreate(Body):
+    """POST /workspace-requests: a user asks a project's admins for a new workspace."""
+
+    project: SliceName = "default"
+    name: SliceName
+    display_name: Name = ""
+    purpose: ReasonText = ""
+    members: Annotated[Members, Field(description="besides the one who asks")] = ()
+    quota: QuotaBody = QuotaBody()
+    clusters: Annotated[
+        ClusterNames, Field(description="Kubernetes clusters it gets a namespace on (named as the workspace)")
     ] = ()
+
+
+class WorkspaceApproval(Body):
+    """POST /workspace-requests/{id}/approve: optionally with edits to what was asked."""
+
+    quota: QuotaBody = MISSING
+    policy: PolicyBody = MISSING
+    clusters: ClusterNames = MISSING
+    reason: ReasonText = ""
 
 
 class SliceUpdate(Body):
@@ -732,6 +763,8 @@ BODIES: tuple[type[Body], ...] = (
     SliceUpdate,
     ProjectCreate,
     ProjectUpdate,
+    WorkspaceRequestCreate,
+    WorkspaceApproval,
     ClusterCreate,
     Reason,
     EvictionConfirm,

@@ -161,6 +161,30 @@ class Projects(Resource):
     projects: tuple[Project, ...]
 
 
+class WorkspaceRequest(Resource):
+    """A user's request for a new workspace in a project; its admins approve (the slice is made) or deny it."""
+
+    id: int
+    project: str
+    name: str
+    display_name: str
+    purpose: str
+    members: Names
+    quota: Quota
+    clusters: Names
+    requested_by: str
+    status: Literal[("pending", "approved", "denied")]  # type: ignore[valid-type]
+    reason: str = Field(description="the decision's reason")
+    decided_by: str | None
+    decided_at: Time | None
+    slice: str | None = Field(description="approved: the workspace made")
+    created_at: Time
+
+
+class WorkspaceRequests(Resource):
+    workspace_requests: tuple[WorkspaceRequest, ...]
+
+
 class SliceKubeconfig(Resource):
     """A kubeconfig for a slice's ServiceAccount on ``cluster``, valid until ``expires_at``."""
 
@@ -669,6 +693,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     SliceKubeconfig,
     Project,
     Projects,
+    WorkspaceRequest,
+    WorkspaceRequests,
     Cluster,
     Clusters,
     ClusterPrices,

@@ -55,6 +55,7 @@ from .handlers import (
     slices,
     usage,
     webhooks,
+    workspace_requests,
 )
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
@@ -78,6 +79,9 @@ API_ROUTES = [
     (r"projects", projects.ProjectsHandler),
     (r"projects/([^/]+)", projects.ProjectHandler),
     (r"projects/([^/]+)/admins/([^/]+)", projects.ProjectAdminHandler),
+    (r"workspace-requests", workspace_requests.WorkspaceRequestsHandler),
+    (r"workspace-requests/([^/]+)", workspace_requests.WorkspaceRequestHandler),
+    (r"workspace-requests/([^/]+)/(approve|deny)", workspace_requests.WorkspaceDecisionHandler),
     (r"slices", slices.SlicesHandler),
     (r"slices/([^/]+)", slices.SliceHandler),
     (r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
@@ -585,6 +589,7 @@ class EGSService(Application):
         self.planning.watch(self.sessions, timedelta(seconds=self.plan_reuse_seconds))
         with self.sessions() as session:
             self.planning.restore(session)
+        self.notifier = SlackNotifier(self.slack_webhook_url) if self.slack_webhook_url else None
         self.telemetry = Telemetry(
             self._metric_source(),
             self.sessions,
@@ -592,7 +597,7 @@ class EGSService(Application):
             interval=self.metrics_interval,
             idle_threshold=self.idle_threshold,
             thresholds=self._thresholds_of(self.alert_thresholds),
-            notifier=SlackNotifier(self.slack_webhook_url) if self.slack_webhook_url else None,
+            notifier=self.notifier,
             kube_events=self.kube_events,
         )
         self.exporter = Exporter(self.sessions, lambda: self.telemetry.history.latest().values())

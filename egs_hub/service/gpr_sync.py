@@ -63,10 +63,11 @@ from ..backends.kubernetes.reflector import Reflector
 from ..core.errors import InvalidRequest, PolicyViolation
 from ..core.model import GPR, Status
 from ..core.snapshot import Estimate
+from ..core.templates import GPRTemplate
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import GPRResource
-from .commands import Commands
+from .commands import Commands, template_for
 from .kube_events import GPRResourceHost
 
 log = logging.getLogger(__name__)
@@ -228,7 +229,7 @@ class GPRSync:
                     f"namespace {ref.namespace} on cluster {cluster} is not a namespace of any slice; "
                     "apply it in one of your slice's namespaces",
                 )
-            spec = resources.requested_spec(obj, slice_name, cluster)
+            spec = resources.requested_spec(obj, slice_name, cluster, self.template_of)
 
             def link(session: Session, gpr: GPR) -> None:
                 queries.link_gpr_resource(session, gpr.id, cluster, ref.namespace, ref.name, ref.uid, generation)
@@ -244,6 +245,11 @@ class GPRSync:
         obj = await self._set_finalizer(api, cluster, obj, present=True)
         status = resources.gpr_status(gpr, None, generation, obj.get("status") or {}, now)
         await self._patch_status(api, ref, obj.get("status"), status)
+
+    def template_of(self, name: str, slice_name: str) -> GPRTemplate:
+        """The template a resource names, when its slice may use it (else PolicyViolation naming it)."""
+        with self.sessions() as session:
+            return template_for(session, name, slice_name)
 
     def _edit(self, cluster: str, obj: dict, link: GPRResource, now: datetime) -> tuple[GPR | None, int | None, dict]:
         """Read an edited resource's spec as PATCH /gprs/{id} by the GPR's owner. Returns the GPR edited (None
@@ -263,7 +269,7 @@ class GPRSync:
         try:
             gpr = self.commands.edit(
                 link.gpr_id,
-                lambda spec: resources.edited_spec(obj, spec, cluster),
+                lambda spec: resources.edited_spec(obj, spec, cluster, self.template_of),
                 actor,
                 admin=False,
                 also=follow_generation,

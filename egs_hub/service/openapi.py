@@ -28,6 +28,7 @@ from .parameters import (
     UsageQuery,
     UtilizationQuery,
     WorkloadsQuery,
+    WorkspaceRequestsQuery,
     documented,
 )
 
@@ -77,6 +78,7 @@ SLICE_NAME = _path("name", SliceName)
 CLUSTER_NAME = SLICE_NAME  # clusters are named as slices are
 USER = _path("user", UserName)
 TEMPLATE_NAME = _path("name", TemplateName)
+REQUEST_ID = _path("id", GPRId)  # ids are whole numbers from 1, as a GPR's
 
 
 def _paths() -> dict:
@@ -137,6 +139,44 @@ def _paths() -> dict:
             "delete": {
                 "summary": "Unmake a project admin (admin)",
                 "responses": _responses("the project", _ref("Project"), "400", "401", "403", "404"),
+            },
+        },
+        "/workspace-requests": {
+            "get": {
+                "summary": "Workspace requests of the projects the caller manages, and their own",
+                "parameters": documented(WorkspaceRequestsQuery),
+                "responses": _responses("requests, newest first", _ref("WorkspaceRequests"), "400", "401"),
+            },
+            "post": {
+                "summary": "Ask a project's admins for a new workspace",
+                "requestBody": _body("WorkspaceRequestCreate"),
+                "responses": _responses("asked", _ref("WorkspaceRequest"), "400", "401", "409", "422", status="201"),
+            },
+        },
+        "/workspace-requests/{id}": {
+            "parameters": [REQUEST_ID],
+            "get": {
+                "summary": "One workspace request (its requester, the project's admins)",
+                "responses": _responses("the request", _ref("WorkspaceRequest"), "400", "401", "404"),
+            },
+        },
+        "/workspace-requests/{id}/approve": {
+            "parameters": [REQUEST_ID],
+            "post": {
+                "summary": "Approve, optionally with another quota, policy or clusters: the workspace is made "
+                "(the project's admins, not the requester)",
+                "requestBody": _body("WorkspaceApproval", required=False),
+                "responses": _responses(
+                    "approved", _ref("WorkspaceRequest"), "400", "401", "403", "404", "409", "422", "503"
+                ),
+            },
+        },
+        "/workspace-requests/{id}/deny": {
+            "parameters": [REQUEST_ID],
+            "post": {
+                "summary": "Deny with a reason (the project's admins)",
+                "requestBody": _body("Reason", required=False),
+                "responses": _responses("denied", _ref("WorkspaceRequest"), "400", "401", "403", "404", "409"),
             },
         },
         "/slices": {

@@ -212,3 +212,7 @@ class UsageQuery(Query):
     period: _choice(PERIODS, "rows per calendar week (from Monday, UTC) or month (default month)") = "month"
     since: _time("from the period this time is in (default: the current period)") = None
     format: _choice(("json", "csv"), "json (default) or csv, for chargeback") = "json"
+
+
+class WorkspaceRequestsQuery(Query):
+    status: _choice(("pending", "approved", "denied"), "only requests in this state") = None

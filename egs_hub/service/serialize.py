@@ -14,7 +14,7 @@ from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.templates import GPRTemplate
 from ..store import queries
-from ..store.models import AlertRow, Cluster, EventRow, Project, Slice
+from ..store.models import AlertRow, Cluster, EventRow, Project, Slice, WorkspaceRequestRow
 
 if TYPE_CHECKING:
     from .clusters import ClusterState
@@ -323,4 +323,24 @@ def project_resource(row: Project, admins: list[str], slices: list[str]) -> api.
         slices=slices,
         created_at=row.created_at,
         updated_at=row.updated_at,
+    )
+
+
+def workspace_request_resource(row: WorkspaceRequestRow) -> api.WorkspaceRequest:
+    return api.WorkspaceRequest(
+        id=row.id,
+        project=row.project,
+        name=row.name,
+        display_name=row.display_name,
+        purpose=row.purpose,
+        members=row.members,
+        quota=api.Quota(**{key: row.quota.get(key) for key in api.Quota.model_fields}),
+        clusters=row.clusters,
+        requested_by=row.requested_by,
+        status=row.status,
+        reason=row.reason,
+        decided_by=row.decided_by,
+        decided_at=row.decided_at,
+        slice=row.slice,
+        created_at=row.created_at,
     )

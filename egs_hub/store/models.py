@@ -249,6 +249,28 @@ class GPRUtilization(Base):
     readings: Mapped[int] = mapped_column(Integer)
 
 
+class WorkspaceRequestRow(Base):
+    """A user's request for a new workspace (slice) in a project, and what a project admin decided:
+    ``status`` pending, approved (``slice`` is the slice made) or denied (``reason``)."""
+
+    __tablename__ = "workspace_requests"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(63), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    display_name: Mapped[str] = mapped_column(String(100), default="")
+    purpose: Mapped[str] = mapped_column(Text, default="")
+    members: Mapped[list] = mapped_column(JSON, default=list)
+    quota: Mapped[dict] = mapped_column(JSON, default=dict)
+    clusters: Mapped[list] = mapped_column(JSON, default=list)
+    requested_by: Mapped[str] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    decided_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    slice: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class GPRResource(Base):
     """The GPR custom resource a GPR was made from (kubectl apply), by its uid: a resource already
     linked is never made a GPR again. ``generation``: the resource's generation it was read at;

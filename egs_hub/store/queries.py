@@ -39,6 +39,7 @@ from .models import (
     Slice,
     SliceLeftover,
     SliceNamespace,
+    WorkspaceRequestRow,
 )
 
 DEFAULT_PROJECT = "default"
@@ -533,6 +534,33 @@ def delete_slice_templates(session: Session, slice_name: str) -> list[str]:
     return [row.name for row in rows]
 
 
+# Workspace requests
+
+
+def get_workspace_request(session: Session, request_id: int, *, lock: bool = False) -> WorkspaceRequestRow | None:
+    query = select(WorkspaceRequestRow).where(WorkspaceRequestRow.id == request_id)
+    return session.scalars(query.with_for_update() if lock else query).one_or_none()
+
+
+def workspace_requests(
+    session: Session, status: str | None, requested_by: str | None = None, projects: Iterable[str] | None = None
+) -> list[WorkspaceRequestRow]:
+    """Newest first; with ``requested_by`` and ``projects``, those of that user or of those projects."""
+    query = select(WorkspaceRequestRow).order_by(WorkspaceRequestRow.id.desc())
+    if status is not None:
+        query = query.where(WorkspaceRequestRow.status == status)
+    if requested_by is not None:
+        query = query.where(
+            or_(WorkspaceRequestRow.requested_by == requested_by, WorkspaceRequestRow.project.in_(list(projects or ())))
+        )
+    return list(session.scalars(query))
+
+
+def pending_workspace_request(session: Session, name: str) -> WorkspaceRequestRow | None:
+    query = select(WorkspaceRequestRow).where(WorkspaceRequestRow.name == name, WorkspaceRequestRow.status == "pending")
+    return session.scalars(query.limit(1)).one_or_none()
+
+
 # Prices (core/cost.py)
 
 
@@ -853,7 +881,8 @@ def load_snapshot(
             queue.append(Request(gpr.id, gpr.spec, gpr.created_at, frozenset(gpr.avoid_nodes)))
         else:
             pending.append(Request(gpr.id, gpr.spec, gpr.created_at))
-    policies = {s.name: slice_policy(s) for s in all_slices(session)}
+    slices = all_slices(session)
+    policies = {s.name: slice_policy(s) for s in slices}
     uses = gpu_uses(session, now - USAGE_HALF_LIVES * half_life, now)
     return Snapshot(
         nodes=nodes,
@@ -864,6 +893,8 @@ def load_snapshot(
         unhealthy_gpus=unhealthy,
         usage=fairshare.decayed_usage(uses, now, half_life),
         previous=dict(previous or {}),
+        projects={s.name: s.project.name for s in slices},
+        project_policies={p.name: to_project(p) for p in all_projects(session)},
     )
 
 

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from egs_hub.client import GPR, ClusterPrices, EGSClient, EGSError, QueuedGPR, Slice, Template, UsageReport
+from egs_hub.client import (
+    GPR,
+    ClusterPrices,
+    EGSClient,
+    EGSError,
+    Project,
+    QueuedGPR,
+    Slice,
+    Template,
+    UsageReport,
+    WorkspaceRequest,
+)
 
 from .helpers import until_status
 
@@ -306,3 +318,28 @@ def test_an_address_that_is_not_the_api_says_so(hub):
     # The proxy sends unknown paths to the hub, which redirects; the client follows no redirects.
     assert error.value.status == 302
     assert str(error.value) == f"GET {hub.url}/nothing/here/slices answered 302 without JSON; is it the EGS API v1 URL?"
+
+
+def test_projects_and_workspace_requests(admin, member):
+    bob, as_bob = member("bob")
+    _, as_alice = member("alice")
+    name = f"cp-{secrets.token_hex(3)}"
+    made = admin.create_project(name, display_name="Client project", quota={"max_gpus": 4})
+    assert isinstance(made, Project) and made.quota.max_gpus == 4 and made.admin_group == f"{name}-admins"
+    assert admin.add_project_admin(name, bob).admins == (bob,)
+    assert [p.name for p in as_bob.projects()] == [name]
+    assert admin.update_project(name, share=2).share == 2.0
+
+    team = f"cw-{secrets.token_hex(3)}"
+    asked = as_alice.request_workspace(team, project=name, purpose="a study", quota={"max_gpus": 2})
+    assert isinstance(asked, WorkspaceRequest) and asked.status == "pending" and is_aware(asked.created_at)
+    assert [r.id for r in as_bob.workspace_requests(status="pending")] == [asked.id]
+    approved = as_bob.approve_workspace_request(asked.id, reason="go", quota={"max_gpus": 1})
+    assert (approved.status, approved.slice) == ("approved", team)
+    assert as_alice.slice(team).quota.max_gpus == 1 and as_alice.workspace_request(asked.id).decided_by == bob
+    again = as_alice.request_workspace(f"{team}-2", project=name)
+    assert as_bob.deny_workspace_request(again.id, "no").status == "denied"
+
+    admin.delete_slice(team)
+    assert admin.remove_project_admin(name, bob).admins == ()
+    assert admin.delete_project(name) is None

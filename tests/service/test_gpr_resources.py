@@ -22,6 +22,7 @@ from egs_hub.backends.kubernetes import gpr_resources as gr
 from egs_hub.core import lifecycle
 from egs_hub.core.model import SlicePolicy
 from egs_hub.core.requests import ClusterCreate
+from egs_hub.core.templates import GPRTemplate
 from egs_hub.core.units import format_time
 from egs_hub.service.clusters import Clusters
 from egs_hub.service.commands import Commands
@@ -29,7 +30,7 @@ from egs_hub.service.gpr_sync import GPRSync
 from egs_hub.service.planning import Planning
 from egs_hub.store import queries
 from egs_hub.store.db import transaction
-from egs_hub.store.models import GPU, EventRow, Node
+from egs_hub.store.models import GPU, EventRow, GPRTemplateRow, Node
 
 from ..k8s.builders import gpu_node
 from ..k8s.cluster import KubeCluster
@@ -470,5 +471,36 @@ async def test_an_edit_of_a_provisioned_gpr_is_refused(world):
         )
         (after,) = gprs(world)
         assert after.spec == gpr.spec and after.status.value == "provisioned" and edits(world) == []
+    finally:
+        await sync.stop()
+
+
+async def test_a_resource_may_name_a_template_its_slice_may_use(world):
+    with transaction(world["sessions"]) as session:
+        now = datetime.now(UTC)
+        for name, scope in (("pair", {"slice": "team"}), ("theirs", {"slice": "other"})):
+            row = GPRTemplateRow(name=name, created_by="admin", created_at=now)
+            queries.write_template(row, GPRTemplate(name, timedelta(hours=2), gpus=2, priority=150, **scope), now)
+            session.add(row)
+    resources = Resources(world["kube"])
+    sync = await started(world)
+    try:
+        await resources.apply("from-template", {"template": "pair", "duration": "30m"})
+        await resources.apply("not-ours", {"template": "theirs"})
+
+        async def read():
+            found = [await resources.get(name) for name in ("from-template", "not-ours")]
+            return all((o.get("status") or {}).get("phase") in ("queued", "provisioned", "invalid") for o in found)
+
+        await settle(sync, read)
+        (gpr,) = gprs(world)
+        assert (gpr.spec.template, gpr.spec.gpus, gpr.spec.priority, gpr.spec.duration) == (
+            "pair",
+            2,
+            150,
+            timedelta(minutes=30),
+        )
+        (condition,) = (await resources.get("not-ours"))["status"]["conditions"]
+        assert condition["status"] == "False" and "template 'theirs' is for slice other" in condition["message"]
     finally:
         await sync.stop()

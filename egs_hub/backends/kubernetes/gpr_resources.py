@@ -32,7 +32,7 @@ No I/O here: gpr_api.py talks to the API server, service/gpr_sync.py decides.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -40,6 +40,7 @@ from ...core.errors import Conflict, IllegalTransition, InvalidRequest, PolicyVi
 from ...core.model import GPR, GPRSpec, Status
 from ...core.requests import GPRCreate, parse_body
 from ...core.snapshot import Estimate
+from ...core.templates import GPRTemplate
 from ...core.units import format_time
 
 GROUP = "egs.io"
@@ -55,6 +56,7 @@ EDIT_REFUSALS = (InvalidRequest, PolicyViolation, IllegalTransition, Conflict)
 
 # spec field -> POST /gprs field (see the module's table)
 SPEC_FIELDS = {
+    "template": "template",
     "duration": "duration",
     "gpus": "gpus",
     "nodes": "nodes",
@@ -122,16 +124,21 @@ def api_body(obj: Mapping, slice_name: str, cluster: str) -> dict:
     return body
 
 
-def requested_spec(obj: Mapping, slice_name: str, cluster: str) -> GPRSpec:
-    """The spec the resource asks for, read and checked as a POST /gprs body; InvalidRequest naming the field."""
-    return parse_body(GPRCreate, api_body(obj, slice_name, cluster)).to_spec()
+TemplateOf = Callable[[str, str], GPRTemplate]  # (template, slice) -> the template; raises when it may not use it
 
 
-def edited_spec(obj: Mapping, current: GPRSpec, cluster: str) -> GPRSpec:
+def requested_spec(obj: Mapping, slice_name: str, cluster: str, template_of: TemplateOf) -> GPRSpec:
+    """The spec the resource asks for, read and checked as a POST /gprs body (the fields it leaves out from
+    the template it names, ``template_of``); InvalidRequest or PolicyViolation naming the field."""
+    body = parse_body(GPRCreate, api_body(obj, slice_name, cluster))
+    return body.to_spec(None if body.template is None else template_of(body.template, slice_name))
+
+
+def edited_spec(obj: Mapping, current: GPRSpec, cluster: str, template_of: TemplateOf) -> GPRSpec:
     """The spec an edited resource now asks of its GPR (``current``): read as at creation, so a field left out
     takes its default, in the GPR's slice. The namespace fixed the slice, and the cluster stays: a
     ``spec.cluster`` that moves the GPR is an InvalidRequest."""
-    spec = requested_spec(obj, current.slice, cluster)
+    spec = requested_spec(obj, current.slice, cluster, template_of)
     if spec.cluster != current.cluster:
         raise InvalidRequest(
             "cluster",

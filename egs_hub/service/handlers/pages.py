@@ -35,6 +35,7 @@ USER_PAGES = (
     Page("", "portal.html", "GPUs"),
     Page("requests", "requests.html", "GPU requests"),
     Page("workloads", "workloads.html", "AI workloads"),
+    Page("workspaces", "workspaces.html", "Workspaces"),
 )
 ADMIN_PAGES = (
     Page("admin/", "dashboard.html", "Dashboard", admin=True, view="admin"),
@@ -45,6 +46,7 @@ ADMIN_PAGES = (
     Page("admin/workloads", "workloads.html", "AI workloads", admin=True, view="admin"),
     Page("admin/events", "events.html", "Events", admin=True, view="admin"),
     Page("admin/cost", "cost.html", "Cost and usage", admin=True, view="admin"),
+    Page("admin/workspaces", "workspaces.html", "Workspace requests", admin=True, view="admin"),
 )
 
 

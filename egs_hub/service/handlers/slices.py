@@ -17,22 +17,18 @@ members a kubeconfig for the slice's ServiceAccount on one cluster.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
-from ...backends.kubernetes import ClusterUnavailable, SliceConflict, SliceNotSetUp
+from ...backends.kubernetes import ClusterUnavailable, SliceNotSetUp
 from ...core import model as core
-from ...core.errors import Conflict, InvalidRequest, PolicyViolation
-from ...core.policy import check_policy
+from ...core.errors import Conflict, InvalidRequest
 from ...core.requests import (
     MISSING,
-    PolicyBody,
-    QuotaBody,
     SliceCreate,
     SliceUpdate,
     check_slice_name,
@@ -40,11 +36,11 @@ from ...core.requests import (
 )
 from ...core.resources import Slice, SliceKubeconfig, Slices
 from ...core.user_names import normalize_user_name
-from ...roles import ADMIN_GROUP
 from ...store import queries
 from ...store.db import transaction
-from ...store.models import GPRRow, SliceNamespace
+from ...store.models import GPRRow
 from ...store.models import Slice as SliceRow
+from .. import workspaces
 from ..hub import HubAPIError
 from ..parameters import KubeconfigQuery, read
 from ..planning import slice_usage
@@ -57,20 +53,6 @@ log = logging.getLogger(__name__)
 # A slice kubeconfig's token lives this long unless the caller asks for another expiration.
 
 
-def _policy(
-    quota: QuotaBody | None, body: PolicyBody | None, current: core.SlicePolicy | None = None
-) -> core.SlicePolicy:
-    """The policy a create (``current`` None) or a partial update gives; MISSING keeps a value.
-
-    Quota and policy fields are SlicePolicy fields of the same names.
-    """
-    base = current or core.SlicePolicy()
-    changes = {name: value for part in (quota, body) if part for name, value in part.given().items()}
-    policy = dataclasses.replace(base, **changes)
-    check_policy(policy)
-    return policy
-
-
 class SliceBase(APIHandler):
     def load_slice(self, session, name: str) -> SliceRow:
         check_slice_name(name)
@@ -79,46 +61,9 @@ class SliceBase(APIHandler):
             raise self.not_found(f"slice named {name!r}")
         return row
 
-    def check_namespaces_free(self, session, namespaces: dict, slice_id: int | None) -> None:
-        for cluster, names in namespaces.items():
-            taken = session.scalars(
-                select(SliceNamespace).where(SliceNamespace.cluster == cluster, SliceNamespace.namespace.in_(names))
-            ).all()
-            for ns in taken:
-                if ns.slice_id != slice_id:
-                    where = f"namespace {ns.namespace!r} on cluster {cluster!r}"
-                    raise Conflict(f"{where} belongs to slice {ns.slice.name!r}")
-
-    def check_clusters(self, namespaces: Mapping[str, Sequence[str]]) -> None:
-        for cluster in namespaces:
-            if cluster not in self.egs.registry.states:
-                known = ", ".join(sorted(self.egs.registry.states))
-                raise InvalidRequest(
-                    f"namespaces.{cluster}",
-                    f"no cluster named {cluster!r}; namespaces name registered clusters ({known})",
-                )
-
     def unregistered(self, before: Mapping, after: Mapping) -> list[str]:
         """The clusters the slice leaves that are not registered now: its setup there is a leftover."""
         return sorted(c for c in before.keys() - after.keys() if c not in self.egs.registry.states)
-
-    async def change_clusters(self, name: str, before: Mapping, after: Mapping) -> None:
-        """Set the slice up on its clusters as ``after`` says (from ``before``): 409/503 with nothing changed.
-        The caller holds the slice's setup lock until the store has the change."""
-        try:
-            await self.egs.slice_setup.change(name, before, after)
-        except SliceConflict as e:
-            raise Conflict(str(e)) from None
-        except ClusterUnavailable as e:
-            raise web.HTTPError(503, f"{e}; nothing was changed. Try again once the cluster answers.") from None
-
-    async def undo_clusters(self, name: str, done: Mapping, back_to: Mapping) -> None:
-        """Put the slice's setup on its clusters back after a later step of a change failed; a failure here is
-        logged, and the error that made the change fail is the answer."""
-        try:
-            await self.egs.slice_setup.change(name, done, back_to)
-        except (SliceConflict, ClusterUnavailable) as e:
-            log.error("slice %s: could not undo its change on the clusters: %s", name, e)
 
     def usage(self, session) -> dict[str, dict]:
         return slice_usage(session, self.now(), self.egs.planning.half_life)
@@ -155,74 +100,7 @@ class SlicesHandler(SliceBase):
         """Admins, and project admins in their project."""
         body = parse_body(SliceCreate, self.json_body())
         self.require_manager(body.project)
-        group = body.group or body.name
-        if group == ADMIN_GROUP:
-            raise PolicyViolation(
-                "group", f"the hub group {ADMIN_GROUP!r} makes its members egs-hub admins; a slice cannot use it"
-            )
-        now = self.now()
-        with self.egs.sessions() as session:
-            project = queries.get_project_row(session, body.project)
-            if project is None:
-                raise PolicyViolation("project", f"no project named {body.project!r}; GET /projects lists them")
-            project_id = project.id
-            if queries.get_slice(session, body.name) is not None:
-                raise Conflict(f"a slice named {body.name!r} exists already")
-            user_of_group = session.scalar(select(SliceRow.name).where(SliceRow.group_name == group))
-            if user_of_group is not None:
-                raise Conflict(f"hub group {group!r} holds the members of slice {user_of_group!r} already")
-            self.check_namespaces_free(session, body.namespaces, None)
-        self.check_clusters(body.namespaces)
-        policy = _policy(body.quota, body.policy)
-        hub = self.egs.hub
-        created_group = await hub.ensure_group(group)
-        members_before = set() if created_group else set(await hub.group_members(group))
-        created_users: list[str] = []
-        on_clusters = False
-        async with self.egs.slice_setup.lock(body.name):
-            try:
-                if body.members:
-                    created_users = await hub.add_members(group, list(body.members))
-                await self.change_clusters(body.name, {}, body.namespaces)
-                on_clusters = True
-                with transaction(self.egs.sessions) as session:
-                    row = SliceRow(
-                        name=body.name,
-                        display_name=body.display_name,
-                        group_name=group,
-                        owns_group=created_group,
-                        project_id=project_id,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                    queries.write_slice_policy(row, policy)
-                    session.add(row)
-                    session.flush()
-                    queries.set_namespaces(session, row, body.namespaces)
-                    queries.add_event(
-                        session,
-                        core.Event(
-                            kind="slice-created",
-                            actor=self.user_name,
-                            reason=f"hub group {group!r}" + (" (created)" if created_group else " (existing)"),
-                            time=now,
-                            slice=body.name,
-                            data={"members": list(body.members), "project": body.project},
-                        ),
-                    )
-            except Exception:
-                # Undo the hub side, so a failed create leaves nothing behind (created users could sign up).
-                if on_clusters:
-                    await self.undo_clusters(body.name, body.namespaces, {})
-                if created_group:
-                    await hub.delete_group(group)
-                elif added := [m for m in body.members if m not in members_before]:
-                    await hub.remove_members(group, added)
-                for user in created_users:
-                    await hub.delete_user(user)
-                raise
-        self.egs.forget_identities()
-        members = sorted(members_before | set(body.members))
+        members = await workspaces.create_slice(self.egs, body, self.user_name)
         with self.egs.sessions() as session:
             view = await self.slice_view(session, queries.get_slice(session, body.name), members)
         self.set_header("Location", f"{self.egs.api_prefix}slices/{body.name}")
@@ -249,18 +127,18 @@ class SliceHandler(SliceBase):
             before = queries.slice_namespaces(row)
             quota = body.quota if body.quota is not MISSING else None
             policy_body = body.policy if body.policy is not MISSING else None
-            policy = _policy(quota, policy_body, queries.slice_policy(row))
+            policy = workspaces.slice_policy(quota, policy_body, queries.slice_policy(row))
             if body.namespaces is not MISSING:
-                self.check_namespaces_free(session, body.namespaces, row.id)
+                workspaces.check_namespaces_free(session, body.namespaces, row.id)
             group = row.group_name
         members = await self.egs.hub.group_members(group)
         after = before
         if body.namespaces is not MISSING:
-            self.check_clusters(body.namespaces)
+            workspaces.check_clusters(self.egs.registry, body.namespaces)
             after = body.namespaces
         async with self.egs.slice_setup.lock(name):
             if after is not before:
-                await self.change_clusters(name, before, after)
+                await workspaces.change_clusters(self.egs.slice_setup, name, before, after)
             try:
                 with transaction(self.egs.sessions) as session:
                     row = self.load_slice(session, name)
@@ -284,7 +162,7 @@ class SliceHandler(SliceBase):
                     )
             except Exception:
                 if after is not before:
-                    await self.undo_clusters(name, after, before)
+                    await workspaces.undo_clusters(self.egs.slice_setup, name, after, before)
                 raise
         self.egs.reconciler.wake()
         with self.egs.sessions() as session:
@@ -312,7 +190,7 @@ class SliceHandler(SliceBase):
             before = queries.slice_namespaces(row)
         # What it has on its clusters goes first: a cluster that does not answer keeps the slice (503).
         async with self.egs.slice_setup.lock(name):
-            await self.change_clusters(name, before, {})
+            await workspaces.change_clusters(self.egs.slice_setup, name, before, {})
             with transaction(self.egs.sessions) as session:
                 row = self.load_slice(session, name)
                 group, owns_group = row.group_name, row.owns_group

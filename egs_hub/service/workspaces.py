@@ -1,0 +1,172 @@
+"""Making workspaces: a slice created by an admin or a project admin (POST /slices), or by
+approving a user's workspace request (POST /workspace-requests/{id}/approve), is made here
+once, the same way; and what changing a slice's clusters shares with making one.
+
+Making a slice touches the hub (its group, its members), its clusters (namespaces, RBAC,
+quota: slice_setup.py) and the store; if a later step fails, the earlier ones are undone,
+so a failed make leaves nothing behind. A cluster that does not answer is a 503 naming it
+(core.errors.Unavailable), a namespace another slice has a 409, and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..backends.kubernetes import ClusterUnavailable, SliceConflict
+from ..core import model as core
+from ..core.errors import Conflict, InvalidRequest, PolicyViolation, Unavailable
+from ..core.policy import check_policy
+from ..core.requests import PolicyBody, QuotaBody, SliceCreate
+from ..roles import ADMIN_GROUP
+from ..store import queries
+from ..store.db import transaction
+from ..store.models import Slice as SliceRow
+from ..store.models import SliceNamespace
+
+if TYPE_CHECKING:
+    from .clusters import Clusters
+    from .slice_setup import SliceSetup
+
+log = logging.getLogger(__name__)
+
+
+def slice_policy(
+    quota: QuotaBody | None, body: PolicyBody | None, current: core.SlicePolicy | None = None
+) -> core.SlicePolicy:
+    """The policy a create (``current`` None) or a partial update gives; MISSING keeps a value.
+
+    Quota and policy fields are SlicePolicy fields of the same names.
+    """
+    base = current or core.SlicePolicy()
+    changes = {name: value for part in (quota, body) if part for name, value in part.given().items()}
+    policy = dataclasses.replace(base, **changes)
+    check_policy(policy)
+    return policy
+
+
+def check_namespaces_free(session: Session, namespaces: Mapping, slice_id: int | None) -> None:
+    """409 naming the slice that has one of ``namespaces`` already."""
+    for cluster, names in namespaces.items():
+        taken = session.scalars(
+            select(SliceNamespace).where(SliceNamespace.cluster == cluster, SliceNamespace.namespace.in_(names))
+        ).all()
+        for ns in taken:
+            if ns.slice_id != slice_id:
+                where = f"namespace {ns.namespace!r} on cluster {cluster!r}"
+                raise Conflict(f"{where} belongs to slice {ns.slice.name!r}")
+
+
+def check_clusters(registry: Clusters, namespaces: Mapping[str, Sequence[str]]) -> None:
+    """400 naming a cluster of ``namespaces`` that is not registered."""
+    for cluster in namespaces:
+        if cluster not in registry.states:
+            known = ", ".join(sorted(registry.states))
+            raise InvalidRequest(
+                f"namespaces.{cluster}",
+                f"no cluster named {cluster!r}; namespaces name registered clusters ({known})",
+            )
+
+
+async def change_clusters(setup: SliceSetup, name: str, before: Mapping, after: Mapping) -> None:
+    """Set the slice up on its clusters as ``after`` says (from ``before``): 409/503 with nothing changed.
+    The caller holds the slice's setup lock until the store has the change."""
+    try:
+        await setup.change(name, before, after)
+    except SliceConflict as e:
+        raise Conflict(str(e)) from None
+    except ClusterUnavailable as e:
+        raise Unavailable(f"{e}; nothing was changed. Try again once the cluster answers.") from None
+
+
+async def undo_clusters(setup: SliceSetup, name: str, done: Mapping, back_to: Mapping) -> None:
+    """Put the slice's setup on its clusters back after a later step of a change failed; a failure here is
+    logged, and the error that made the change fail is the answer."""
+    try:
+        await setup.change(name, done, back_to)
+    except (SliceConflict, ClusterUnavailable) as e:
+        log.error("slice %s: could not undo its change on the clusters: %s", name, e)
+
+
+async def create_slice(
+    egs, body: SliceCreate, actor: str, *, also: Callable[[Session], None] | None = None
+) -> list[str]:
+    """Make the slice ``body`` asks for, in its project, as ``actor`` (whose right to was checked), with the
+    service ``egs`` (app.EGSService: its hub, clusters and store); ``also`` writes more in the store's
+    transaction. Returns its members."""
+    group = body.group or body.name
+    if group == ADMIN_GROUP:
+        raise PolicyViolation(
+            "group", f"the hub group {ADMIN_GROUP!r} makes its members egs-hub admins; a slice cannot use it"
+        )
+    now = egs.clock()
+    with egs.sessions() as session:
+        project = queries.get_project_row(session, body.project)
+        if project is None:
+            raise PolicyViolation("project", f"no project named {body.project!r}; GET /projects lists them")
+        project_id = project.id
+        if queries.get_slice(session, body.name) is not None:
+            raise Conflict(f"a slice named {body.name!r} exists already")
+        user_of_group = session.scalar(select(SliceRow.name).where(SliceRow.group_name == group))
+        if user_of_group is not None:
+            raise Conflict(f"hub group {group!r} holds the members of slice {user_of_group!r} already")
+        check_namespaces_free(session, body.namespaces, None)
+    check_clusters(egs.registry, body.namespaces)
+    policy = slice_policy(body.quota, body.policy)
+    hub = egs.hub
+    created_group = await hub.ensure_group(group)
+    members_before = set() if created_group else set(await hub.group_members(group))
+    created_users: list[str] = []
+    on_clusters = False
+    async with egs.slice_setup.lock(body.name):
+        try:
+            if body.members:
+                created_users = await hub.add_members(group, list(body.members))
+            await change_clusters(egs.slice_setup, body.name, {}, body.namespaces)
+            on_clusters = True
+            with transaction(egs.sessions) as session:
+                row = SliceRow(
+                    name=body.name,
+                    display_name=body.display_name,
+                    group_name=group,
+                    owns_group=created_group,
+                    project_id=project_id,
+                    created_at=now,
+                    updated_at=now,
+                )
+                queries.write_slice_policy(row, policy)
+                session.add(row)
+                session.flush()
+                queries.set_namespaces(session, row, body.namespaces)
+                queries.add_event(
+                    session,
+                    core.Event(
+                        kind="slice-created",
+                        actor=actor,
+                        reason=f"hub group {group!r}" + (" (created)" if created_group else " (existing)"),
+                        time=now,
+                        slice=body.name,
+                        data={"members": list(body.members), "project": body.project},
+                    ),
+                )
+                if also is not None:
+                    also(session)
+        except Exception:
+            # Undo the hub side, so a failed create leaves nothing behind (created users could sign up).
+            if on_clusters:
+                await undo_clusters(egs.slice_setup, body.name, body.namespaces, {})
+            if created_group:
+                await hub.delete_group(group)
+            elif added := [m for m in body.members if m not in members_before]:
+                await hub.remove_members(group, added)
+            for user in created_users:
+                await hub.delete_user(user)
+            raise
+    egs.forget_identities()
+    members = sorted(members_before | set(body.members))
+    return members
