@@ -31,7 +31,7 @@ from ..core import fairshare, planner
 from ..core import model as core
 from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from ..store import queries
-from ..store.models import GPU, Allocation, Cluster, GPRRow, Node, Project, Slice, SliceNamespace
+from ..store.models import GPU, Allocation, Cluster, GPRRow, Node, Price, Project, Slice, SliceNamespace
 
 _CHANGES = "egs_changes"  # Session.info key: what this transaction's flushes wrote
 _CHUNK = 500  # GPR ids per re-read (SQLite's bound-parameter limit)
@@ -71,7 +71,7 @@ def changes_of(objects: Iterable[object], into: Changes) -> None:
             into.gprs.add(obj.id)
         elif isinstance(obj, Allocation):
             into.gprs.add(obj.gpr_id)
-        elif isinstance(obj, Node | GPU | Cluster):
+        elif isinstance(obj, Node | GPU | Cluster | Price):
             into.inventory = True
         elif isinstance(obj, Slice | SliceNamespace | Project):
             into.slices = True
@@ -89,6 +89,7 @@ class PlanningState:
         self.half_life = half_life
         self.nodes: tuple[core.Node, ...] = ()
         self.unhealthy: frozenset[str] = frozenset()
+        self.prices: dict[tuple[str, str], float] = {}  # (cluster, shape) -> price per GPU-hour (core/cost.py)
         self.policies: dict[str, core.SlicePolicy] = {}
         self.groups: dict[str, str] = {}  # every slice's hub group (who may see its GPRs)
         self.projects: dict[str, str] = {}  # every slice's project
@@ -150,6 +151,7 @@ class PlanningState:
         try:
             if unread.inventory:
                 self.nodes, self.unhealthy = queries.planning_inventory(session)
+                self.prices = queries.prices(session)
                 self._servability.clear()
             if unread.slices:
                 rows = queries.all_slices(session)

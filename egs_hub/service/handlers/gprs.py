@@ -178,8 +178,7 @@ class WaitTimesHandler(GPRBase):
             reasons = self.egs.commands.vet(session, spec, policy, now, admin=self.is_admin)
         snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
         options = planner.wait_times(snapshot, spec, planned_at, current=plan)
-        with self.egs.sessions() as session:
-            prices = queries.prices(session, {o.cluster for o in options})
+        prices = self.egs.planning.state.prices  # read with the inventory, up to the last commit (policy_of)
         self.write_json(
             WaitTimes(options=[option_resource(o, spec.duration, prices) for o in options], needs_approval=reasons)
         )
