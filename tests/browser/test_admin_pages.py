@@ -82,6 +82,8 @@ def dashboard_before(hub: Hub, admin: Page, artifacts: Path) -> None:
     expect(admin.locator("[data-figure='bound-now']")).to_have_text("0% (0 of 2 GPUs)")
     expect(admin.locator("[data-figure='queued']")).to_have_text("0")
     expect(admin.get_by_text("No Kubernetes cluster is configured: GPUs come from this host only.")).to_be_visible()
+    projects = admin.get_by_role("table", name="Projects this month")
+    expect(projects.locator("tbody tr[data-project='default'] td").first).to_have_text(re.compile(r"^\d+$"))
 
 
 def slices_page(hub: Hub, admin: Page, artifacts: Path) -> None:

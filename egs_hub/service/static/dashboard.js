@@ -12,12 +12,14 @@ const TOP = 5;
 async function load() {
   const now = Date.now();
   const week = query({ start: new Date(now - 7 * DAY).toISOString(), end: new Date(now).toISOString() });
-  const [inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters] = await Promise.all([
-    api("GET", "inventory"), apiAll("queue", "queue"), apiAll("gprs?status=pending-approval", "gprs"),
-    apiAll("alerts?active=true", "alerts"), api("GET", "gpus"), api("GET", "gpus/utilization"), api("GET", "slices"),
-    api("GET", `inventory/schedule${week}`), apiAll("gprs", "gprs"), loadClusters(),
-  ]);
-  return { now, inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters };
+  const [inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters, projects, usage] =
+    await Promise.all([
+      api("GET", "inventory"), apiAll("queue", "queue"), apiAll("gprs?status=pending-approval", "gprs"),
+      apiAll("alerts?active=true", "alerts"), api("GET", "gpus"), api("GET", "gpus/utilization"), api("GET", "slices"),
+      api("GET", `inventory/schedule${week}`), apiAll("gprs", "gprs"), loadClusters(), api("GET", "projects"),
+      api("GET", "usage?group_by=project&period=month"),
+    ]);
+  return { now, inventory, queue, pending, alerts, gpus, used, slices, schedule, gprs, clusters, projects, usage };
 }
 
 const figure = (name, value, id) => [el("dt", {}, name), el("dd", { "data-figure": id }, value)];
@@ -106,7 +108,21 @@ function drawTop({ now, slices, schedule, gprs }) {
     : [el("tr", {}, el("td", { colspan: 2, class: "muted" }, "No GPUs held this week."))]);
 }
 
+// Per project: its workspaces, admins and quota (GET /projects), and this month's use (GET /usage).
+function drawProjects({ projects, usage }) {
+  const month = new Map(usage.rows.map((r) => [r.key, r]));
+  patch(document.querySelector("#projects tbody"), projects.projects.map((p) => {
+    const used = month.get(p.name);
+    return el("tr", { "data-project": p.name }, el("th", { scope: "row" }, p.display_name || p.name),
+      el("td", {}, p.slices.length), el("td", {}, p.admins.join(", ") || "none"),
+      el("td", {}, p.quota.max_gpus ?? "no limit"), el("td", {}, hours(used?.gpu_hours_used ?? 0)),
+      el("td", {}, used?.cost == null ? "no price" : used.cost.toFixed(2)),
+      el("td", {}, used?.mean_utilization == null ? "no readings" : `${Math.round(used.mean_utilization)}%`));
+  }));
+}
+
 live(load, (data) => {
+  drawProjects(data);
   drawCapacity(data.inventory);
   drawUtilisation(data);
   drawQueue(data);
