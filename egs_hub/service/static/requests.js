@@ -31,7 +31,7 @@ async function load() {
   const events = new Map(await Promise.all([...open].map(async (id) =>
     [id, (await apiAll(`events?gpr=${id}`, "events", { backwards: true }).catch(() => ({ events: [] }))).events])));
   return { gprs: gprs.gprs, slices: slices.slices, inventory, queue: queue.queue, evictions, events,
-    templates: templates.templates };
+    templates: templates.templates, projectOf: new Map(slices.slices.map((s) => [s.name, s.project])) };
 }
 
 function matches(g, f) {
@@ -40,6 +40,7 @@ function matches(g, f) {
     return false;
   }
   if (f.slice.value && g.slice !== f.slice.value) return false;
+  if (f.project.value && last.projectOf.get(g.slice) !== f.project.value) return false;
   if (f.status.value === "active" ? FINISHED.includes(g.status) : f.status.value && g.status !== f.status.value) return false;
   if (f.shape.value && !(g.shape && f.shape.value.startsWith(g.shape))) return false;
   if (f.band.value && Math.floor((g.priority - 1) / 100) !== Number(f.band.value)) return false;
@@ -142,6 +143,8 @@ function drawRequests() {
 function drawFilterChoices() {
   const f = filters.elements;
   patch(f.slice, [el("option", { value: "" }, "any"), ...last.slices.map((s) => el("option", { value: s.name }, s.name))]);
+  const projects = [...new Set(last.slices.map((s) => s.project))].sort();
+  patch(f.project, [el("option", { value: "" }, "any"), ...projects.map((p) => el("option", { value: p }, p))]);
   patch(f.shape, [el("option", { value: "" }, "any"),
     ...[...new Set(last.inventory.shapes.map((s) => s.name))].map((name) => el("option", { value: name }, name))]);
   for (const name of ["slice", "shape"]) {
