@@ -34,7 +34,16 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import PydanticCustomError
 
 from .errors import InvalidRequest
-from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, GPRSpec, Project
+from .model import (
+    BIND_FAILURES,
+    DEFAULT_PROJECT,
+    EVICTION_MODES,
+    PRIORITY_DEFAULT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    GPRSpec,
+    Project,
+)
 from .templates import GPRTemplate, check_template, fill
 from .units import (
     DURATION_PATTERN,
@@ -457,7 +466,7 @@ class ProjectUpdate(Body):
 
 class SliceCreate(Body):
     name: SliceName
-    project: Annotated[SliceName, Field(description="the project it belongs to (GET /projects)")] = "default"
+    project: Annotated[SliceName, Field(description="the project it belongs to (GET /projects)")] = DEFAULT_PROJECT
     display_name: Name = ""
     group: Annotated[
         str | None,
@@ -472,7 +481,7 @@ class SliceCreate(Body):
 class WorkspaceRequestCreate(Body):
     """POST /workspace-requests: a user asks a project's admins for a new workspace."""
 
-    project: SliceName = "default"
+    project: SliceName = DEFAULT_PROJECT
     name: SliceName
     display_name: Name = ""
     purpose: ReasonText = ""

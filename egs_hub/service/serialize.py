@@ -88,9 +88,7 @@ def slice_resource(row: Slice, members: list[str], gpus: list[str], usage: dict)
         project=row.project.name,
         group=row.group_name,
         members=members,
-        quota=api.Quota(
-            max_gpus=policy.max_gpus, max_gpu_hours=policy.max_gpu_hours, max_cost_month=policy.max_cost_month
-        ),
+        quota=quota_resource(policy),
         policy=api.SlicePolicy(**{name: getattr(policy, name) for name in api.SlicePolicy.model_fields}),
         usage=api.Usage(**usage),
         namespaces=queries.slice_namespaces(row),
@@ -98,6 +96,11 @@ def slice_resource(row: Slice, members: list[str], gpus: list[str], usage: dict)
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
+
+
+def quota_resource(source: Any) -> api.Quota:
+    """The quota fields of a slice's policy or a project (the same names)."""
+    return api.Quota(**{key: getattr(source, key) for key in api.Quota.model_fields})
 
 
 def event_resource(row: EventRow) -> api.Event:
@@ -318,7 +321,7 @@ def project_resource(row: Project, admins: list[str], slices: list[str]) -> api.
         display_name=row.display_name,
         admin_group=row.admin_group,
         admins=admins,
-        quota=api.Quota(max_gpus=row.max_gpus, max_gpu_hours=row.max_gpu_hours, max_cost_month=row.max_cost_month),
+        quota=quota_resource(row),
         share=row.share,
         slices=slices,
         created_at=row.created_at,
@@ -334,7 +337,7 @@ def workspace_request_resource(row: WorkspaceRequestRow) -> api.WorkspaceRequest
         display_name=row.display_name,
         purpose=row.purpose,
         members=row.members,
-        quota=api.Quota(**{key: row.quota.get(key) for key in api.Quota.model_fields}),
+        quota=api.Quota(**{key: row.quota.get(key) for key in api.Quota.model_fields}),  # as asked: a dict
         clusters=row.clusters,
         requested_by=row.requested_by,
         status=row.status,

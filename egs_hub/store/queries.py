@@ -42,8 +42,6 @@ from .models import (
     WorkspaceRequestRow,
 )
 
-DEFAULT_PROJECT = "default"
-
 
 def _seconds(value: timedelta | None) -> int | None:
     return None if value is None else int(value.total_seconds())
@@ -402,10 +400,10 @@ def bound_gpu_counts(session: Session) -> dict[tuple[str, str], int]:
 
 def project_id(session: Session, now: datetime) -> int:
     """The default project's id, created on first use."""
-    found = session.scalar(select(Project.id).where(Project.name == DEFAULT_PROJECT))
+    found = session.scalar(select(Project.id).where(Project.name == core.DEFAULT_PROJECT))
     if found is not None:
         return found
-    project = Project(name=DEFAULT_PROJECT, created_at=now)
+    project = Project(name=core.DEFAULT_PROJECT, created_at=now)
     session.add(project)
     session.flush()
     return project.id

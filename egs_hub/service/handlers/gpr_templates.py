@@ -103,10 +103,8 @@ class TemplateHandler(TemplateBase):
         with self.egs.sessions() as session:
             template = queries.to_template(self.load(session, name))
             if not self.is_admin:
-                groups = self.egs.planning.state.current(session, self.now()).groups
-                if not any(
-                    usable_in(template, s, queries.project_of_slice(session, s)) for s in self.slices_of_caller(groups)
-                ):
+                state = self.egs.planning.state.current(session, self.now())
+                if not any(usable_in(template, s, state.projects.get(s)) for s in self.slices_of_caller(state.groups)):
                     raise self.not_found(f"template named {name!r} for your slices")
         self.write_json(template_resource(template))
 
