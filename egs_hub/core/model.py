@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 PRIORITY_MIN = 1
 PRIORITY_MAX = 300
 PRIORITY_DEFAULT = 101
+DEFAULT_HOME_VOLUME_SIZE = "10Gi"  # a slice policy's home_volume_size unless it says otherwise
 
 
 class Status(enum.StrEnum):
@@ -144,6 +145,12 @@ class SlicePolicy:
     bind_failure: a GPR whose nodes fail their pre-checks when it is bound is "fail"ed, or
     "move"d: queued again, never to be placed on those nodes (it fails when no other node
     could serve it).
+    auto_gpr: the template a GPR is filed from when a member starts a server asking for GPUs,
+    or a GPU pod is made in the slice's namespace, while the slice has none (core/auto_gpr.py);
+    None: nothing is filed.
+    home_volume_size: on Kubernetes, the size (a quantity, "10Gi") of the volume each member's
+    servers in the slice keep their home directory on; None: no volume (the home directory
+    goes with the pod). home_volume_class: its storage class; None: the cluster's default.
     """
 
     max_gpus: int | None = None
@@ -161,6 +168,9 @@ class SlicePolicy:
     idle_timeout: timedelta | None = None
     max_idle_timeout: timedelta | None = None
     bind_failure: str = "fail"
+    auto_gpr: str | None = None
+    home_volume_size: str | None = DEFAULT_HOME_VOLUME_SIZE
+    home_volume_class: str | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from pydantic_core import PydanticCustomError
 from .errors import InvalidRequest
 from .model import (
     BIND_FAILURES,
+    DEFAULT_HOME_VOLUME_SIZE,
     DEFAULT_PROJECT,
     EVICTION_MODES,
     PRIORITY_DEFAULT,
@@ -59,6 +60,9 @@ from .user_names import USER_NAME_RE, normalize_user_name
 SLICE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 GROUP_NAME_PATTERN = r"^[A-Za-z0-9][-_.@A-Za-z0-9]{0,254}$"
 TEXT_PATTERN = r"^[^\x00-\x1f]*$"  # no control characters
+# A Kubernetes quantity of bytes: a whole or decimal number with a binary or decimal suffix.
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # What a value matching each pattern is, for refusals ("slice must be ..., not 'X'").
 PATTERN_MEANINGS = {
     SLICE_NAME_PATTERN: "lower-case letters, digits and '-', starting and ending with a letter or digit",
@@ -394,6 +398,29 @@ class PolicyBody(Body):
         Literal[BIND_FAILURES],
         Field(description="a GPR whose nodes fail their pre-checks: fail, or move (queued again for other nodes)"),
     ] = "fail"
+    auto_gpr: Annotated[
+        TemplateName | None,
+        Field(
+            description="template a GPR is filed from when a member starts a server asking for GPUs "
+            "(or a GPU pod is made in its namespace) while the slice has none; null: none is filed"
+        ),
+    ] = None
+    home_volume_size: Annotated[
+        str | None,
+        Field(
+            pattern=QUANTITY_PATTERN,
+            max_length=32,
+            description="Kubernetes: size of each member's home volume in the slice (e.g. 10Gi); null: none",
+        ),
+    ] = DEFAULT_HOME_VOLUME_SIZE
+    home_volume_class: Annotated[
+        str | None,
+        Field(
+            pattern=DNS_SUBDOMAIN_PATTERN,
+            max_length=253,
+            description="Kubernetes: storage class of the home volumes; null: the cluster's default",
+        ),
+    ] = None
 
 
 QuotaPatch = _patch(QuotaBody)
@@ -573,9 +600,24 @@ class PriceTable(RootModel):
 
 
 class ServerStart(Body):
-    """PUT servers/{user}[/{server}]: the slice a starting server belongs to."""
+    """PUT servers/{user}[/{server}]: the slice a starting server belongs to, and the GPUs it asks for
+    (when the spawn form asks: with none held, the slice's auto_gpr files a GPR) on which cluster."""
 
     slice: SliceName
+    gpus: Annotated[
+        int | None,
+        Field(ge=0, le=100_000, description="GPUs the server asks for; null: it does not say (no GPR is filed)"),
+        Whole,
+    ] = None
+    cluster: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=100,
+            pattern=TEXT_PATTERN,
+            description="where the server runs (as GET /clusters names it); null: this host",
+        ),
+    ] = None
 
 
 # Kubernetes label selector syntax (equality- and set-based requirements, comma-separated).

@@ -109,6 +109,9 @@ class SlicePolicy(Resource):
     idle_timeout: Seconds | None = Field(description="default idle timeout of its GPRs")
     max_idle_timeout: Seconds | None = Field(description="longest idle timeout members ask")
     bind_failure: Literal[BIND_FAILURES]  # type: ignore[valid-type]
+    auto_gpr: str | None = Field(description="template of the GPR filed when a server asks for GPUs the slice lacks")
+    home_volume_size: str | None = Field(description="Kubernetes: each member's home volume; null: none")
+    home_volume_class: str | None = Field(description="its storage class; null: the cluster's default")
 
 
 class Usage(Resource):
@@ -667,14 +670,28 @@ class Servers(Resource):
     servers: tuple[Server, ...]
 
 
+class AutoGPR(Resource):
+    """The GPR a server that asked for GPUs its slice lacks waits for (the slice policy's auto_gpr)."""
+
+    id: int
+    status: StatusName
+    filed: bool = Field(description="filed for this start; false: one the slice had waiting already")
+    template: str | None
+    position: int | None = Field(description="queued: its place in the planner's order (1 first)")
+    estimated_start: Time | None = Field(description="queued: when the planner starts it")
+
+
 class ServerRegistration(Resource):
-    """What a starting server may use: its slice's GPUs now and the GPRs holding them."""
+    """What a starting server may use: its slice's GPUs now and the GPRs holding them; with GPUs asked and
+    none held, the GPR it waits for (``auto_gpr``) or why none could be filed (``auto_gpr_problem``)."""
 
     user: str
     server: str
     slice: str
     gpus: Names
     gprs: tuple[int, ...]
+    auto_gpr: AutoGPR | None = None
+    auto_gpr_problem: str | None = None
 
 
 class ServerRestart(Resource):

@@ -23,6 +23,7 @@ from ..core import model as core
 from ..core.errors import Conflict, InvalidRequest, PolicyViolation, Unavailable
 from ..core.policy import check_policy
 from ..core.requests import PolicyBody, QuotaBody, SliceCreate
+from ..core.templates import usable_in
 from ..roles import ADMIN_GROUP
 from ..store import queries
 from ..store.db import transaction
@@ -48,6 +49,24 @@ def slice_policy(
     policy = dataclasses.replace(base, **changes)
     check_policy(policy)
     return policy
+
+
+def check_auto_gpr(session: Session, policy: core.SlicePolicy, slice_name: str, project: str) -> None:
+    """PolicyViolation naming ``policy.auto_gpr`` when it names a template there is none of, or that the
+    slice may not use."""
+    if policy.auto_gpr is None:
+        return
+    template = queries.get_template(session, policy.auto_gpr)
+    if template is None:
+        raise PolicyViolation(
+            "policy.auto_gpr", f"no template named {policy.auto_gpr!r}; GET /templates?slice={slice_name} lists them"
+        )
+    if not usable_in(template, slice_name, project):
+        raise PolicyViolation(
+            "policy.auto_gpr",
+            f"template {template.name!r} is for {template.scope}, not for slice {slice_name!r}; "
+            f"GET /templates?slice={slice_name} lists the ones it may use",
+        )
 
 
 def check_namespaces_free(session: Session, namespaces: Mapping, slice_id: int | None) -> None:
@@ -105,11 +124,13 @@ async def create_slice(
             "group", f"the hub group {ADMIN_GROUP!r} makes its members egs-hub admins; a slice cannot use it"
         )
     now = egs.clock()
+    policy = slice_policy(body.quota, body.policy)
     with egs.sessions() as session:
         project = queries.get_project_row(session, body.project)
         if project is None:
             raise PolicyViolation("project", f"no project named {body.project!r}; GET /projects lists them")
         project_id = project.id
+        check_auto_gpr(session, policy, body.name, body.project)
         if queries.get_slice(session, body.name) is not None:
             raise Conflict(f"a slice named {body.name!r} exists already")
         user_of_group = session.scalar(select(SliceRow.name).where(SliceRow.group_name == group))
@@ -117,7 +138,6 @@ async def create_slice(
             raise Conflict(f"hub group {group!r} holds the members of slice {user_of_group!r} already")
         check_namespaces_free(session, body.namespaces, None)
     check_clusters(egs.registry, body.namespaces)
-    policy = slice_policy(body.quota, body.policy)
     hub = egs.hub
     created_group = await hub.ensure_group(group)
     members_before = set() if created_group else set(await hub.group_members(group))

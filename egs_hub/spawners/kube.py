@@ -33,14 +33,13 @@ import asyncio
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from urllib.parse import quote, urlencode
 
-from traitlets import Integer, TraitError, Unicode, default, validate
+from traitlets import TraitError, Unicode, default, validate
 
 from ..backends.kubernetes.nodes import GPU_RESOURCE, SLICE_LABEL
 from ..backends.kubernetes.webhook import slice_toleration
-from .slice import SliceSpawnerMixin, slice_select
+from .slice import SliceSpawnerMixin, parse_time, requested_gpus
 
 try:
     from kubespawner import KubeSpawner
@@ -53,18 +52,6 @@ except ModuleNotFoundError as e:
 
 # KubeSpawner traits a start sets from their configured values and the slice.
 PLACEMENT_TRAITS = ("namespace", "extra_labels", "node_selector", "tolerations", "extra_resource_limits")
-
-
-def requested_gpus(value: object) -> int:
-    """The GPU count of ``user_options["gpus"]``: absent or empty is 0; a whole number 0 or more."""
-    if value is None or value == "":
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"gpus must be a whole number of GPUs (0 or more), not {value!r}")
-    text = str(value).strip()
-    if not text.isdigit():
-        raise ValueError(f"gpus must be a whole number of GPUs (0 or more), not {value!r}")
-    return int(text)
 
 
 def slice_namespace(slice_view: Mapping, cluster: str) -> str:
@@ -115,10 +102,6 @@ def _listed(tolerations: list | dict) -> list:
     return [tolerations[k] for k in sorted(tolerations)] if isinstance(tolerations, dict) else list(tolerations)
 
 
-def _time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def next_gpr_notice(slice_name: str, cluster: str, queued: list[dict]) -> str:
     """What a server that asked for GPUs but starts without them is told: the slice's next GPR for the cluster.
 
@@ -129,22 +112,11 @@ def next_gpr_notice(slice_name: str, cluster: str, queued: list[dict]) -> str:
     head = f"No GPUs of slice {slice_name} are provisioned on cluster {cluster}: starting without GPUs."
     if not here:
         return f"{head} No GPR of the slice is queued for it; request GPUs with a GPR, then restart the server."
-    first = min(here, key=lambda g: _time(g["estimated_start"]))
+    first = min(here, key=lambda g: parse_time(g["estimated_start"]))
     return (
         f"{head} The slice's next GPR ({first['id']}) is estimated to start at {first['estimated_start']}; "
         "restart the server then to get its GPUs."
     )
-
-
-def options_form(slices: list[dict], gpus: int, max_gpus: int) -> str:
-    """The spawn form: the workspace (the user's slices) and a GPU count; none when the user is in no slice."""
-    if not slices:
-        return ""
-    count = (
-        '<label for="egs-gpus">GPUs</label>'
-        f'<input id="egs-gpus" name="gpus" type="number" min="0" max="{max_gpus}" step="1" value="{gpus}">'
-    )
-    return slice_select(slices) + count
 
 
 class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
@@ -164,9 +136,6 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
         """,
     ).tag(config=True)
 
-    egs_default_gpus = Integer(1, help="GPU count the spawn form starts with.").tag(config=True)
-    egs_max_gpus = Integer(8, help="Largest GPU count the spawn form offers.").tag(config=True)
-
     @default("egs_pod_api_url")
     def _default_pod_api_url(self) -> str:
         return self.egs_api_url
@@ -184,9 +153,7 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
         self._configured = {name: copy.deepcopy(getattr(self, name)) for name in PLACEMENT_TRAITS}
         self._egs_env: dict[str, str] = {}
         self._egs_preparation: asyncio.Future[str] | None = None
-
-    async def _egs_options_form(self) -> str:
-        return options_form(await self.user_slices(), self.egs_default_gpus, self.egs_max_gpus)
+        self._egs_start_notes()
 
     async def queued_gprs(self, slice_name: str) -> list[dict]:
         query = urlencode({"slice": slice_name, "status": "queued"})
@@ -205,12 +172,14 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
             self._egs_env = {"EGS_SLICE": ""}
             return Placement(None, None, 0), f"{self.user.name} is in no workspace: starting without GPUs."
         namespace = slice_namespace(await self._egs("GET", f"slices/{quote(slice_name, safe='')}"), self.egs_cluster)
-        granted = await self.register_server(slice_name)
+        granted = await self.egs_grant(slice_name, wanted, lambda answer: gpus_on(self.egs_cluster, answer["gpus"]))
         held = gpus_on(self.egs_cluster, granted["gpus"])
         self._egs_env = {"EGS_SLICE": slice_name, "EGS_GPRS": ",".join(map(str, granted["gprs"]))}
         where = f"slice {slice_name} (namespace {namespace} on cluster {self.egs_cluster})"
         if not wanted:
             return Placement(slice_name, namespace, 0), f"Starting in {where} without GPUs, as asked."
+        if not held and granted.get("auto_gpr"):
+            return Placement(slice_name, namespace, 0), f"Starting in {where} without GPUs for now."
         if not held:
             notice = next_gpr_notice(slice_name, self.egs_cluster, await self.queued_gprs(slice_name))
             return Placement(slice_name, namespace, 0), notice
@@ -224,12 +193,13 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
         for name, value in placement.traits(self._configured).items():
             setattr(self, name, value)
         self.dns_name = self.dns_name_template.format(namespace=self.namespace, name=self.pod_name)
-        self.log.info("%s's server %r: %s", self.user.name, self.name, notice)
+        self.egs_note(notice)
         return notice
 
     def start(self):
         # KubeSpawner's start: _start_future ends progress(); the placement comes first, and
         # progress() waits for it (JupyterHub may ask for progress before start runs).
+        self._egs_start_notes()
         self._egs_preparation = asyncio.ensure_future(self.egs_place())
         self._start_future = asyncio.ensure_future(self._start_placed(self._egs_preparation))
         return self._start_future
@@ -241,11 +211,11 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
     async def progress(self):
         while self._egs_preparation is None:
             await asyncio.sleep(0.1)
-        try:
-            notice = await asyncio.shield(self._egs_preparation)
-        except (RuntimeError, ValueError):
+        preparation = self._egs_preparation
+        async for event in self.egs_progress(preparation):
+            yield event
+        if preparation.exception() is not None:
             return  # start fails with this error, which JupyterHub shows
-        yield {"progress": 5, "message": notice}
         async for event in super().progress():
             yield event
 

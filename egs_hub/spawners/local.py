@@ -17,6 +17,7 @@ where the device plugin enforces the assignment.
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from jupyterhub.spawner import SimpleLocalProcessSpawner
@@ -28,6 +29,8 @@ class SliceLocalSpawner(SliceSpawnerMixin, SimpleLocalProcessSpawner):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._egs_env: dict[str, str] = {}
+        self._egs_preparation: asyncio.Future[dict[str, str]] | None = None
+        self._egs_start_notes()
 
     def get_env(self) -> dict[str, str]:
         env = super().get_env()
@@ -43,9 +46,19 @@ class SliceLocalSpawner(SliceSpawnerMixin, SimpleLocalProcessSpawner):
         return args
 
     async def start(self):
-        self._egs_env = await self.egs_environment()
+        self._egs_start_notes()
+        self._egs_preparation = asyncio.ensure_future(self.egs_environment())
+        self._egs_env = await self._egs_preparation
         return await super().start()
+
+    async def progress(self):
+        """The start's notes: the workspace, and the GPR it waits for (its place and estimated start)."""
+        while self._egs_preparation is None:
+            await asyncio.sleep(0.1)
+        async for event in self.egs_progress(self._egs_preparation):
+            yield event
 
     async def stop(self, now: bool = False) -> None:
         await super().stop(now=now)
+        self._egs_preparation = None
         await self.forget_server()

@@ -28,6 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from ..core.model import DEFAULT_HOME_VOLUME_SIZE
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -154,6 +156,11 @@ class Slice(Base):
     idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     bind_failure: Mapped[str] = mapped_column(String(16), default="fail", server_default="fail")
+    auto_gpr: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    home_volume_size: Mapped[str | None] = mapped_column(
+        String(32), nullable=True, default=DEFAULT_HOME_VOLUME_SIZE, server_default=DEFAULT_HOME_VOLUME_SIZE
+    )
+    home_volume_class: Mapped[str | None] = mapped_column(String(253), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     project: Mapped[Project] = relationship(lazy="joined")

@@ -275,8 +275,9 @@ def gpu_holders(session: Session) -> dict[str, tuple[str, int]]:
     return {uuid: (slice_name, gpr_id) for uuid, slice_name, gpr_id in session.execute(query)}
 
 
-def slice_usable_gpus(session: Session, slice_name: str) -> list[tuple[str, int]]:
-    """(GPU UUID, GPR id) a slice's servers may use now: bound, and not being released."""
+def slice_usable_gpus(session: Session, slice_name: str, cluster: str | None = None) -> list[tuple[str, int]]:
+    """(GPU UUID, GPR id) a slice's servers may use now: bound, and not being released; on ``cluster`` only
+    when it is given."""
     query = (
         select(Binding.gpu_uuid, Binding.gpr_id)
         .join(GPRRow, GPRRow.id == Binding.gpr_id)
@@ -288,6 +289,8 @@ def slice_usable_gpus(session: Session, slice_name: str) -> list[tuple[str, int]
         )
         .order_by(Node.name, GPU.index)
     )
+    if cluster is not None:
+        query = query.join(Cluster, Cluster.id == Node.cluster_id).where(Cluster.name == cluster)
     return [(uuid, gpr_id) for uuid, gpr_id in session.execute(query)]
 
 
@@ -321,6 +324,9 @@ def slice_policy(row: Slice) -> core.SlicePolicy:
         idle_timeout=_delta(row.idle_timeout_s),
         max_idle_timeout=_delta(row.max_idle_timeout_s),
         bind_failure=row.bind_failure,
+        auto_gpr=row.auto_gpr,
+        home_volume_size=row.home_volume_size,
+        home_volume_class=row.home_volume_class,
     )
 
 
@@ -340,6 +346,9 @@ def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
     row.idle_timeout_s = _seconds(policy.idle_timeout)
     row.max_idle_timeout_s = _seconds(policy.max_idle_timeout)
     row.bind_failure = policy.bind_failure
+    row.auto_gpr = policy.auto_gpr
+    row.home_volume_size = policy.home_volume_size
+    row.home_volume_class = policy.home_volume_class
 
 
 def set_namespaces(session: Session, row: Slice, namespaces: dict[str, tuple[str, ...]]) -> None:

@@ -184,7 +184,7 @@ async def test_with_a_provisioned_gpr_the_pod_gets_the_slice_gpus_and_stop_forge
         notices[0]
         == f"Starting in slice a (namespace {namespace} on cluster east) with {want_limit} GPU(s){want_note}."
     )
-    assert ("PUT", "servers/alice/gpu", {"slice": "a"}) in egs.requests
+    assert ("PUT", "servers/alice/gpu", {"slice": "a", "gpus": int(asked), "cluster": CLUSTER}) in egs.requests
     assert spawner.get_state()["namespace"] == namespace  # a restarted hub finds the pod there
 
     await asyncio.wait_for(spawner.stop(), 15)
@@ -361,7 +361,9 @@ async def test_the_form_lists_only_the_users_slices_and_a_gpu_count(egs, emulato
 
 
 @pytest.mark.parametrize(
-    ("value", "want"), [(None, 0), ("", 0), ("0", 0), (" 3 ", 3), (2, 2)], ids=["absent", "empty", "0", "text", "int"]
+    ("value", "want"),
+    [(None, None), ("", 0), ("0", 0), (" 3 ", 3), (2, 2)],
+    ids=["absent: not asked", "empty", "0", "text", "int"],
 )
 def test_requested_gpus(value, want):
     assert requested_gpus(value) == want

@@ -194,9 +194,9 @@ async def test_unreachable_service_fails_the_start_before_any_process(tmp_path):
 # --- the spawn form ------------------------------------------------------------------------
 
 FORM_CASES = {
-    # name: (user's groups, wanted <option> elements; none means no form)
-    "no slice: no form": ((), []),
-    "one slice: no form, it is chosen": (("group-a",), []),
+    # name: (user's groups, wanted <option> elements; None means no form, [] a GPU count only)
+    "no slice: no form": ((), None),
+    "one slice: it is chosen, the form asks the GPUs": (("group-a",), []),
     "two slices: a choice": (
         ("group-a", "group-b"),
         ['<option value="a">Team A</option>', '<option value="b">b</option>'],
@@ -216,13 +216,17 @@ async def test_options_form_lists_slices_only_when_there_is_a_choice(egs: FakeEG
         Slice("x&y", set(), display_name="R&D <GPU>", group_name="group-x"),
     ]
 
-    form = await make_spawner(egs.url, groups=groups).get_options_form()
+    form = await make_spawner(egs.url, groups=groups, egs_default_gpus=2, egs_max_gpus=4).get_options_form()
 
-    if not want_options:
+    if want_options is None:
         assert form == ""
+        return
+    count = '<input id="egs-gpus" name="gpus" type="number" min="0" max="4" step="1" value="2">'
+    assert form.endswith(count)
+    if not want_options:
+        assert "<select" not in form
     else:
         assert form.startswith('<label for="egs-slice">Workspace</label><select id="egs-slice" name="slice">')
-        assert form.endswith("</select>")
         assert form.count("<option") == len(want_options)
         assert all(option in form for option in want_options)
 
@@ -230,7 +234,7 @@ async def test_options_form_lists_slices_only_when_there_is_a_choice(egs: FakeEG
 def test_form_data_becomes_user_options():
     spawner = make_spawner("http://127.0.0.1:1/")
 
-    assert spawner.run_options_from_form({"slice": ["b"]}) == {"slice": "b"}
+    assert spawner.run_options_from_form({"slice": ["b"], "gpus": ["1"]}) == {"slice": "b", "gpus": "1"}
     assert spawner.run_options_from_form({}) == {}
 
 

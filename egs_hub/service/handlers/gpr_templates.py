@@ -8,6 +8,7 @@ existing slice; a slice's templates go with it.
 
 from __future__ import annotations
 
+from sqlalchemy import select
 from tornado import web
 
 from ...core import model as core
@@ -17,7 +18,7 @@ from ...core.resources import Templates
 from ...core.templates import GPRTemplate, usable_in
 from ...store import queries
 from ...store.db import transaction
-from ...store.models import GPRTemplateRow
+from ...store.models import GPRTemplateRow, Slice
 from ..parameters import TemplatesQuery, read
 from ..serialize import template_resource
 from .base import APIHandler, authenticated
@@ -124,10 +125,17 @@ class TemplateHandler(TemplateBase):
 
     @authenticated
     async def delete(self, name: str) -> None:
-        """GPRs made from it keep their fields (and its name, for the record)."""
+        """GPRs made from it keep their fields (and its name, for the record). One a slice's policy files
+        GPRs from (``auto_gpr``) is a 409 naming the slices."""
         with transaction(self.egs.sessions) as session:
             row = self.load(session, name)
             self.check_scope(session, queries.to_template(row))
+            users = session.scalars(select(Slice.name).where(Slice.auto_gpr == name).order_by(Slice.name)).all()
+            if users:
+                raise Conflict(
+                    f"the policy of slice(s) {', '.join(users)} files GPRs from template {name!r} (auto_gpr); "
+                    "change it there first"
+                )
             self.record(session, "template-deleted", queries.to_template(row), "deleted")
             session.delete(row)
         self.set_status(204)

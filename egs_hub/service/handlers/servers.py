@@ -26,13 +26,15 @@ from sqlalchemy import select
 from tornado import web
 
 from ...core import model as core
+from ...core.errors import InvalidRequest
 from ...core.requests import ServerStart, parse_body
+from ...core.resources import AutoGPR, ServerRegistration, ServerRestart, Servers
 from ...core.resources import Server as ServerResource
-from ...core.resources import ServerRegistration, ServerRestart, Servers
 from ...core.user_names import normalize_user_name
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import Server
+from .. import auto_gpr
 from ..hub import HubAPIError
 from ..parameters import ServersQuery, read
 from .base import APIHandler, authenticated
@@ -52,7 +54,8 @@ class ServerHandler(APIHandler):
     async def put(self, user: str, server: str = "") -> None:
         user = normalize_user_name(user, "user")
         self.check_caller(user)
-        slice_name = parse_body(ServerStart, self.json_body()).slice
+        body = parse_body(ServerStart, self.json_body())
+        slice_name = body.slice
         with self.egs.sessions() as session:
             slice_row = queries.get_slice(session, slice_name)
             if slice_row is None:
@@ -69,11 +72,32 @@ class ServerHandler(APIHandler):
                 "server-started", self.user_name, reason, self.now(), slice_name, user, server, gpus=gpus
             )
             queries.add_event(session, started)
+        outcome = None
+        if body.gpus:
+            who = f"{user}'s server {server!r}" if server else f"{user}'s server"
+            outcome = await auto_gpr.for_start(
+                self.egs, slice_name, body.gpus, self.start_cluster(body.cluster), user, f"auto: {who}"
+            )
         self.write_json(
             ServerRegistration(
-                user=user, server=server, slice=slice_name, gpus=gpus, gprs=sorted({gpr_id for _, gpr_id in usable})
+                user=user,
+                server=server,
+                slice=slice_name,
+                gpus=gpus,
+                gprs=sorted({gpr_id for _, gpr_id in usable}),
+                auto_gpr=None if outcome is None or outcome.gpr is None else auto_gpr_resource(outcome),
+                auto_gpr_problem=None if outcome is None else outcome.problem,
             )
         )
+
+    def start_cluster(self, cluster: str | None) -> str | None:
+        """The cluster a server starts on: the one named (registered), else this host's (None without one)."""
+        if cluster is None:
+            return next((name for name, s in self.egs.registry.states.items() if s.origin == "local"), None)
+        if cluster not in self.egs.registry.states:
+            known = ", ".join(sorted(self.egs.registry.states))
+            raise InvalidRequest("cluster", f"no cluster named {cluster!r}; the registered ones are {known}")
+        return cluster
 
     @authenticated
     def delete(self, user: str, server: str = "") -> None:
@@ -83,6 +107,19 @@ class ServerHandler(APIHandler):
             queries.forget_server(session, user, server)
         self.set_status(204)
         self.finish()
+
+
+def auto_gpr_resource(outcome: auto_gpr.Outcome) -> AutoGPR:
+    gpr, estimate = outcome.gpr, outcome.estimate
+    queued = gpr.status is core.Status.QUEUED and estimate is not None
+    return AutoGPR(
+        id=gpr.id,
+        status=gpr.status.value,
+        filed=outcome.filed,
+        template=gpr.spec.template,
+        position=estimate.position if queued else None,
+        estimated_start=estimate.start if queued else None,
+    )
 
 
 class ServersHandler(APIHandler):

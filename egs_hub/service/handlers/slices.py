@@ -128,6 +128,7 @@ class SliceHandler(SliceBase):
             quota = body.quota if body.quota is not MISSING else None
             policy_body = body.policy if body.policy is not MISSING else None
             policy = workspaces.slice_policy(quota, policy_body, queries.slice_policy(row))
+            workspaces.check_auto_gpr(session, policy, name, row.project.name)
             if body.namespaces is not MISSING:
                 workspaces.check_namespaces_free(session, body.namespaces, row.id)
             group = row.group_name
