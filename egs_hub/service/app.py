@@ -37,6 +37,7 @@ from ..metrics.prometheus import PrometheusSource
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from ..traits import Duration
 from . import standby
+from .auto_gpr import AutoGPRs
 from .clusters import Clusters
 from .commands import Commands
 from .exporter import Exporter
@@ -614,6 +615,7 @@ class EGSService(Application):
         self.commands = Commands(
             self.sessions, self.planning, self.clock, self.reconciler.wake, max_start_after=self.max_start_after
         )
+        self.auto_gprs = AutoGPRs(self)
         self.gpr_sync = GPRSync(
             self.sessions,
             self.registry.backends,

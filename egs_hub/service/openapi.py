@@ -209,7 +209,7 @@ def _paths() -> dict:
             "patch": {
                 "summary": "Change a slice (admin, or an admin of its project)",
                 "requestBody": _body("SliceUpdate"),
-                "responses": _responses("changed", slice_, "400", "401", "403", "404", "409", "503"),
+                "responses": _responses("changed", slice_, "400", "401", "403", "404", "409", "422", "503"),
             },
             "delete": {
                 "summary": "Delete a slice with no unfinished GPRs (admin, or an admin of its project); "
@@ -319,8 +319,8 @@ def _paths() -> dict:
                 "responses": _responses("changed", _ref("Template"), "400", "401", "403", "404", "422"),
             },
             "delete": {
-                "summary": "Delete a GPR template (as POST)",
-                "responses": _responses("deleted", None, "400", "401", "403", "404", status="204"),
+                "summary": "Delete a GPR template (as POST); not one a slice's auto_gpr names (409)",
+                "responses": _responses("deleted", None, "400", "401", "403", "404", "409", status="204"),
             },
         },
         "/usage": {
@@ -510,7 +510,8 @@ def _paths() -> dict:
         "/servers/{user}": {
             "parameters": [USER],
             "put": {
-                "summary": "Register a starting default server; answers the GPUs it may use (spawner)",
+                "summary": "Register a starting default server; answers the GPUs it may use, and with GPUs asked "
+                "and none held the GPR it waits for (the slice's auto_gpr) (spawner)",
                 "requestBody": _body("ServerStart"),
                 "responses": _responses("GPUs", _ref("ServerRegistration"), "400", "401", "403", "404"),
             },
@@ -522,7 +523,8 @@ def _paths() -> dict:
         "/servers/{user}/{server}": {
             "parameters": [USER, _path("server")],
             "put": {
-                "summary": "Register a starting named server; answers the GPUs it may use (spawner)",
+                "summary": "Register a starting named server; answers the GPUs it may use, and with GPUs asked "
+                "and none held the GPR it waits for (the slice's auto_gpr) (spawner)",
                 "requestBody": _body("ServerStart"),
                 "responses": _responses("GPUs", _ref("ServerRegistration"), "400", "401", "403", "404"),
             },

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 import jsonpatch
 import pytest
 
-from egs_hub.backends.kubernetes.webhook import InvalidReview, review_pod, slice_patch, wants_gpus
+from egs_hub.backends.kubernetes.webhook import (
+    InvalidReview,
+    gpu_count,
+    pod_name,
+    review_pod,
+    slice_patch,
+    wants_gpus,
+)
 
 ADMISSION = pathlib.Path(__file__).parent / "admission"
 SLICES = {"team-a": "team-a", "team-a-dev": "team-a", "ml": "research"}
@@ -194,3 +201,40 @@ def test_unreadable_pods_are_allowed_untouched_with_a_warning(edit, want):
     assert response["allowed"] is True and "patch" not in response
     assert len(response["warnings"]) == 1 and want in response["warnings"][0]
     assert response["warnings"][0].startswith("egs-hub pod webhook: ")
+
+
+def _pod(containers: list[dict], init: list[dict] = (), name: str | None = None) -> dict:
+    metadata = {"name": name} if name else {"generateName": "job-"}
+    return {"metadata": metadata, "spec": {"containers": containers, "initContainers": list(init)}}
+
+
+def _gpus(limit=None, request=None) -> dict:
+    resources = {}
+    if limit is not None:
+        resources["limits"] = {"nvidia.com/gpu": limit}
+    if request is not None:
+        resources["requests"] = {"nvidia.com/gpu": request}
+    return {"name": "c", "resources": resources}
+
+
+GPU_COUNTS = {
+    # name: (pod, GPUs the auto-GPR is sized to)
+    "one container's limit": (_pod([_gpus("2")]), 2),
+    "containers add up": (_pod([_gpus("2"), _gpus(1)]), 3),
+    "a request counts without a limit": (_pod([_gpus(request="1")]), 1),
+    "the limit wins over the request": (_pod([_gpus("4", "4")]), 4),
+    "an init container asking more is the count": (_pod([_gpus("1")], init=[_gpus("3")]), 3),
+    "an init container asking less is not": (_pod([_gpus("2"), _gpus("2")], init=[_gpus("3")]), 4),
+    "not a whole number counts 0": (_pod([_gpus("500m")]), 0),
+    "no GPUs": (_pod([{"name": "c"}]), 0),
+}
+
+
+@pytest.mark.parametrize(("pod", "want"), GPU_COUNTS.values(), ids=GPU_COUNTS.keys())
+def test_gpu_count(pod, want):
+    assert gpu_count(pod) == want
+
+
+def test_pod_name_is_the_generate_name_until_the_api_server_names_it():
+    assert pod_name(_pod([], name="trainer-0")) == "trainer-0"
+    assert pod_name(_pod([])) == "job-*"

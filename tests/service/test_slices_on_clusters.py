@@ -229,6 +229,39 @@ def test_the_webhook_route_answers_from_the_store(world):
     assert wrong.status_code == 400 and "no request.uid" in wrong.json()["message"]
 
 
+def test_a_gpu_pod_the_slice_has_no_gpus_for_files_a_gpr_when_its_policy_says_so(world):
+    """The slice's auto_gpr: the webhook files the GPR (over auto-approval here, so it waits), with an Event
+    on the pod's namespace; the same pod made again waits for it instead of filing another."""
+    admin, url = world["admin"], f"{world['hub'].url}/services/egs/webhooks/pods/kc"
+    admin.post("templates", {"name": "kc-one", "gpus": 1, "duration": "10m", "cluster": "kc"}, expect=201)
+    admin.call("PATCH", "slices/ml", {"policy": {"auto_gpr": "kc-one", "auto_approve_max_gpus": 1}}, expect=200)
+    answer = requests.post(url, json=review("gpu-deployment-pod.json", "ml-home"), timeout=10)
+    assert "patch" in answer.json()["response"]  # admitted onto the slice's nodes at once, as before
+
+    def filed():
+        return admin.get("gprs?slice=ml&status=pending-approval")["gprs"]
+
+    (gpr,) = wait_for(filed, 10, "the GPR the pod's start files")
+    assert (gpr["requested_by"], gpr["template"], gpr["gpus"], gpr["cluster"]) == (
+        "kubernetes:kc/ml-home",
+        "kc-one",
+        2,
+        "kc",
+    )
+    assert gpr["name"] == "auto: pod ml-home/trainer-7d9f8c6b5-*"
+    wait_for(lambda: ("Normal", "GPRFiled", "Namespace") in events(world, "ml-home"), 10, "a GPRFiled Event")
+
+    requests.post(url, json=review("gpu-deployment-pod.json", "ml-home"), timeout=10)
+    wait_for(lambda: ("Normal", "GPRWaiting", "Namespace") in events(world, "ml-home"), 10, "a GPRWaiting Event")
+    assert [g["id"] for g in filed()] == [gpr["id"]]
+    # A CPU pod files nothing.
+    requests.post(url, json=review("cpu-pod.json", "ml-home"), timeout=10)
+    admin.call("DELETE", f"gprs/{gpr['id']}", expect=200)
+    admin.call("PATCH", "slices/ml", {"policy": {"auto_gpr": None}}, expect=200)
+    admin.call("DELETE", "templates/kc-one", expect=204)
+    assert [g["id"] for g in admin.get("gprs?slice=ml")["gprs"] if g["status"] not in ("cancelled", "complete")] == []
+
+
 def test_deleting_the_slice_removes_what_egs_hub_created_and_releases_what_it_adopted(world):
     admin, kube, run = world["admin"], world["kube"], world["run"]
     admin.call("DELETE", "slices/ml", expect=204)

@@ -102,9 +102,15 @@ def ref_of(obj: Mapping, cluster: str) -> ResourceRef:
 
 def requested_by(ref: ResourceRef) -> str:
     """Who asked, for a GPR made from a resource: the API server does not say who created an object,
-    so the namespace on its cluster. The '/' makes it a name no hub user can have (hub names have no '/'),
-    so no one can act on these GPRs as their owner through the API; the slice's members and admins can."""
-    return f"kubernetes:{ref.cluster}/{ref.namespace}"
+    so the namespace on its cluster (namespace_requester)."""
+    return namespace_requester(ref.cluster, ref.namespace)
+
+
+def namespace_requester(cluster: str, namespace: str) -> str:
+    """Who asked, for a GPR filed for an object of a namespace (a resource, a pod). The '/' makes it a name
+    no hub user can have (hub names have no '/'), so no one can act on these GPRs as their owner through
+    the API; the slice's members and admins can."""
+    return f"kubernetes:{cluster}/{namespace}"
 
 
 def api_body(obj: Mapping, slice_name: str, cluster: str) -> dict:

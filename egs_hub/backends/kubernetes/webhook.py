@@ -87,6 +87,29 @@ def _gpu_amount(container: Mapping, kind: str) -> object:
     return amounts.get(GPU_RESOURCE)
 
 
+def gpu_count(pod: Mapping) -> int:
+    """The GPUs the pod asks for, as the scheduler counts them: the sum over its containers, or the most
+    one init container asks when that is more; each container's limit, else its request. A pod that
+    wants_gpus reads; an amount that is not a whole number counts 0."""
+    spec = pod["spec"]
+
+    def amount(container: Mapping) -> int:
+        value = _gpu_amount(container, "limits")
+        if value is None:
+            value = _gpu_amount(container, "requests")
+        text = str(value).strip() if value is not None else ""
+        return int(text) if text.isdigit() else 0
+
+    running = sum(amount(c) for c in spec.get("containers") or [])
+    return max([running, *(amount(c) for c in spec.get("initContainers") or [])])
+
+
+def pod_name(pod: Mapping) -> str:
+    """The pod's name, or its generateName and a '*' when the API server has yet to name it."""
+    metadata = pod.get("metadata") or {}
+    return metadata.get("name") or f"{metadata.get('generateName') or ''}*"
+
+
 def slice_patch(pod: Mapping, slice_name: str) -> list[dict]:
     """The JSONPatch operations that put the pod on the slice's nodes; [] when it is there already."""
     spec = pod["spec"]

@@ -34,7 +34,7 @@ from ...core.user_names import normalize_user_name
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import Server
-from .. import auto_gpr
+from ..auto_gpr import Outcome
 from ..hub import HubAPIError
 from ..parameters import ServersQuery, read
 from .base import APIHandler, authenticated
@@ -75,9 +75,8 @@ class ServerHandler(APIHandler):
         outcome = None
         if body.gpus:
             who = f"{user}'s server {server!r}" if server else f"{user}'s server"
-            outcome = await auto_gpr.for_start(
-                self.egs, slice_name, body.gpus, self.start_cluster(body.cluster), user, f"auto: {who}"
-            )
+            cluster = self.start_cluster(body.cluster)
+            outcome = await self.egs.auto_gprs.for_start(slice_name, body.gpus, cluster, user, f"auto: {who}")
         self.write_json(
             ServerRegistration(
                 user=user,
@@ -109,7 +108,7 @@ class ServerHandler(APIHandler):
         self.finish()
 
 
-def auto_gpr_resource(outcome: auto_gpr.Outcome) -> AutoGPR:
+def auto_gpr_resource(outcome: Outcome) -> AutoGPR:
     gpr, estimate = outcome.gpr, outcome.estimate
     queued = gpr.status is core.Status.QUEUED and estimate is not None
     return AutoGPR(

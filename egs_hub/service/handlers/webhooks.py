@@ -13,24 +13,34 @@ path (the chart's ``egs.cluster.name``).
 | an AdmissionReview v1                                | 200, the AdmissionReview with its response     |
 | not UTF-8 JSON, nested over 64 deep, not a review v1 | 400 ``{"status", "message"}``                  |
 | a cluster that is not registered                     | 404 (the API server then admits the pod as is) |
+
+A GPU pod in a namespace of a slice whose policy names an ``auto_gpr`` template gets a GPR filed for
+it (or waits for the one the slice has waiting) once the answer is sent, so a slow plan never delays
+the pod's admission (service/auto_gpr.py); an Event on the pod's namespace says which GPR, or why
+none could be filed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 
+from sqlalchemy import select
 from tornado import web
 from tornado.httpserver import HTTPServer
 
-from ...backends.kubernetes.webhook import InvalidReview, review_pod
+from ...backends.kubernetes.webhook import InvalidReview, gpu_count, pod_name, review_pod
 from ...core.decoding import decode_json
 from ...core.errors import InvalidRequest
 from ...store import queries
+from ...store.models import Slice
 
 ROUTE = r"webhooks/pods/([^/]+)"
 # A pod's AdmissionReview nests about 15 deep (managedFields, affinity); the API's bodies stay within 32.
 REVIEW_MAX_DEPTH = 64
+# Auto-GPRs being filed for admitted pods; held here so that the loop does not drop them (weak references).
+_filing: set[asyncio.Task] = set()
 
 
 class PodWebhookHandler(web.RequestHandler):
@@ -42,22 +52,43 @@ class PodWebhookHandler(web.RequestHandler):
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
 
-    def post(self, cluster: str) -> None:
+    async def post(self, cluster: str) -> None:
         if cluster not in self.egs.registry.states:
             raise web.HTTPError(404, f"no cluster named {cluster!r}; the webhook path ends with a registered cluster")
         try:
             review = decode_json(self.request.body, max_depth=REVIEW_MAX_DEPTH)
         except InvalidRequest as e:
             raise web.HTTPError(400, f"{e}; send an AdmissionReview v1") from None
+        found: list[str] = []
         try:
-            answer = review_pod(review, lambda namespace: self._slice_of(cluster, namespace))
+            answer = review_pod(review, lambda namespace: self._slice_of(cluster, namespace, found))
         except InvalidReview as e:
             raise web.HTTPError(400, str(e)) from None
-        self.finish(json.dumps(answer))
+        await self.finish(json.dumps(answer))
+        if found and "warnings" not in answer["response"]:
+            self._file_for_pod(cluster, found[0], review["request"])
 
-    def _slice_of(self, cluster: str, namespace: str) -> str | None:
+    def _slice_of(self, cluster: str, namespace: str, found: list[str]) -> str | None:
         with self.egs.sessions() as session:
-            return queries.slice_of_namespace(session, cluster, namespace)
+            slice_name = queries.slice_of_namespace(session, cluster, namespace)
+        if slice_name is not None:
+            found.append(slice_name)
+        return slice_name
+
+    def _file_for_pod(self, cluster: str, slice_name: str, request: dict) -> None:
+        """A GPU pod in a slice whose policy names an auto_gpr template: file or wait for its GPR once the
+        pod is admitted (the API server waits for no GPR), in the background."""
+        pod = request["object"]
+        wanted = gpu_count(pod)
+        if not wanted:
+            return
+        with self.egs.sessions() as session:
+            if session.scalar(select(Slice.auto_gpr).where(Slice.name == slice_name)) is None:
+                return
+        namespace = request.get("namespace") or pod["metadata"]["namespace"]
+        task = asyncio.ensure_future(self.egs.auto_gprs.for_pod(cluster, slice_name, namespace, pod_name(pod), wanted))
+        _filing.add(task)
+        task.add_done_callback(_filing.discard)
 
     def write_error(self, status_code: int, **kwargs) -> None:
         error = kwargs.get("exc_info", (None, None, None))[1]
