@@ -27,6 +27,9 @@ class Slice:
     queued: list[dict] = field(default_factory=list)  # GPRs as GET gprs writes them
     display_name: str | None = None
     group_name: str | None = None  # its hub group; default group-<name>
+    auto_gpr: dict | None = None  # what PUT servers answers as auto_gpr while the slice has no gpus
+    polls: list[dict] = field(default_factory=list)  # GET gprs/{id} answers in turn (the last repeats)
+    gpus_once_provisioned: list[str] = field(default_factory=list)  # gpus after a poll answered provisioned
 
     @property
     def group(self) -> str:
@@ -45,7 +48,7 @@ class Slice:
 @dataclass
 class FakeEGS:
     """HTTP test double of the EGS service: ``GET slices``, ``GET slices/{name}``, ``PUT``/``DELETE
-    servers/{user}[/{server}]``, ``GET gprs?slice=&status=queued``.
+    servers/{user}[/{server}]``, ``GET gprs?slice=&status=queued``, ``GET gprs/{id}`` (of a slice's auto_gpr).
 
     It answers like the real handlers (``{"status", "message"}`` errors; 403 for a non-member,
     404 for an unknown slice) from ``slices``, checks the spawner's token, and records every
@@ -102,7 +105,10 @@ class _ServerHandler(_Handler):
             return self.fail(404, f"No slice named {wanted!r}")
         if user not in found.members:
             return self.fail(403, f"{user} is not a member of slice {wanted!r}")
-        self.finish({"user": user, "server": server, "slice": wanted, "gpus": found.gpus, "gprs": found.gprs})
+        auto = found.auto_gpr if json.loads(self.request.body).get("gpus") and not found.gpus else None
+        self.finish(
+            {"user": user, "server": server, "slice": wanted, "gpus": found.gpus, "gprs": found.gprs, "auto_gpr": auto}
+        )
 
     def delete(self, user: str, server: str = "") -> None:
         self.set_status(204)
@@ -117,6 +123,17 @@ class _GPRsHandler(_Handler):
         self.finish({"gprs": found.queued})
 
 
+class _GPRHandler(_Handler):
+    def get(self, gpr_id: str) -> None:
+        found = next((s for s in self.egs.slices if s.auto_gpr and str(s.auto_gpr["id"]) == gpr_id), None)
+        if found is None or not found.polls:
+            return self.fail(404, f"No GPR with id {gpr_id}")
+        answer = found.polls.pop(0) if len(found.polls) > 1 else found.polls[0]
+        if answer["status"] == "provisioned":
+            found.gpus = found.gpus_once_provisioned
+        self.finish(answer)
+
+
 @asynccontextmanager
 async def serve_fake_egs() -> AsyncIterator[FakeEGS]:
     """The double served on a random loopback port (``FakeEGS.url`` is its API v1 URL)."""
@@ -128,6 +145,7 @@ async def serve_fake_egs() -> AsyncIterator[FakeEGS]:
             (API + "servers/([^/]+)", _ServerHandler, {"egs": fake}),
             (API + "servers/([^/]+)/([^/]+)", _ServerHandler, {"egs": fake}),
             (API + "gprs", _GPRsHandler, {"egs": fake}),
+            (API + "gprs/([0-9]+)", _GPRHandler, {"egs": fake}),
         ]
     )
     sockets = bind_sockets(0, "127.0.0.1")

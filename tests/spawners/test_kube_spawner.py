@@ -241,6 +241,72 @@ async def test_without_a_provisioned_gpr_the_pod_is_cpu_only_and_progress_says_w
     assert egs.requests[-1] == ("DELETE", "servers/alice", None)
 
 
+AUTO = {"id": 12, "status": "queued", "filed": True, "template": "one", "position": 2}
+
+
+def _soon(seconds: float) -> str:
+    return (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def test_a_start_waits_for_an_auto_gpr_that_starts_soon_and_gets_its_gpus(egs, emulator, cluster):
+    namespace = await cluster.add_namespace("team-a", slice="a")
+    egs.slices = [
+        Slice(
+            "a",
+            {"alice"},
+            namespaces={CLUSTER: [namespace]},
+            gprs=[12],
+            auto_gpr={**AUTO, "estimated_start": _soon(2)},
+            polls=[
+                {"id": 12, "status": "queued", "queue_position": 1, "estimated_start": _soon(1)},
+                {"id": 12, "status": "queued", "queue_position": 1, "estimated_start": _soon(0)},
+                {"id": 12, "status": "provisioned"},
+            ],
+            gpus_once_provisioned=["east/gpu-1/gpu0"],
+        )
+    ]
+    spawner = make_spawner(egs, emulator, user_options={"gpus": 1})
+
+    started = spawner.start()
+    progress = asyncio.create_task(messages(spawner))
+    pod = await created_pod(emulator, namespace, "jupyter-alice")
+    assert container(pod)["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    await run_pod(cluster, namespace, "jupyter-alice")
+    assert await asyncio.wait_for(started, 15) == f"http://{POD_IP}:8888"
+    notices = await asyncio.wait_for(progress, 5)
+    assert notices[0].startswith("GPR 12 (template one) was filed for your GPUs: position 2 in the queue, estimated")
+    assert any(n.startswith("GPR 12: position 1 in the queue, estimated to start at ") for n in notices)
+    assert "GPR 12 holds GPUs now." in notices
+    assert f"Starting in slice a (namespace {namespace} on cluster east) with 1 GPU(s)." in notices
+    registered = ("PUT", "servers/alice", {"slice": "a", "gpus": 1, "cluster": CLUSTER})
+    assert [r for r in egs.requests if r[0] == "PUT"] == [registered, registered]
+    await asyncio.wait_for(spawner.stop(), 15)
+
+
+async def test_a_start_does_not_wait_for_an_auto_gpr_that_starts_later(egs, emulator, cluster):
+    namespace = await cluster.add_namespace("team-a", slice="a")
+    later = {**AUTO, "estimated_start": _soon(3600)}
+    egs.slices = [Slice("a", {"alice"}, namespaces={CLUSTER: [namespace]}, auto_gpr=later)]
+    spawner = make_spawner(egs, emulator, user_options={"gpus": 2})
+
+    started = spawner.start()
+    progress = asyncio.create_task(messages(spawner))
+    pod = await created_pod(emulator, namespace, "jupyter-alice")
+    assert "nvidia.com/gpu" not in (container(pod)["resources"].get("limits") or {})
+    await run_pod(cluster, namespace, "jupyter-alice")
+    await asyncio.wait_for(started, 15)
+    notices = await asyncio.wait_for(progress, 5)
+    assert notices[:3] == [
+        f"GPR 12 (template one) was filed for your GPUs: position 2 in the queue, estimated to start at "
+        f"{later['estimated_start']}.",
+        "The server starts without GPUs now and gets them when the GPR's window opens "
+        "(restarted then if the workspace's policy says so; else restart it).",
+        f"Starting in slice a (namespace {namespace} on cluster east) without GPUs for now.",
+    ]
+    assert ("GET", "gprs/12", None) not in egs.requests
+    await asyncio.wait_for(spawner.stop(), 15)
+
+
 # --- placement without a pod ------------------------------------------------------------------
 
 
