@@ -31,6 +31,7 @@ from ..core.resources import (
     GPUMetrics,
     GPUs,
     Health,
+    HomeVolumes,
     Inventory,
     Project,
     QueuedGPR,
@@ -355,6 +356,11 @@ class Operations(ABC):
         (whole seconds or a timedelta, 10 minutes to 7 days; default a day)."""
         params = _query(cluster=cluster, expiration=expiration)
         return self._send(Call("GET", f"slices/{_segment(name)}/kubeconfig", _one(SliceKubeconfig), params=params))
+
+    def slice_volumes(self, name: str) -> HomeVolumes:
+        """Members: the members' home volumes on the slice's Kubernetes clusters (and clusters that did not
+        answer, in ``unavailable``)."""
+        return self._send(Call("GET", f"slices/{_segment(name)}/volumes", _one(HomeVolumes)))
 
     # clusters
 

@@ -694,6 +694,24 @@ class ServerRegistration(Resource):
     auto_gpr_problem: str | None = None
 
 
+class HomeVolume(Resource):
+    """A member's home volume: the PersistentVolumeClaim their servers in the slice mount (Kubernetes)."""
+
+    user: str
+    server: str = Field(description="the named server it is for; empty: the user's default server")
+    cluster: str
+    namespace: str
+    name: str
+    size: str | None = Field(description="what the cluster provisioned once bound, else what was asked (10Gi)")
+    storage_class: str | None = Field(description="null: the cluster's default")
+    phase: str | None = Field(description="Pending, Bound or Lost")
+
+
+class HomeVolumes(Resource):
+    volumes: tuple[HomeVolume, ...]
+    unavailable: dict[str, str] = Field(description="clusters that did not answer, with why")
+
+
 class ServerRestart(Resource):
     """A restart the service started (in the background) of ``user``'s server ``server``."""
 
@@ -708,6 +726,7 @@ RESOURCES: tuple[type[Resource], ...] = (
     Slice,
     Slices,
     SliceKubeconfig,
+    HomeVolumes,
     Project,
     Projects,
     WorkspaceRequest,

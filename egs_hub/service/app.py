@@ -87,6 +87,7 @@ API_ROUTES = [
     (r"slices/([^/]+)", slices.SliceHandler),
     (r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
     (r"slices/([^/]+)/kubeconfig", slices.KubeconfigHandler),
+    (r"slices/([^/]+)/volumes", slices.VolumesHandler),
     (r"inventory", inventory.InventoryHandler),
     (r"inventory/schedule", inventory.ScheduleHandler),
     (r"clusters", clusters.ClustersHandler),

@@ -227,6 +227,13 @@ def _paths() -> dict:
                 ),
             },
         },
+        "/slices/{name}/volumes": {
+            "parameters": [SLICE_NAME],
+            "get": {
+                "summary": "Its members' home volumes on its Kubernetes clusters (members)",
+                "responses": _responses("the volumes", _ref("HomeVolumes"), "400", "401", "403", "404"),
+            },
+        },
         "/slices/{name}/members/{user}": {
             "parameters": [SLICE_NAME, USER],
             "put": {

@@ -44,6 +44,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..backends import Backend
 from ..backends.kubernetes import ClusterUnavailable, SliceConflict
 from ..backends.kubernetes.kubeconfig import SliceKubeconfig
+from ..backends.kubernetes.volumes import HomeVolume
 from ..store import queries
 from ..store.db import transaction
 
@@ -67,6 +68,8 @@ class SliceHost(Protocol):
     async def slice_kubeconfig(
         self, slice_name: str, namespaces: Sequence[str], expiration: int
     ) -> SliceKubeconfig: ...
+
+    async def home_volumes(self, slice_name: str, namespaces: Sequence[str]) -> Sequence[HomeVolume]: ...
 
 
 @dataclass(frozen=True)

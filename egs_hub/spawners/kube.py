@@ -16,6 +16,12 @@ GPUs the slice holds now), then sets KubeSpawner's own traits:
   spawn progress says when the slice's next queued GPR is estimated to start
   (or that none is queued).
 
+- with a ``home_volume_size`` in the slice's policy (10Gi unless it says none):
+  the member's home volume, a PVC of that size and ``home_volume_class`` in the
+  slice's namespace (KubeSpawner's ``storage_pvc_ensure``, ``pvc_name``, made
+  at the first start there and kept after), labelled ``egs.io/slice=<slice>``
+  and mounted at ``egs_home_mount_path``; the workspace page lists these volumes.
+
 Each start sets these from the values configured for the spawner, so nothing
 of a previous start carries over. A user in no slice starts CPU-only in the
 configured ``namespace``. The GPU limit is this spawner's to set: a configured
@@ -51,7 +57,38 @@ except ModuleNotFoundError as e:
     ) from e
 
 # KubeSpawner traits a start sets from their configured values and the slice.
-PLACEMENT_TRAITS = ("namespace", "extra_labels", "node_selector", "tolerations", "extra_resource_limits")
+PLACEMENT_TRAITS = (
+    "namespace",
+    "extra_labels",
+    "node_selector",
+    "tolerations",
+    "extra_resource_limits",
+    "storage_pvc_ensure",
+    "storage_capacity",
+    "storage_class",
+    "storage_extra_labels",
+    "volumes",
+    "volume_mounts",
+)
+HOME_VOLUME = "egs-home"  # the name of the home volume in the pod
+
+
+@dataclass(frozen=True)
+class HomeVolume:
+    """A member's home volume in the slice's namespace: a PVC of ``size`` (of ``storage_class``; None: the
+    cluster's default) named ``claim``, mounted at ``mount_path``."""
+
+    claim: str
+    size: str
+    storage_class: str | None
+    mount_path: str
+
+
+def home_volume(slice_view: Mapping, claim: str, mount_path: str) -> HomeVolume | None:
+    """The home volume the slice's policy gives (``home_volume_size``, ``home_volume_class``); None: none."""
+    policy = slice_view.get("policy") or {}
+    size = policy.get("home_volume_size")
+    return None if not size else HomeVolume(claim, size, policy.get("home_volume_class"), mount_path)
 
 
 def slice_namespace(slice_view: Mapping, cluster: str) -> str:
@@ -77,6 +114,7 @@ class Placement:
     slice: str | None
     namespace: str | None
     gpus: int
+    home: HomeVolume | None = None
 
     def traits(self, configured: Mapping) -> dict:
         """KubeSpawner's placement traits: the configured values with the slice's added."""
@@ -87,9 +125,23 @@ class Placement:
             "node_selector": dict(configured["node_selector"]),
             "tolerations": configured["tolerations"],
             "extra_resource_limits": limits,
+            **{name: configured[name] for name in PLACEMENT_TRAITS[5:]},
         }
         if self.slice is not None:
             traits["extra_labels"][SLICE_LABEL] = self.slice
+        if self.home is not None:
+            volume = {"name": HOME_VOLUME, "persistentVolumeClaim": {"claimName": self.home.claim}}
+            traits.update(
+                storage_pvc_ensure=True,
+                storage_capacity=self.home.size,
+                storage_class=self.home.storage_class,
+                storage_extra_labels={**configured["storage_extra_labels"], SLICE_LABEL: self.slice},
+                volumes=[*_listed(configured["volumes"]), volume],
+                volume_mounts=[
+                    *_listed(configured["volume_mounts"]),
+                    {"name": HOME_VOLUME, "mountPath": self.home.mount_path},
+                ],
+            )
         if self.gpus:
             traits["node_selector"][SLICE_LABEL] = self.slice
             traits["tolerations"] = [*_listed(configured["tolerations"]), slice_toleration(self.slice)]
@@ -97,9 +149,10 @@ class Placement:
         return traits
 
 
-def _listed(tolerations: list | dict) -> list:
-    """KubeSpawner takes tolerations as a list or as a dict whose values (sorted by key) are the list."""
-    return [tolerations[k] for k in sorted(tolerations)] if isinstance(tolerations, dict) else list(tolerations)
+def _listed(items: list | dict) -> list:
+    """KubeSpawner takes tolerations, volumes and mounts as a list or as a dict whose values (sorted by key)
+    are the list."""
+    return [items[k] for k in sorted(items)] if isinstance(items, dict) else list(items)
 
 
 def next_gpr_notice(slice_name: str, cluster: str, queued: list[dict]) -> str:
@@ -125,6 +178,17 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
         the one KubeSpawner's Kubernetes client reaches. Required.
 
         .. versionadded:: 0.1
+        """,
+    ).tag(config=True)
+
+    egs_home_mount_path = Unicode(
+        "/home/jovyan",
+        help="""Where a server's home volume is mounted in its pod: the home directory of the image's user.
+        A slice whose policy gives home_volume_size gives each member a PVC of that size (and
+        home_volume_class) in the slice's namespace, named by KubeSpawner's pvc_name_template and
+        kept across servers and GPRs; leave KubeSpawner's own storage settings off.
+
+        .. versionadded:: 0.2
         """,
     ).tag(config=True)
 
@@ -171,27 +235,35 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
         if slice_name is None:
             self._egs_env = {"EGS_SLICE": ""}
             return Placement(None, None, 0), f"{self.user.name} is in no workspace: starting without GPUs."
-        namespace = slice_namespace(await self._egs("GET", f"slices/{quote(slice_name, safe='')}"), self.egs_cluster)
+        slice_view = await self._egs("GET", f"slices/{quote(slice_name, safe='')}")
+        namespace = slice_namespace(slice_view, self.egs_cluster)
+        home = home_volume(slice_view, self.pvc_name, self.egs_home_mount_path)
         granted = await self.egs_grant(slice_name, wanted, lambda answer: gpus_on(self.egs_cluster, answer["gpus"]))
         held = gpus_on(self.egs_cluster, granted["gpus"])
         self._egs_env = {"EGS_SLICE": slice_name, "EGS_GPRS": ",".join(map(str, granted["gprs"]))}
         where = f"slice {slice_name} (namespace {namespace} on cluster {self.egs_cluster})"
         if not wanted:
-            return Placement(slice_name, namespace, 0), f"Starting in {where} without GPUs, as asked."
+            return Placement(slice_name, namespace, 0, home), f"Starting in {where} without GPUs, as asked."
         if not held and granted.get("auto_gpr"):
-            return Placement(slice_name, namespace, 0), f"Starting in {where} without GPUs for now."
+            return Placement(slice_name, namespace, 0, home), f"Starting in {where} without GPUs for now."
         if not held:
             notice = next_gpr_notice(slice_name, self.egs_cluster, await self.queued_gprs(slice_name))
-            return Placement(slice_name, namespace, 0), notice
+            return Placement(slice_name, namespace, 0, home), notice
         count = min(wanted, len(held))
         capped = f" (asked {wanted}; the slice holds {len(held)} there)" if count < wanted else ""
-        return Placement(slice_name, namespace, count), f"Starting in {where} with {count} GPU(s){capped}."
+        return Placement(slice_name, namespace, count, home), f"Starting in {where} with {count} GPU(s){capped}."
 
     async def egs_place(self) -> str:
         """Place this start: set the placement traits from the configured ones and the slice; the progress notice."""
         placement, notice = await self.egs_placement()
         for name, value in placement.traits(self._configured).items():
             setattr(self, name, value)
+        if placement.home is not None:
+            self._pvc_exists = False  # a start in another slice's namespace makes (or finds) the PVC there
+            self.egs_note(
+                f"Your home directory is volume {placement.home.claim} ({placement.home.size}) "
+                f"in namespace {placement.namespace}, kept across servers."
+            )
         self.dns_name = self.dns_name_template.format(namespace=self.namespace, name=self.pod_name)
         self.egs_note(notice)
         return notice

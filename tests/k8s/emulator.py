@@ -17,7 +17,8 @@ Emulates:
   answer 404 to every request);
 - the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
   pods, events, PodDisruptionBudgets, ServiceAccounts, Roles, RoleBindings,
-  ResourceQuotas, Secrets and ConfigMaps (helm's ``lookup`` reads them), and the
+  ResourceQuotas, Secrets and ConfigMaps (helm's ``lookup`` reads them),
+  PersistentVolumeClaims (members' home volumes), and the
   custom resource ``gpuprovisionrequests.egs.io/v1`` with its status subresource,
   listed and watched in one namespace or all); others answer 404 as on a real server;
 - ``metadata.generation`` on custom resources: 1 at create, one more whenever
@@ -91,6 +92,7 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("", "v1", "resourcequotas"): ("ResourceQuota", True, ("status",)),
     ("", "v1", "secrets"): ("Secret", True, ()),
     ("", "v1", "configmaps"): ("ConfigMap", True, ()),
+    ("", "v1", "persistentvolumeclaims"): ("PersistentVolumeClaim", True, ("status",)),
     ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True, ()),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True, ()),
     ("egs.io", "v1", "gpuprovisionrequests"): ("GpuProvisionRequest", True, ("status",)),
@@ -99,7 +101,6 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
 # chart to its resource through discovery before it renders with --dry-run=server (tests/chart/test_upgrade.py).
 DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("", "v1", "services"): ("Service", True),
-    ("", "v1", "persistentvolumeclaims"): ("PersistentVolumeClaim", True),
     ("apps", "v1", "deployments"): ("Deployment", True),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("apps", "v1", "daemonsets"): ("DaemonSet", True),
@@ -117,6 +118,7 @@ NAMESPACES = resource("", "v1", "namespaces")
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(/[^/]+)?(/status|/finalize)?/?$")
 _NAMESPACE_ALIAS = "/api/v1/cluster-namespaces"
 PODS = resource("", "v1", "pods")
+PVCS = resource("", "v1", "persistentvolumeclaims")
 PDBS = resource("policy", "v1", "poddisruptionbudgets")
 SERVICE_ACCOUNTS = resource("", "v1", "serviceaccounts")
 ROLES = resource("rbac.authorization.k8s.io", "v1", "roles")

@@ -262,6 +262,36 @@ def test_a_gpu_pod_the_slice_has_no_gpus_for_files_a_gpr_when_its_policy_says_so
     assert [g["id"] for g in admin.get("gprs?slice=ml")["gprs"] if g["status"] not in ("cancelled", "complete")] == []
 
 
+def test_members_see_the_home_volumes_their_servers_keep_in_the_slice(world):
+    claim = {
+        "metadata": {
+            "name": "claim-ml-member",
+            "labels": {"component": "singleuser-storage", SLICE_LABEL: "ml"},
+            "annotations": {"hub.jupyter.org/username": "ml-member"},
+        },
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+    }
+    world["run"](world["kube"].core.create_namespaced_persistent_volume_claim("ml-home", claim))
+    listed = world["member"].get("slices/ml/volumes", expect=200)
+    assert listed == {
+        "volumes": [
+            {
+                "user": "ml-member",
+                "server": "",
+                "cluster": "kc",
+                "namespace": "ml-home",
+                "name": "claim-ml-member",
+                "size": "10Gi",
+                "storage_class": None,
+                "phase": None,
+            }
+        ],
+        "unavailable": {},
+    }
+    outsider = world["hub"].client(world["hub"].user_token("not-in-ml"))
+    outsider.get("slices/ml/volumes", expect=403)
+
+
 def test_deleting_the_slice_removes_what_egs_hub_created_and_releases_what_it_adopted(world):
     admin, kube, run = world["admin"], world["kube"], world["run"]
     admin.call("DELETE", "slices/ml", expect=204)

@@ -27,6 +27,7 @@ class Slice:
     queued: list[dict] = field(default_factory=list)  # GPRs as GET gprs writes them
     display_name: str | None = None
     group_name: str | None = None  # its hub group; default group-<name>
+    policy: dict = field(default_factory=dict)  # what GET slices/{name} shows of its policy
     auto_gpr: dict | None = None  # what PUT servers answers as auto_gpr while the slice has no gpus
     polls: list[dict] = field(default_factory=list)  # GET gprs/{id} answers in turn (the last repeats)
     gpus_once_provisioned: list[str] = field(default_factory=list)  # gpus after a poll answered provisioned
@@ -42,6 +43,7 @@ class Slice:
             "group": self.group,
             "namespaces": self.namespaces,
             "gpus": self.gpus,
+            "policy": self.policy,
         }
 
 

@@ -34,7 +34,7 @@ from egs_hub.spawners import SliceKubeSpawner
 from egs_hub.spawners.kube import Placement, next_gpr_notice, requested_gpus
 
 from ..k8s.cluster import KubeCluster
-from ..k8s.emulator import PODS, ClusterEmulator
+from ..k8s.emulator import PODS, PVCS, ClusterEmulator
 from ..k8s.kubeconfig import write_kubeconfig
 from .fake_egs import TOKEN, FakeEGS, Slice, serve_fake_egs
 
@@ -307,6 +307,50 @@ async def test_a_start_does_not_wait_for_an_auto_gpr_that_starts_later(egs, emul
     await asyncio.wait_for(spawner.stop(), 15)
 
 
+async def test_a_member_keeps_a_home_volume_in_the_slice_namespace_as_its_policy_says(egs, emulator, cluster):
+    team_a = await cluster.add_namespace("team-a", slice="a")
+    team_b = await cluster.add_namespace("team-b", slice="b")
+    egs.slices = [
+        Slice(
+            "a",
+            {"alice"},
+            namespaces={CLUSTER: [team_a]},
+            policy={"home_volume_size": "5Gi", "home_volume_class": "fast-ssd"},
+        ),
+        Slice("b", {"alice"}, namespaces={CLUSTER: [team_b]}, policy={"home_volume_size": None}),
+    ]
+    spawner = make_spawner(egs, emulator, groups=("group-a", "group-b"), user_options={"slice": "a"})
+
+    for attempt in range(2):  # the volume is made once and found at the next start
+        started = spawner.start()
+        progress = asyncio.create_task(messages(spawner))
+        pod = await created_pod(emulator, team_a, "jupyter-alice")
+        claim = emulator.get(PVCS, team_a, "claim-alice")
+        assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+        assert claim["spec"]["storageClassName"] == "fast-ssd"
+        assert claim["metadata"]["labels"]["egs.io/slice"] == "a"
+        assert claim["metadata"]["annotations"]["hub.jupyter.org/username"] == "alice"
+        assert {"name": "egs-home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in pod["spec"]["volumes"]
+        assert {"name": "egs-home", "mountPath": "/home/jovyan"} in container(pod)["volumeMounts"]
+        await run_pod(cluster, team_a, "jupyter-alice")
+        await asyncio.wait_for(started, 15)
+        notices = await asyncio.wait_for(progress, 5)
+        assert "Your home directory is volume claim-alice (5Gi) in namespace " + team_a + ", kept across servers." in (
+            notices
+        )
+        await asyncio.wait_for(spawner.stop(), 15)
+        assert emulator.get(PVCS, team_a, "claim-alice") is not None, attempt
+
+    spawner.user_options = {"slice": "b"}  # no home volume there: none made, none mounted
+    started = spawner.start()
+    pod = await created_pod(emulator, team_b, "jupyter-alice")
+    assert emulator.get(PVCS, team_b, "claim-alice") is None
+    assert all(v["name"] != "egs-home" for v in pod["spec"].get("volumes") or [])
+    await run_pod(cluster, team_b, "jupyter-alice")
+    await asyncio.wait_for(started, 15)
+    await asyncio.wait_for(spawner.stop(), 15)
+
+
 # --- placement without a pod ------------------------------------------------------------------
 
 
@@ -474,6 +518,12 @@ def test_configured_tolerations_as_a_dict_are_kept_in_key_order():
         "node_selector": {},
         "tolerations": {"z": {"key": "z", "operator": "Exists"}, "a": {"key": "a", "operator": "Exists"}},
         "extra_resource_limits": {},
+        "storage_pvc_ensure": False,
+        "storage_capacity": None,
+        "storage_class": None,
+        "storage_extra_labels": {},
+        "volumes": [],
+        "volume_mounts": [],
     }
     traits = Placement("a", "team-a", 1).traits(configured)
     assert traits["tolerations"] == [{"key": "a", "operator": "Exists"}, {"key": "z", "operator": "Exists"}, TOLERATION]

@@ -108,7 +108,7 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- end }}
 {{- $storage := dig "storage" "type" "none" (.Values.jupyterhub.singleuser | default dict) }}
 {{- if ne $storage "none" }}
-{{- fail (printf "jupyterhub.singleuser.storage.type must be none, not %q: SliceKubeSpawner starts servers in their workspace's namespaces, where per-user volumes (and the rights to make them) are not set up" $storage) }}
+{{- fail (printf "jupyterhub.singleuser.storage.type must be none, not %q: SliceKubeSpawner starts servers in their workspace's namespaces and makes each member's home volume there from the slice policy (home_volume_size, home_volume_class)" $storage) }}
 {{- end }}
 {{- if and .Values.egs.database.url .Values.egs.database.existingSecret }}
 {{- fail "egs.database.url and egs.database.existingSecret are both set: give the PostgreSQL URL one way" }}

@@ -45,6 +45,7 @@ from .reflector import NodeReflector
 from .roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
 from .slice_objects import NamespacePlan, SliceConflict, plan_namespaces
 from .slices import SliceObjects, ensure_slice, remove_slice, set_slice_gpus, snapshot
+from .volumes import HomeVolume, list_home_volumes
 
 USER_AGENT = f"egs-hub/{__version__}"
 
@@ -343,6 +344,15 @@ class KubernetesBackend:
         return GPRResourceAPI(
             await self._client(), request_timeout=self.request_timeout, watch_timeout=self.watch_timeout
         )
+
+    # Members' home volumes
+
+    async def home_volumes(self, slice_name: str, namespaces: Sequence[str]) -> list[HomeVolume]:
+        """The slice's members' home volumes in its namespaces here; ClusterUnavailable when the API fails."""
+        try:
+            return await list_home_volumes(await self._core(), slice_name, namespaces, self.request_timeout)
+        except API_ERRORS as e:
+            raise self._unavailable(f"list the home volumes of slice {slice_name}", e) from None
 
     # Events
 

@@ -17,6 +17,7 @@ members a kubeconfig for the slice's ServiceAccount on one cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 
@@ -34,7 +35,7 @@ from ...core.requests import (
     check_slice_name,
     parse_body,
 )
-from ...core.resources import Slice, SliceKubeconfig, Slices
+from ...core.resources import HomeVolume, HomeVolumes, Slice, SliceKubeconfig, Slices
 from ...core.user_names import normalize_user_name
 from ...store import queries
 from ...store.db import transaction
@@ -302,3 +303,27 @@ class KubeconfigHandler(SliceBase):
         if host is None:
             raise InvalidRequest("cluster", f"cluster {cluster!r} is not a Kubernetes cluster; it has no kubeconfig")
         return host
+
+
+class VolumesHandler(SliceBase):
+    """GET /slices/{name}/volumes: its members' home volumes on its Kubernetes clusters (members and
+    admins). A cluster that does not answer is named in ``unavailable``; the others' volumes are listed."""
+
+    @authenticated
+    async def get(self, name: str) -> None:
+        with self.egs.sessions() as session:
+            row = self.member_slice(session, check_slice_name(name))
+            namespaces = queries.slice_namespaces(row)
+        volumes, unavailable = [], {}
+        for cluster, names in sorted(namespaces.items()):
+            host = self.egs.slice_setup.host(cluster)
+            if host is None:
+                unavailable[cluster] = f"cluster {cluster!r} is not connected now"
+                continue
+            try:
+                found = await host.home_volumes(name, names)
+            except ClusterUnavailable as e:
+                unavailable[cluster] = str(e)
+                continue
+            volumes += [HomeVolume(cluster=cluster, **dataclasses.asdict(volume)) for volume in found]
+        self.write_json(HomeVolumes(volumes=volumes, unavailable=unavailable))
