@@ -1,7 +1,7 @@
 // The egs-hub portal: the caller's workspaces, asking for GPUs, their GPRs and the GPUs.
 "use strict";
 
-import { act, api, apiAll, asNodes, el, hours, isAdmin, live, patch, span } from "./api.js";
+import { act, api, apiAll, asNodes, el, hours, isAdmin, live, patch, refresh, span } from "./api.js";
 import { FINISHED, asked, gprButtons, when } from "./gpr.js";
 import { kubeconfigControls } from "./kubeconfig.js";
 import { loadClusters } from "./kubernetes.js";
@@ -60,6 +60,7 @@ function renderSlices(slices, clusters) {
         ? `${hours(s.usage.gpu_hours_week)} of ${hours(s.quota.max_gpu_hours)} GPU-hours used this week`
         : `${hours(s.usage.gpu_hours_week)} GPU-hours used this week`,
       `fair-share factor ${s.usage.fair_share_factor.toFixed(2)}`,
+      s.policy.auto_gpr ? `starting a server with GPUs files a GPR from template ${s.policy.auto_gpr}` : null,
     ].filter(Boolean).join(" · ");
     return el("div", { class: "card", "data-slice": s.name },
       el("h3", {}, s.display_name || s.name, " ", el("span", { class: "muted" }, `(${s.name}, hub group ${s.group})`)),
@@ -67,8 +68,48 @@ function renderSlices(slices, clusters) {
       kubeconfigControls(s.name, s.namespaces, clusters),
       el("div", { id: `members-${s.name}` }, "Members: ",
         s.members.length ? el("ul", {}, members) : el("span", { class: "muted" }, "none")),
+      homeVolumes(s),
       addForm);
   }));
+}
+
+// slice name -> its GET /slices/{name}/volumes answer (or {error}), asked once per page load and on "Check again":
+// listing volumes asks each of its Kubernetes clusters, too much for every refresh.
+const volumes = new Map();
+
+function loadVolumes(name) {
+  volumes.set(name, null);
+  api("GET", `slices/${encodeURIComponent(name)}/volumes`)
+    .then((found) => volumes.set(name, found), (error) => volumes.set(name, { error: error.message }))
+    .then(() => refresh());
+}
+
+function homeVolumes(s) {
+  const onKubernetes = Object.keys(s.namespaces).length > 0;
+  if (!onKubernetes) {
+    return el("p", { class: "muted home-volumes", "data-volumes": s.name },
+      "Home directories: servers on this host keep each member's home directory on the host.");
+  }
+  if (!s.policy.home_volume_size) {
+    return el("p", { class: "muted home-volumes", "data-volumes": s.name },
+      "Home volumes: none (the workspace's policy gives none); a server's files go with its pod.");
+  }
+  if (!volumes.has(s.name)) loadVolumes(s.name);
+  const found = volumes.get(s.name);
+  const again = el("button", { type: "button", "aria-label": `Check ${s.name}'s home volumes again`,
+    onclick: () => loadVolumes(s.name) }, "Check again");
+  const head = `Home volumes (${s.policy.home_volume_size} each${s.policy.home_volume_class
+    ? `, class ${s.policy.home_volume_class}` : ""}): `;
+  if (found === null) return el("div", { class: "home-volumes", "data-volumes": s.name }, head, "loading…");
+  if (found.error) return el("div", { class: "home-volumes", "data-volumes": s.name }, head, found.error, " ", again);
+  const rows = found.volumes.map((v) => el("li", { "data-volume": v.name },
+    `${v.user}${v.server ? ` (server ${v.server})` : ""}: ${v.name} in ${v.cluster}/${v.namespace}, `,
+    `${v.size ?? "size unknown"}${v.phase ? `, ${v.phase}` : ""}`));
+  const unavailable = Object.entries(found.unavailable).map(([c, why]) => el("li", { class: "error" }, `${c}: ${why}`));
+  return el("div", { class: "home-volumes", "data-volumes": s.name }, head,
+    rows.length || unavailable.length ? el("ul", {}, ...rows, ...unavailable)
+      : el("span", { class: "muted" }, "none yet (made at a member's first server start). "),
+    again);
 }
 
 function renderInventory(inventory) {

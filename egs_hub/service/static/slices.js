@@ -12,6 +12,7 @@ const submit = document.getElementById("editor-submit");
 const stop = document.getElementById("editor-cancel");
 let editing = null; // the slice name being edited, or null: the form creates one
 const latest = new Map(); // slice name -> its latest GET /slices entry (buttons outlive a refresh)
+const filter = document.getElementById("slice-filter").elements;
 
 // "cluster: ns-a, ns-b" per line <-> {cluster: [ns-a, ns-b]}
 export function parseNamespaces(text) {
@@ -39,12 +40,14 @@ function sliceBody(f, create) {
     share: number("share"), idle_timeout: text("idle_timeout"), max_idle_timeout: text("max_idle_timeout"),
     eviction: f.eviction.value, requeue_evicted: f.requeue_evicted.checked, restart_servers: f.restart_servers.checked,
     reject_over_limits: f.reject_over_limits.checked, bind_failure: f.bind_failure.value,
+    auto_gpr: text("auto_gpr"), home_volume_class: text("home_volume_class"),
   };
   if (!blank("max_priority")) policy.max_priority = number("max_priority");
   if (!blank("max_active_gprs")) policy.max_active_gprs = number("max_active_gprs");
   const body = { display_name: f.display_name.value.trim(), quota, policy, namespaces: parseNamespaces(f.namespaces.value) };
-  if (!create) return body;
+  if (!create) return { ...body, policy: { ...policy, home_volume_size: text("home_volume_size") } };
   for (const part of [quota, policy]) for (const key of Object.keys(part)) if (part[key] === null) delete part[key];
+  policy.home_volume_size = text("home_volume_size"); // empty: none, also when creating (the API's default is 10Gi)
   return { ...body, name: f.name.value.trim(), group: text("group"),
     members: f.members.value.split(",").map((m) => m.trim()).filter(Boolean) };
 }
@@ -63,7 +66,8 @@ function edit(name) {
   for (const name of ["max_duration", "idle_timeout", "max_idle_timeout"]) {
     f[name].value = s.policy[name] === null ? "" : durationText(s.policy[name]);
   }
-  for (const name of ["max_priority", "auto_approve_max_gpus", "max_active_gprs", "share"]) f[name].value = s.policy[name] ?? "";
+  for (const name of ["max_priority", "auto_approve_max_gpus", "max_active_gprs", "share", "auto_gpr", "home_volume_size",
+    "home_volume_class"]) f[name].value = s.policy[name] ?? "";
   f.eviction.value = s.policy.eviction;
   f.bind_failure.value = s.policy.bind_failure;
   for (const name of ["requeue_evicted", "restart_servers", "reject_over_limits"]) f[name].checked = s.policy[name];
@@ -98,6 +102,9 @@ function limits(s) {
     p.idle_timeout ? `idle timeout ${span(p.idle_timeout)}` : null,
     p.restart_servers ? "servers restarted on GPU changes" : null,
     p.reject_over_limits ? "over-limit GPRs rejected" : null,
+    p.auto_gpr ? `a server asking for GPUs files a GPR from template ${p.auto_gpr}` : null,
+    p.home_volume_size ? `home volumes ${p.home_volume_size}${p.home_volume_class ? ` (${p.home_volume_class})` : ""}`
+      : "no home volumes",
     `fair-share factor ${s.usage.fair_share_factor.toFixed(2)}`,
   ].filter(Boolean).join(" · ");
 }
@@ -130,6 +137,18 @@ function sliceCard(s, clusters) {
         }
       } }, "Delete")));
 }
+
+let shownSlices = null; // the last GET /slices and clusters, drawn again when the project filter changes
+
+function drawSlices() {
+  const { slices, clusters } = shownSlices;
+  const shown = slices.filter((s) => !filter.project.value || s.project === filter.project.value);
+  patch(document.getElementById("slice-list"), shown.length ? shown.map((s) => sliceCard(s, clusters))
+    : [el("p", { class: "muted" }, slices.length ? "No workspaces in this project." : "No workspaces yet: create one below.")]);
+}
+
+filter.project.addEventListener("change", () => shownSlices && drawSlices());
+document.getElementById("slice-filter").addEventListener("submit", (e) => e.preventDefault());
 
 form.addEventListener("submit", (e) => {
   e.preventDefault();
@@ -170,8 +189,12 @@ live(
     patch(document.getElementById("role-templates"), [roleTemplatesTable(roles.role_templates)]);
     latest.clear();
     for (const s of slices.slices) latest.set(s.name, s);
-    patch(document.getElementById("slice-list"), slices.slices.length ? slices.slices.map((s) => sliceCard(s, clusters))
-      : [el("p", { class: "muted" }, "No workspaces yet: create one below.")]);
+    const chosen = filter.project.value;
+    const projects = [...new Set(slices.slices.map((s) => s.project))].sort();
+    patch(filter.project, [el("option", { value: "" }, "any"), ...projects.map((p) => el("option", { value: p }, p))]);
+    filter.project.value = projects.includes(chosen) ? chosen : "";
+    shownSlices = { slices: slices.slices, clusters };
+    drawSlices();
     document.getElementById("kubernetes").textContent = clusters.length
       ? `Kubernetes clusters: ${clusters.map((c) => `${c.name} (${c.health})`).join(", ")}. ` +
         "A workspace with namespaces on one has a kubeconfig to download for it."
