@@ -12,7 +12,8 @@ the workloads page has live readings and a time series to chart.
 4. On GPU requests the admin approves carol's GPR with a reason, reprioritises it, moves it up and
    down the queue, and evicts bob's GPR through the eviction list: dave's GPR starts.
 5. The schedule shows the windows; a click on dave's window opens his GPR. The workloads page
-   shows the pod with live readings and a chart; the events page finds the eviction.
+   shows the pod with live readings and a chart; the events page finds the eviction. A second
+   project, "vision" (workspace vision-team, erin's), tries the project filter of each page.
 6. carol, not an admin, is refused the admin pages (403) and sees only research's GPRs.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from ..service.hub import Hub, dcgm_hub, until_status
+from ..service.hub import Client, Hub, dcgm_hub, until_status
 from .test_walkthrough_browser import ADMIN_PASSWORD, log_in, sign_up
 
 CAROL_PASSWORD = "carol-reads-her-queue"
@@ -154,6 +155,14 @@ def fill_the_queue(hub: Hub) -> dict[str, int]:
     return {"held": held["id"], "urgent": urgent["id"], "carol": pending["id"]}
 
 
+def second_project(hub: Hub) -> Client:
+    """Project "vision" with workspace "vision-team" (erin), beside the default project's workspaces; erin's client."""
+    api = hub.admin()
+    api.post("projects", {"name": "vision", "display_name": "Vision"}, expect=201)
+    api.post("slices", {"name": "vision-team", "project": "vision", "members": ["erin"]}, expect=201)
+    return hub.client(hub.user_token("erin"))
+
+
 def requests_page(hub: Hub, admin: Page, gprs: dict[str, int], artifacts: Path) -> None:
     open_page(admin, hub, "admin/requests?status=pending-approval", "GPU requests")
     notice = admin.get_by_role("status")
@@ -209,7 +218,7 @@ def requests_page(hub: Hub, admin: Page, gprs: dict[str, int], artifacts: Path) 
     admin.screenshot(path=artifacts / "admin-requests.png", full_page=True)
 
 
-def schedule_page(hub: Hub, admin: Page, gprs: dict[str, int], artifacts: Path) -> None:
+def schedule_page(hub: Hub, admin: Page, gprs: dict[str, int], erin: Client, artifacts: Path) -> None:
     open_page(admin, hub, "admin/schedule", "Inventory schedule")
     node = admin.locator(".gantt-rows li[data-node='gpu-node-1']")
     expect(node.locator(f"a.window.current[data-gpr='{gprs['urgent']}']")).to_be_visible()
@@ -219,6 +228,24 @@ def schedule_page(hub: Hub, admin: Page, gprs: dict[str, int], artifacts: Path) 
     expect(admin.locator("#legend .legend")).to_have_text(["batch", "research", "urgent"])
     expect(admin.locator("#page-of")).to_have_text("Nodes 1-1 of 1")
     admin.screenshot(path=artifacts / "admin-schedule.png", full_page=True)
+
+    # erin's GPR in project vision is planned too; the project filter keeps its slices' bars, and every node.
+    vision = erin.post("gprs", {"slice": "vision-team", "gpus": 1, "duration": "30m"}, expect=201)
+    open_page(admin, hub, "admin/schedule", "Inventory schedule")
+    windows, legend, project = node.locator("a.window"), admin.locator("#legend .legend"), admin.get_by_label("Project")
+    expect(windows).to_have_count(4)
+    project.select_option("vision")
+    expect(windows).to_have_count(1)
+    expect(node.locator(f"a.window.planned[data-gpr='{vision['id']}']")).to_be_visible()
+    expect(legend).to_have_text(["vision-team"])
+    expect(admin.locator("#page-of")).to_have_text("Nodes 1-1 of 1")
+    project.select_option("default")
+    expect(windows).to_have_count(3)
+    expect(legend).to_have_text(["batch", "research", "urgent"])
+    project.select_option("")
+    expect(windows).to_have_count(4)
+    expect(legend).to_have_text(["batch", "research", "urgent", "vision-team"])
+    erin.call("DELETE", f"gprs/{vision['id']}", expect=200)
     node.locator(f"a.window.current[data-gpr='{gprs['urgent']}']").click()
     expect(admin).to_have_url(re.compile(rf"/services/egs/admin/requests\?gpr={gprs['urgent']}$"))
     expect(admin.get_by_role("button", name=f"Details of GPR {gprs['urgent']}")).to_have_attribute(
@@ -239,6 +266,22 @@ def workloads_page(hub: Hub, admin: Page, artifacts: Path) -> None:
     expect(admin.get_by_role("img", name=re.compile(r"^Temperature: .*, last 57°C$"))).to_be_visible()
     admin.screenshot(path=artifacts / "admin-workloads.png", full_page=True)
 
+    # erin's server (no GPUs) in project vision beside urgent's pod; a project keeps its slices' workloads and GPUs.
+    api = hub.admin()
+    api.call("PUT", "servers/erin", {"slice": "vision-team"}, expect=200)
+    workspaces = admin.locator("#workloads tbody tr[data-workload] td:first-child")
+    gpus, project = admin.locator("#gpus tbody tr[data-gpu]"), admin.get_by_label("Project")
+    expect(workspaces).to_have_text(["urgent", "vision-team"])  # the next refresh
+    project.select_option("vision")
+    expect(workspaces).to_have_text(["vision-team"])
+    expect(gpus).to_have_count(0)
+    project.select_option("default")
+    expect(workspaces).to_have_text(["urgent"])
+    expect(gpus).to_have_count(2)
+    project.select_option("")
+    expect(workspaces).to_have_text(["urgent", "vision-team"])
+    api.call("DELETE", "servers/erin", expect=204)
+
 
 def events_page(hub: Hub, admin: Page, gprs: dict[str, int], artifacts: Path) -> None:
     open_page(admin, hub, "admin/events", "Events")
@@ -256,6 +299,24 @@ def events_page(hub: Hub, admin: Page, gprs: dict[str, int], artifacts: Path) ->
         ["priority-changed", "priority-changed", "priority-changed", "approved", "submitted"]
     )
     admin.screenshot(path=artifacts / "admin-events.png", full_page=True)
+
+    # A project keeps the events of its slices: not those of the other project, of deleted slices, or of none.
+    filters.get_by_label("GPR").fill("")
+    filters.get_by_label("GPR").press("Enter")
+    # "^": the Kind select's label holds its choices, project-created among them
+    workspaces, project = rows.locator("td:nth-child(4)"), filters.get_by_label(re.compile("^Project"))
+    expect(workspaces.filter(has_text="vision-team")).not_to_have_count(0)
+    slices_of_every_event = set(workspaces.all_inner_texts())
+    assert {"", "batch", "research", "urgent", "vision-team", "scratch"} <= slices_of_every_event
+    project.select_option("vision")
+    expect(rows.locator("td:nth-child(2)")).to_have_text(["server-started", "cancelled", "submitted", "slice-created"])
+    expect(workspaces).to_have_text(["vision-team"] * 4)
+    project.select_option("default")
+    expect(workspaces.filter(has_text="urgent")).not_to_have_count(0)
+    assert set(workspaces.all_inner_texts()) == {"batch", "research", "urgent"}
+    project.select_option("")
+    expect(workspaces.filter(has_text="vision-team")).to_have_count(4)
+    expect(workspaces.filter(has_text=re.compile("^urgent$"))).not_to_have_count(0)
 
 
 def dashboard_after(hub: Hub, admin: Page, artifacts: Path) -> None:
@@ -311,7 +372,8 @@ def test_an_admin_runs_the_service_from_the_admin_pages(hub: Hub, new_page, arti
     slices_page(hub, admin.page, artifacts)
     gprs = fill_the_queue(hub)
     requests_page(hub, admin.page, gprs, artifacts)
-    schedule_page(hub, admin.page, gprs, artifacts)
+    erin = second_project(hub)
+    schedule_page(hub, admin.page, gprs, erin, artifacts)
     workloads_page(hub, admin.page, artifacts)
     events_page(hub, admin.page, gprs, artifacts)
     dashboard_after(hub, admin.page, artifacts)

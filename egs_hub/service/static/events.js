@@ -1,4 +1,5 @@
-// The audit log: GET /events by workspace and GPR (server side), by actor and kind (here).
+// The audit log: GET /events by workspace and GPR (server side), by project, actor and kind (here,
+// on the events loaded: GET /events has no project parameter; a project hides events without a slice).
 "use strict";
 
 import { adminView, api, apiAll, el, live, localTime, page, patch, query } from "./api.js";
@@ -21,22 +22,26 @@ async function load() {
     apiAll(`events${query({ slice: f.slice.value || initial.slice, gpr: f.gpr.value })}`, "events",
       { pages, backwards: true, limit: LIMIT }),
   ]);
-  return { slices: slices.slices, events: events.events, more: events.next_cursor !== null };
+  return { slices: slices.slices, events: events.events, more: events.next_cursor !== null,
+    projectOf: new Map(slices.slices.map((s) => [s.name, s.project])) };
 }
 
 function draw() {
-  const { slices, events, more } = last;
+  const { slices, events, more, projectOf } = last;
   const wantedSlice = f.slice.value || initial.slice;
   patch(f.slice, [el("option", { value: "" }, "any"), ...slices.map((s) => el("option", { value: s.name }, s.name))]);
   f.slice.value = wantedSlice;
+  const projects = [...new Set(slices.map((s) => s.project))].sort();
+  patch(f.project, [el("option", { value: "" }, "any"), ...projects.map((p) => el("option", { value: p }, p))]);
   const kinds = [...new Set(events.map((e) => e.kind))].sort();
   const wantedKind = f.kind.value || initial.kind;
   patch(f.kind, [el("option", { value: "" }, "any"), ...kinds.map((k) => el("option", { value: k }, k))]);
   f.kind.value = wantedKind;
   initial.slice = initial.kind = "";
   const actor = f.actor.value.trim().toLowerCase();
-  const shown = events.filter((e) => (!wantedKind || e.kind === wantedKind) && (!actor || e.actor.toLowerCase().includes(actor)))
-    .reverse();
+  const project = f.project.value;
+  const shown = events.filter((e) => (!wantedKind || e.kind === wantedKind) && (!actor || e.actor.toLowerCase().includes(actor))
+    && (!project || (e.slice && projectOf.get(e.slice) === project))).reverse();
   const requests = page.base + (adminView ? "admin/requests" : "requests");
   patch(document.querySelector("#events tbody"), shown.length ? shown.map((e) => el("tr", { "data-event": e.id },
     el("td", {}, localTime(e.time)), el("td", {}, e.kind), el("td", {}, e.actor), el("td", {}, e.slice || ""),
@@ -55,4 +60,5 @@ f.gpr.addEventListener("change", refilter);
 older.addEventListener("click", () => { pages += 1; refreshNow(); });
 f.actor.addEventListener("input", () => last && draw());
 f.kind.addEventListener("change", () => last && draw());
+f.project.addEventListener("change", () => last && draw());
 document.getElementById("event-filters").addEventListener("submit", (e) => { e.preventDefault(); refilter(); });

@@ -1,5 +1,6 @@
 // The inventory schedule as a Gantt chart: one row per node, one bar per GPR window, coloured
 // by slice. Rows come a page at a time (PAGE_SIZE nodes), so 500 nodes stay readable and light.
+// The project filter keeps the bars of its slices' GPRs; every node's row stays.
 "use strict";
 
 import { api, el, live, localTime, page, patch, query } from "./api.js";
@@ -39,8 +40,11 @@ function lanes(windows) {
 
 async function load() {
   const from = new Date(form.elements.from.value), to = new Date(form.elements.to.value);
-  const schedule = await api("GET", `inventory/schedule${query({ start: from.toISOString(), end: to.toISOString() })}`);
-  return { schedule, from: from.getTime(), to: to.getTime() };
+  const [schedule, slices] = await Promise.all([
+    api("GET", `inventory/schedule${query({ start: from.toISOString(), end: to.toISOString() })}`), api("GET", "slices"),
+  ]);
+  return { schedule, from: from.getTime(), to: to.getTime(), slices: slices.slices,
+    projectOf: new Map(slices.slices.map((s) => [s.name, s.project])) };
 }
 
 function bar(w, lane, from, to) {
@@ -53,9 +57,16 @@ function bar(w, lane, from, to) {
       top: `${lane * 1.5}em` } }, `${w.gpr}`);
 }
 
+function drawProjects() {
+  const projects = [...new Set(last.slices.map((s) => s.project))].sort();
+  patch(form.elements.project, [el("option", { value: "" }, "any"), ...projects.map((p) => el("option", { value: p }, p))]);
+}
+
 function draw() {
-  const { schedule, from, to } = last;
+  const { schedule, from, to, projectOf } = last;
   const wanted = form.elements.node.value.trim().toLowerCase();
+  const project = form.elements.project.value;
+  const windowsOf = (n) => n.windows.filter((w) => !project || projectOf.get(w.slice) === project);
   const nodes = schedule.nodes.filter((n) => !wanted || n.node.toLowerCase().includes(wanted));
   if (first >= nodes.length) first = Math.max(0, nodes.length - PAGE_SIZE);
   const shown = nodes.slice(first, first + PAGE_SIZE);
@@ -73,17 +84,17 @@ function draw() {
   const nowLine = () => (nowAt > from && nowAt < to
     ? el("span", { class: "now", "aria-hidden": "true", style: { left: `${(100 * (nowAt - from)) / (to - from)}%` } }) : null);
   patch(document.querySelector(".gantt-rows"), shown.map((n) => {
-    const placed = lanes(n.windows);
+    const placed = lanes(windowsOf(n));
     const height = Math.max(1, ...placed.map(([, lane]) => lane + 1));
     return el("li", { "data-node": n.node },
       el("span", { class: "node-name" }, n.node, el("span", { class: "muted" }, ` ${n.cluster}`)),
       el("div", { class: "lane-box", style: { height: `${height * 1.5}em` } }, nowLine(),
         placed.map(([w, lane]) => bar(w, lane, from, to))));
   }));
-  const slices = [...new Set(schedule.nodes.flatMap((n) => n.windows.map((w) => w.slice)))].sort();
+  const slices = [...new Set(schedule.nodes.flatMap((n) => windowsOf(n).map((w) => w.slice)))].sort();
   patch(document.getElementById("legend"), slices.length
     ? slices.map((s) => el("span", { class: `legend ${colourOf(s)}` }, s))
-    : [el("span", { class: "muted" }, "No windows in this range.")]);
+    : [el("span", { class: "muted" }, project ? `No windows of project ${project} in this range.` : "No windows in this range.")]);
 }
 
 form.addEventListener("submit", (e) => {
@@ -92,6 +103,7 @@ form.addEventListener("submit", (e) => {
   refreshNow();
 });
 form.elements.node.addEventListener("input", () => { first = 0; if (last) draw(); });
+form.elements.project.addEventListener("change", () => { if (last) draw(); });
 document.getElementById("previous").addEventListener("click", () => { first = Math.max(0, first - PAGE_SIZE); draw(); });
 document.getElementById("next").addEventListener("click", () => { first += PAGE_SIZE; draw(); });
-const refreshNow = live(load, (data) => { last = data; draw(); });
+const refreshNow = live(load, (data) => { last = data; drawProjects(); draw(); });

@@ -1,11 +1,13 @@
 // AI workloads: per slice its servers, pods and processes with their GPUs' live readings,
-// the hottest first, and one GPU's time series as an inline SVG chart.
+// the hottest first, and one GPU's time series as an inline SVG chart. The workspace filter asks
+// GET /workloads for one slice; the project filter keeps the rows (workloads, GPUs) of its slices here.
 "use strict";
 
 import { api, apiAll, el, live, patch, query } from "./api.js";
 import { lineChart } from "./chart.js";
 
 const filter = document.getElementById("workload-filter").elements.slice;
+const project = document.getElementById("workload-filter").elements.project;
 const series = document.getElementById("series-form").elements;
 const METRICS = {
   utilization: { label: "Utilisation", unit: "%", max: 100 },
@@ -24,7 +26,8 @@ async function load() {
   const uuid = series.gpu.value;
   const points = uuid && gpus.gpus.some((g) => g.uuid === uuid)
     ? (await api("GET", `gpus/${encodeURIComponent(uuid)}/metrics`)).points : null;
-  return { slices: slices.slices, workloads, gpus, points, uuid, metric: series.metric.value };
+  return { slices: slices.slices, workloads, gpus, points, uuid, metric: series.metric.value,
+    projectOf: new Map(slices.slices.map((s) => [s.name, s.project])) };
 }
 
 function hottestFirst(a, b) {
@@ -40,11 +43,14 @@ function drawSource(source) {
   document.getElementById("source").textContent = text;
 }
 
-function draw({ slices, workloads, gpus, points, uuid, metric }) {
+function draw({ slices, workloads, gpus, points, uuid, metric, projectOf }) {
   drawSource(gpus.source);
   patch(filter, [el("option", { value: "" }, "all"), ...slices.map((s) => el("option", { value: s.name }, s.name))]);
+  const projects = [...new Set(slices.map((s) => s.project))].sort();
+  patch(project, [el("option", { value: "" }, "all"), ...projects.map((p) => el("option", { value: p }, p))]);
+  const inProject = (slice) => !project.value || (slice && projectOf.get(slice) === project.value);
   const byUuid = new Map(gpus.gpus.map((g) => [g.uuid, g]));
-  const rows = workloads.workloads.slice().sort(hottestFirst).map((w) => el("tr", { "data-workload": `${w.slice}/${w.kind}/${w.name}` },
+  const rows = workloads.workloads.filter((w) => inProject(w.slice)).sort(hottestFirst).map((w) => el("tr", { "data-workload": `${w.slice}/${w.kind}/${w.name}` },
     el("td", {}, w.slice), el("td", {}, w.kind), el("td", {}, w.name), el("td", {}, w.user || ""),
     el("td", {}, w.gpus.map((u) => (byUuid.has(u) ? gpuName(byUuid.get(u)) : u)).join(", ")),
     el("td", {}, reading(w.utilization, "%")),
@@ -52,9 +58,10 @@ function draw({ slices, workloads, gpus, points, uuid, metric }) {
       ? gpuName(byUuid.get(w.hottest_gpu.uuid)) : w.hottest_gpu.uuid}` : "—"),
     el("td", {}, w.processes.length ? w.processes.map((p) => `pid ${p.pid} (${p.used_mib ?? "?"} MiB)`).join(", ") : "")));
   patch(document.querySelector("#workloads tbody"), rows.length ? rows
-    : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No workloads: no server, pod or process uses a workspace's GPUs now."))]);
+    : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, project.value ? `No workloads in project ${project.value} now.`
+      : "No workloads: no server, pod or process uses a workspace's GPUs now."))]);
 
-  const shown = gpus.gpus.filter((g) => !filter.value || g.slice === filter.value);
+  const shown = gpus.gpus.filter((g) => (!filter.value || g.slice === filter.value) && inProject(g.slice));
   patch(document.querySelector("#gpus tbody"), shown.length ? shown.map((g) => el("tr", { "data-gpu": g.uuid },
     el("td", {}, gpuName(g), " ", el("code", {}, g.uuid)), el("td", {}, g.node), el("td", {}, g.slice ? `${g.slice} (GPR ${g.gpr})` : "free"),
     el("td", {}, reading(g.sample?.utilization, "%")),
@@ -81,9 +88,11 @@ function draw({ slices, workloads, gpus, points, uuid, metric }) {
   }
 }
 
-document.getElementById("workload-filter").addEventListener("change", () => refreshNow());
+let last = null;
+// A workspace is asked of the API; a project filters what is loaded.
+document.getElementById("workload-filter").addEventListener("change", (e) => (e.target === project ? last && draw(last) : refreshNow()));
 document.getElementById("series-form").addEventListener("change", () => refreshNow());
 for (const f of ["workload-filter", "series-form"]) {
   document.getElementById(f).addEventListener("submit", (e) => e.preventDefault());
 }
-const refreshNow = live(load, draw);
+const refreshNow = live(load, (data) => { last = data; draw(data); });
