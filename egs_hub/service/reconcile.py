@@ -385,7 +385,10 @@ class Reconciler:
             row = queries.get_gpr_row(session, gpr_id, lock=True)
             if row is None or row.status != expected:
                 return None
-            gpr = queries.apply(session, row, transition(queries.to_gpr(row), now=now))
+            before = queries.to_gpr(row)
+            gpr = queries.apply(session, row, transition(before, now=now))
+            if before.status is Status.RELEASING and gpr.status is Status.QUEUED and before.window_start is not None:
+                queries.add_past_window(session, before, now)  # re-queued: its usage and cost are kept
             for event in events:
                 queries.add_event(session, event)
             if not gpr.status.holds_gpus:

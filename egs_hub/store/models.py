@@ -256,6 +256,20 @@ class GPRUtilization(Base):
     readings: Mapped[int] = mapped_column(Integer)
 
 
+class GPRPastWindow(Base):
+    """A window an evicted GPR held before it was queued again (its row then holds the next window):
+    what it held (``gpus``), from ``window_start`` until it was taken back (``ended_at``), at its price.
+    Usage, cost and budgets count it as they count the GPR's current window."""
+
+    __tablename__ = "gpr_past_windows"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id", ondelete="CASCADE"), index=True)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    ended_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    gpus: Mapped[list] = mapped_column(JSON, default=list)
+    price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 class WorkspaceRequestRow(Base):
     """A user's request for a new workspace (slice) in a project, and what a project admin decided:
     ``status`` pending, approved (``slice`` is the slice made) or denied (``reason``)."""

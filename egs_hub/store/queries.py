@@ -27,6 +27,7 @@ from .models import (
     Binding,
     Cluster,
     EventRow,
+    GPRPastWindow,
     GPRResource,
     GPRRow,
     GPRTemplateRow,
@@ -608,7 +609,9 @@ def price_of(session: Session, cluster: str, shape: str) -> float | None:
 def gprs_held_between(
     session: Session, since: datetime, until: datetime, slices: Iterable[str] | None = None
 ) -> list[core.GPR]:
-    """The GPRs whose windows started before ``until`` and that had not ended by ``since``."""
+    """The GPRs whose windows started before ``until`` and that had not ended by ``since``; and each past
+    window of a re-queued GPR in that span as the GPR holding it (complete, its window ending when it was
+    taken back: past_window_gpr)."""
     query = (
         select(GPRRow)
         .where(
@@ -619,9 +622,44 @@ def gprs_held_between(
         .options(selectinload(GPRRow.allocations))
         .order_by(GPRRow.id)
     )
+    past = (
+        select(GPRPastWindow, GPRRow)
+        .join(GPRRow, GPRRow.id == GPRPastWindow.gpr_id)
+        .where(GPRPastWindow.window_start < until, GPRPastWindow.ended_at >= since)
+        .options(selectinload(GPRRow.allocations))
+        .order_by(GPRPastWindow.id)
+    )
     if slices is not None:
         query = query.where(GPRRow.slice.in_(list(slices)))
-    return [to_gpr(row) for row in session.scalars(query)]
+        past = past.where(GPRRow.slice.in_(list(slices)))
+    held = [to_gpr(row) for row in session.scalars(query)]
+    return held + [past_window_gpr(to_gpr(row), window) for window, row in session.execute(past)]
+
+
+def past_window_gpr(gpr: core.GPR, window: GPRPastWindow) -> core.GPR:
+    return dataclasses.replace(
+        gpr,
+        status=core.Status.COMPLETE,
+        window_start=window.window_start,
+        window_end=window.ended_at,
+        ended_at=window.ended_at,
+        end_reason=core.EndReason.EVICTED,
+        bound_gpus=tuple(window.gpus),
+        price_per_gpu_hour=window.price_per_gpu_hour,
+    )
+
+
+def add_past_window(session: Session, gpr: core.GPR, ended_at: datetime) -> None:
+    """Keep the window ``gpr`` (evicted, being queued again) held until ``ended_at``."""
+    session.add(
+        GPRPastWindow(
+            gpr_id=gpr.id,
+            window_start=gpr.window_start,
+            ended_at=ended_at,
+            gpus=list(gpr.bound_gpus),
+            price_per_gpu_hour=gpr.price_per_gpu_hour,
+        )
+    )
 
 
 def slice_projects(session: Session) -> dict[str, str]:
@@ -836,8 +874,8 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
     """GPUs each GPR held over its window, for windows that overlap [since, now).
 
     A window lasts from its start to when its GPR ended (``ended_at``), or to ``now`` while
-    it still holds its GPUs; the GPUs are those it was given. (A GPR that was evicted and
-    re-queued lost its allocations with its window, so only its current window counts.)
+    it still holds its GPUs; the GPUs are those it was given. A GPR that was evicted and
+    re-queued counts the window it held before as well (its past window).
     """
     query = (
         select(GPRRow.slice, GPRRow.window_start, GPRRow.ended_at, func.count(Allocation.gpu_uuid))
@@ -850,12 +888,24 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
         .group_by(GPRRow.id, GPRRow.slice, GPRRow.window_start, GPRRow.ended_at)
         .order_by(GPRRow.id)
     )
+    past = (
+        select(GPRRow.slice, GPRPastWindow.window_start, GPRPastWindow.ended_at, GPRPastWindow.gpus)
+        .join(GPRRow, GPRRow.id == GPRPastWindow.gpr_id)
+        .where(GPRPastWindow.window_start < now, GPRPastWindow.ended_at > since)
+        .order_by(GPRPastWindow.id)
+    )
     if slices is not None:
         query = query.where(GPRRow.slice.in_(list(slices)))
-    return [
+        past = past.where(GPRRow.slice.in_(list(slices)))
+    current = [
         Use(slice=name, gpus=count, start=start, end=min(ended or now, now))
         for name, start, ended, count in session.execute(query)
     ]
+    earlier = [
+        Use(slice=name, gpus=len(gpus), start=start, end=min(ended, now))
+        for name, start, ended, gpus in session.execute(past)
+    ]
+    return current + earlier
 
 
 def planning_inventory(session: Session) -> tuple[tuple[core.Node, ...], frozenset[str]]:

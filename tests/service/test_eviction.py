@@ -4,6 +4,10 @@ the planner's list ("confirm"); evicted GPRs are re-queued when their slice says
 
 from __future__ import annotations
 
+from datetime import datetime
+
+import pytest
+
 from .hub import event_kinds, until_status
 
 
@@ -14,6 +18,12 @@ def provisioned(client, slice_name: str, gpus: int, priority: int, duration="10m
         expect=201,
     )
     return until_status(client, gpr["id"], "provisioned")
+
+
+def first_evicted_at(client, gpr_id: int) -> str:
+    """When the GPR was re-queued: its first window ended then."""
+    (event,) = [e for e in client.get(f"events?gpr={gpr_id}")["events"] if e["kind"] == "requeued"]
+    return event["time"].replace("Z", "+00:00")
 
 
 def evicted_event(client, gpr_id: int) -> dict:
@@ -37,6 +47,12 @@ def test_automatic_eviction_requeues_or_ends_the_victims(make_slice, user):
 
     again = until_status(as_alice, first["id"], "queued")
     assert again["end_reason"] is None and again["bound_gpus"] == [] and again["window_start"] is None
+    # The window it held before counts: usage (and budgets) keep the GPU-hours of the evicted window.
+    (row,) = [r for r in as_alice.get("usage?group_by=slice&period=week")["rows"] if r["key"] == requeues]
+    started_at = datetime.fromisoformat(first["window_start"].replace("Z", "+00:00"))
+    held = datetime.fromisoformat(first_evicted_at(as_alice, first["id"])) - started_at
+    assert row["gpu_hours_used"] == pytest.approx(2 * held.total_seconds() / 3600, rel=0.05, abs=2 / 3600)
+    assert row["gpu_hours_used"] > 0
     assert [k for k, _ in event_kinds(as_alice, first["id"])][:5] == [
         "submitted",
         "admitted",
