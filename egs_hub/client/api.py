@@ -376,12 +376,19 @@ class Operations(ABC):
         in_cluster: bool = False,
         node_selector: str | None = None,
         exit_grace: Duration | None = None,
+        project: str | None = None,
     ) -> Cluster:
         """Admins: drive a Kubernetes cluster, by a kubeconfig file on the service's host or in-cluster config;
-        ``node_selector`` and ``exit_grace`` default to the service's (``egs.io/slice``, 5 minutes)."""
+        ``node_selector`` and ``exit_grace`` default to the service's (``egs.io/slice``, 5 minutes), ``project``
+        to the default project (whose clusters serve every project)."""
         where = {"in_cluster": True} if in_cluster else _body(kubeconfig=kubeconfig, context=context)
-        body = {"name": name, **where, **_body(node_selector=node_selector, exit_grace=exit_grace)}
+        body = {"name": name, **where, **_body(node_selector=node_selector, exit_grace=exit_grace, project=project)}
         return self._send(Call("POST", "clusters", _one(Cluster), body=body))
+
+    def move_cluster(self, name: str, project: str) -> Cluster:
+        """Admins: put a cluster in ``project``: only that project's slices are planned there (the default
+        project's clusters serve every project)."""
+        return self._send(Call("PATCH", f"clusters/{_segment(name)}", _one(Cluster), body={"project": project}))
 
     def remove_cluster(self, name: str) -> None:
         return self._send(Call("DELETE", f"clusters/{_segment(name)}", _nothing))

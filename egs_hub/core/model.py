@@ -8,8 +8,10 @@ Vocabulary (DESIGN.md): a *cluster* holds *nodes*; a node offers GPUs of one
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 
 PRIORITY_MIN = 1
 PRIORITY_MAX = 300
@@ -230,6 +232,16 @@ class Project:
 
 
 DEFAULT_PROJECT = "default"
+
+
+SHARED: Mapping[str, str] = MappingProxyType({})  # cluster_projects when every cluster is the default project's
+
+
+def serves(cluster_projects: Mapping[str, str], cluster: str, project: str) -> bool:
+    """Whether a cluster serves the slices of ``project``: a cluster of the default project (not in
+    ``cluster_projects``: cluster -> the project holding it) serves every project, one of another
+    project only that project's slices."""
+    return cluster_projects.get(cluster, project) == project
 
 
 @dataclass(frozen=True)

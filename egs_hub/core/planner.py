@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from . import fairshare
-from .model import GPRSpec, Node
+from .model import DEFAULT_PROJECT, SHARED, GPRSpec, Node, serves
 from .pool import Pool
 from .profile import INF, end_of
 from .queue import PriorityQueue, band, queue_key
@@ -269,32 +269,49 @@ def _arrival_windows(views: Views, spec: GPRSpec, now: datetime, request: Reques
     return place, [w for w in windows if w is not None and w.end <= latest]
 
 
-def eligible_nodes(nodes: Iterable[Node], spec: GPRSpec) -> list[Node]:
-    """Nodes of the cluster and shape the spec allows, that accept new work."""
+def eligible_nodes(
+    nodes: Iterable[Node], spec: GPRSpec, cluster_projects: Mapping[str, str] = SHARED, project: str = DEFAULT_PROJECT
+) -> list[Node]:
+    """Nodes of the cluster and shape the spec allows, on clusters that serve the slice's ``project``
+    (``cluster_projects``: core.model.serves), that accept new work."""
     return sorted(
         (
             n
             for n in nodes
-            if n.schedulable and (spec.cluster is None or n.cluster == spec.cluster) and n.shape.matches(spec.shape)
+            if n.schedulable
+            and (spec.cluster is None or n.cluster == spec.cluster)
+            and n.shape.matches(spec.shape)
+            and serves(cluster_projects, n.cluster, project)
         ),
         key=lambda n: n.key,
     )
 
 
-def gpu_count(spec: GPRSpec, nodes: Iterable[Node]) -> int:
+def gpu_count(
+    spec: GPRSpec, nodes: Iterable[Node], cluster_projects: Mapping[str, str] = SHARED, project: str = DEFAULT_PROJECT
+) -> int:
     """GPUs the spec holds: ``gpus``, or ``nodes`` times the largest node it may get."""
     if spec.gpus is not None:
         return spec.gpus
-    per_node = max((n.shape.gpus_per_node for n in eligible_nodes(nodes, spec)), default=0)
+    per_node = max((n.shape.gpus_per_node for n in eligible_nodes(nodes, spec, cluster_projects, project)), default=0)
     return (spec.nodes or 0) * per_node
 
 
-def unservable_reason(spec: GPRSpec, nodes: tuple[Node, ...], unhealthy: frozenset[str]) -> str | None:
-    """Why no amount of waiting serves ``spec`` here; None when it can be served."""
-    candidates = eligible_nodes(nodes, spec)
+def unservable_reason(
+    spec: GPRSpec,
+    nodes: tuple[Node, ...],
+    unhealthy: frozenset[str],
+    cluster_projects: Mapping[str, str] = SHARED,
+    project: str = DEFAULT_PROJECT,
+) -> str | None:
+    """Why no amount of waiting serves ``spec`` here (on the clusters that serve ``project``); None when
+    it can be served."""
+    candidates = eligible_nodes(nodes, spec, cluster_projects, project)
     where = f"shape {spec.shape!r}" if spec.shape else "any shape"
     where += f" in cluster {spec.cluster!r}" if spec.cluster else ""
     if not candidates:
+        if cluster_projects and eligible_nodes(nodes, spec):
+            return f"no schedulable node offers {where} on the clusters of project {project!r} or shared ones"
         return f"no schedulable node offers {where}"
     empty = Timeline(tuple(candidates), unhealthy, {}, 0)
     duration = spec.duration.total_seconds()
@@ -309,9 +326,13 @@ def unservable_reason(spec: GPRSpec, nodes: tuple[Node, ...], unhealthy: frozens
 
 
 def _eligible_pools(timeline: Timeline, spec: GPRSpec) -> list[Pool]:
-    return [
+    pools = [
         p for p in timeline.pools if (spec.cluster is None or p.cluster == spec.cluster) and p.shape.matches(spec.shape)
     ]
+    if not timeline.cluster_projects:
+        return pools
+    project = timeline.project(spec.slice)
+    return [p for p in pools if serves(timeline.cluster_projects, p.cluster, project)]
 
 
 def _soonest(
@@ -386,12 +407,12 @@ class _Pass:
         self.placed: dict[int, list[tuple[Request, Window]]] = {b: [] for b in BANDS}
         self.free_now: dict[tuple[str, str], list[str]] = {}
         self.late = 0.0  # how late the latest promise of the bands planned so far starts
-        self._pools: dict[tuple[str | None, str | None], list[Pool]] = {}
+        self._pools: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
 
     def _empty_timeline(self) -> Timeline:
-        snapshot = self.snapshot
-        gprs = len(snapshot.bookings) + len(snapshot.queue) + 1
-        return Timeline(snapshot.nodes, snapshot.unhealthy_gpus, snapshot.policies, gprs)
+        s = self.snapshot
+        gprs = len(s.bookings) + len(s.queue) + 1
+        return Timeline(s.nodes, s.unhealthy_gpus, s.policies, gprs, s.cluster_projects, s.projects)
 
     def _bookings_only(self) -> Timeline:
         """A timeline with the bookings and nothing planned: where evictions are weighed.
@@ -430,7 +451,7 @@ class _Pass:
         """The spec's pools on the pass's timeline (cached), or on ``on``."""
         if on is not None:
             return _eligible_pools(on, spec)
-        key = (spec.cluster, spec.shape)
+        key = (spec.cluster, spec.shape, self.timeline.project(spec.slice) if self.timeline.cluster_projects else None)
         if key not in self._pools:
             self._pools[key] = _eligible_pools(self.timeline, spec)
         return self._pools[key]

@@ -660,6 +660,10 @@ class ClusterCreate(Body):
         str | None, Field(max_length=253, pattern=TEXT_PATTERN, description="default: the file's current-context")
     ] = None
     in_cluster: bool = False
+    project: Annotated[
+        SliceName,
+        Field(description="the project holding it: the default project's serve every project, another's only its own"),
+    ] = DEFAULT_PROJECT
     node_selector: Annotated[
         str,
         Field(
@@ -693,6 +697,12 @@ class ClusterCreate(Body):
             raise InvalidRequest("kubeconfig", f"kubeconfig must be an absolute path, not {self.kubeconfig!r}")
         if self.context == "":
             raise InvalidRequest("context", "context must not be empty: name a context of the kubeconfig")
+
+
+class ClusterUpdate(Body):
+    """PATCH /clusters/{name}: move a cluster (of any origin) to another project."""
+
+    project: Annotated[SliceName, Field(description="the project that holds it from now on")]
 
 
 # Parsing and schemas
@@ -817,6 +827,7 @@ BODIES: tuple[type[Body], ...] = (
     WorkspaceRequestCreate,
     WorkspaceApproval,
     ClusterCreate,
+    ClusterUpdate,
     Reason,
     EvictionConfirm,
     ServerStart,

@@ -156,6 +156,7 @@ class Project(Resource):
     quota: Quota = Field(description="caps the sum of its slices")
     share: float | None = Field(description="fair-share weight among projects; null: max_gpus, else 1")
     slices: Names
+    clusters: Names = Field(description="the clusters it holds: only its slices are planned there (the default's: all)")
     created_at: Time
     updated_at: Time | None
 
@@ -210,6 +211,7 @@ class Cluster(Resource):
         description="this host, EGSService.clusters in the config, or POST /clusters"
     )
     where: str = Field(description="how the service reaches it")
+    project: str = Field(description="the project holding it (the default project's serve every project)")
     health: ClusterHealth
     message: str | None = Field(description="why it is unavailable")
     source: str = Field(description="what its last inventory said")

@@ -93,6 +93,9 @@ class Snapshot:
     previous: Mapping[int, Estimate] = field(default_factory=dict)
     projects: Mapping[str, str] = field(default_factory=dict)  # slice -> project (missing: the default project)
     project_policies: Mapping[str, Project] = field(default_factory=dict)  # the projects' shares and quotas
+    # cluster -> the project holding it, for clusters not in the default project: only that project's
+    # slices are planned there (core.model.serves)
+    cluster_projects: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .model import Node, Shape, SlicePolicy
+from .model import DEFAULT_PROJECT, Node, Shape, SlicePolicy
 from .pool import Fit, Pool, summaries
 from .profile import INF, Profile, end_of
 
@@ -80,7 +80,13 @@ class SliceUse:
 
 class Timeline:
     def __init__(
-        self, nodes: tuple[Node, ...], unhealthy: frozenset[str], policies: Mapping[str, SlicePolicy], gprs: int
+        self,
+        nodes: tuple[Node, ...],
+        unhealthy: frozenset[str],
+        policies: Mapping[str, SlicePolicy],
+        gprs: int,
+        cluster_projects: Mapping[str, str] | None = None,
+        projects: Mapping[str, str] | None = None,
     ):
         groups: dict[tuple[str, Shape], list[Node]] = defaultdict(list)
         for node in sorted(nodes, key=lambda n: n.key):
@@ -94,6 +100,9 @@ class Timeline:
         self.policies = policies
         self.gprs = gprs
         self.slices: dict[str, SliceUse | None] = {}
+        # Clusters of a project other than the default serve only its slices (core.model.serves).
+        self.cluster_projects = cluster_projects or {}
+        self.projects = projects or {}
 
     def copy(self) -> Timeline:
         clone = Timeline.__new__(Timeline)
@@ -101,8 +110,12 @@ class Timeline:
         clone.pools = [mapping[id(p)] for p in self.pools]
         clone.where = {key: (mapping[id(pool)], i) for key, (pool, i) in self.where.items()}
         clone.policies, clone.gprs = self.policies, self.gprs
+        clone.cluster_projects, clone.projects = self.cluster_projects, self.projects
         clone.slices = {name: None if use is None else use.copy() for name, use in self.slices.items()}
         return clone
+
+    def project(self, slice_name: str) -> str:
+        return self.projects.get(slice_name, DEFAULT_PROJECT)
 
     def translate(self, window: Window) -> Window:
         """The same window on this timeline (which may be a copy of the one it came from)."""

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..backends import Backend, Inventory
 from ..backends.kubernetes import ClusterUnavailable, KubernetesBackend
 from ..backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
-from ..core.errors import Conflict, InvalidRequest
+from ..core.errors import Conflict, InvalidRequest, PolicyViolation
 from ..core.requests import ClusterCreate
 from ..store import queries
 from ..store.db import transaction
@@ -165,6 +165,8 @@ class Clusters:
         if spec.name in self.states:
             raise Conflict(f"cluster {spec.name!r} exists already ({self.states[spec.name].origin}); remove it first")
         check_kubeconfig(spec)
+        with self.sessions() as session:
+            queries.project_row_of(session, spec.project)  # PolicyViolation naming it when there is none
         state = self._enter(self._kubernetes_state(spec, "api"))
         with transaction(self.sessions) as session:
             queries.register_cluster(session, spec, state.backend.kind, self.clock())
@@ -201,6 +203,17 @@ class Clusters:
         """Connect to the clusters of the config and those registered through the API earlier
         (a name in both is the config's)."""
         configured = {spec.name for spec in config}
+        for spec in config:  # a config cluster's project is the config's
+            try:
+                with transaction(self.sessions) as session:
+                    queries.set_cluster_project(session, spec.name, "kubernetes", spec.project, self.clock())
+            except PolicyViolation as e:
+                log.error(
+                    "cluster %s: EGSService.clusters names project %r: %s; it stays in its project until one is made",
+                    spec.name,
+                    spec.project,
+                    e,
+                )
         with self.sessions() as session:
             stored = [queries.cluster_spec(r) for r in queries.registered_clusters(session)]
         for spec in stored:

@@ -107,9 +107,14 @@ class Commands:
         if servability.reason is not None:
             raise PolicyViolation(servability.field, servability.reason)
         week = week_gpu_hours(session, spec.slice, now) if policy.max_gpu_hours is not None else 0.0
-        project = state.project_policies.get(state.projects.get(spec.slice, core.DEFAULT_PROJECT))
+        project_name = state.projects.get(spec.slice, core.DEFAULT_PROJECT)
+        project = state.project_policies.get(project_name)
         priced = policy.max_cost_month is not None or (project is not None and project.max_cost_month is not None)
-        cost = estimated_cost(session, state.nodes, spec, servability.gpus) if priced else None
+        cost = (
+            estimated_cost(session, state.nodes, spec, servability.gpus, state.cluster_projects, project_name)
+            if priced
+            else None
+        )
         month = month_spend(session, spec.slice, now) if policy.max_cost_month is not None else 0.0
         reasons = approval_reasons(spec, servability.gpus, policy, week, month, cost)
         if project is not None:

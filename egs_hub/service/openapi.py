@@ -273,12 +273,19 @@ def _paths() -> dict:
                     "401",
                     "403",
                     "409",
+                    "422",
                     status="201",
                 ),
             },
         },
         "/clusters/{name}": {
             "parameters": [CLUSTER_NAME],
+            "patch": {
+                "summary": "Move a cluster to another project (admin); not a config cluster, nor one that "
+                "slices or GPRs of other projects use (409)",
+                "requestBody": _body("ClusterUpdate"),
+                "responses": _responses("moved", _ref("Cluster"), "400", "401", "403", "404", "409", "422"),
+            },
             "delete": {
                 "summary": "Remove a cluster registered through the API, unless GPRs hold or wait for it (admin)",
                 "responses": _responses("removed", None, "401", "403", "404", "409", status="204"),

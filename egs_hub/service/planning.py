@@ -51,7 +51,7 @@ import dataclasses
 import gc
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -398,10 +398,17 @@ def month_spend(session: Session, slices: str | list[str], now: datetime) -> flo
     return cost.reserved_cost_between(queries.gprs_held_between(session, start, end, slices), start, end)
 
 
-def estimated_cost(session: Session, nodes: Iterable[core.Node], spec: core.GPRSpec, gpus: int) -> float | None:
-    """What a GPR of ``spec`` holding ``gpus`` GPUs would cost at the highest price among the shapes
-    that could serve it (the planner picks the place); None when none of them has a price."""
-    places = {(n.cluster, n.shape.name) for n in planner.eligible_nodes(nodes, spec)}
+def estimated_cost(
+    session: Session,
+    nodes: Iterable[core.Node],
+    spec: core.GPRSpec,
+    gpus: int,
+    cluster_projects: Mapping[str, str] = core.SHARED,
+    project: str = core.DEFAULT_PROJECT,
+) -> float | None:
+    """What a GPR of ``spec`` (of a slice of ``project``) holding ``gpus`` GPUs would cost at the highest
+    price among the shapes that could serve it (the planner picks the place); None when none has a price."""
+    places = {(n.cluster, n.shape.name) for n in planner.eligible_nodes(nodes, spec, cluster_projects, project)}
     prices = queries.prices(session, {cluster for cluster, _ in places})
     known = [prices[place] for place in places if place in prices]
     return cost.estimated_cost(max(known), gpus, spec.duration) if known else None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import cost
 from ..core import resources as api
-from ..core.model import GPR, Shape
+from ..core.model import DEFAULT_PROJECT, GPR, Shape
 from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.templates import GPRTemplate
@@ -246,6 +246,7 @@ def cluster_resource(state: ClusterState, row: Cluster | None) -> api.Cluster:
         kind=state.backend.kind,
         origin=state.origin,
         where=state.where,
+        project=row.project.name if row is not None else state.spec.project if state.spec else DEFAULT_PROJECT,
         health=state.health,
         message=state.error,
         source=state.source,
@@ -315,7 +316,7 @@ def template_resource(template: GPRTemplate) -> api.Template:
     )
 
 
-def project_resource(row: Project, admins: list[str], slices: list[str]) -> api.Project:
+def project_resource(row: Project, admins: list[str], slices: list[str], clusters: list[str]) -> api.Project:
     return api.Project(
         name=row.name,
         display_name=row.display_name,
@@ -324,6 +325,7 @@ def project_resource(row: Project, admins: list[str], slices: list[str]) -> api.
         quota=quota_resource(row),
         share=row.share,
         slices=slices,
+        clusters=clusters,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )

@@ -90,6 +90,7 @@ class PlanningState:
         self.nodes: tuple[core.Node, ...] = ()
         self.unhealthy: frozenset[str] = frozenset()
         self.prices: dict[tuple[str, str], float] = {}  # (cluster, shape) -> price per GPU-hour (core/cost.py)
+        self.cluster_projects: dict[str, str] = {}  # cluster -> its project, where not the default one
         self.policies: dict[str, core.SlicePolicy] = {}
         self.groups: dict[str, str] = {}  # every slice's hub group (who may see its GPRs)
         self.projects: dict[str, str] = {}  # every slice's project
@@ -152,6 +153,7 @@ class PlanningState:
             if unread.inventory:
                 self.nodes, self.unhealthy = queries.planning_inventory(session)
                 self.prices = queries.prices(session)
+                self.cluster_projects = queries.cluster_projects(session)
                 self._servability.clear()
             if unread.slices:
                 rows = queries.all_slices(session)
@@ -215,6 +217,7 @@ class PlanningState:
             previous=dict(previous or {}),
             projects=dict(self.projects),
             project_policies=dict(self.project_policies),
+            cluster_projects=dict(self.cluster_projects),
         )
 
     def queued(self) -> list[core.GPR]:
@@ -239,14 +242,17 @@ class PlanningState:
     def servability(self, spec: core.GPRSpec) -> Servability:
         """Whether the inventory can ever serve ``spec`` and how many GPUs it would hold: worked out
         once per kind of request (cluster, shape and size) and inventory, as the planner does."""
-        key = (spec.cluster, spec.shape, spec.gpus, spec.nodes)
+        project = self.projects.get(spec.slice, core.DEFAULT_PROJECT) if self.cluster_projects else None
+        key = (spec.cluster, spec.shape, spec.gpus, spec.nodes, project)
         found = self._servability.get(key)
         if found is None:
             if len(self._servability) >= _SERVABILITIES:
                 self._servability.clear()
+            owners, project = self.cluster_projects, project or core.DEFAULT_PROJECT
             field = "nodes" if spec.nodes is not None else "gpus"
-            if not planner.eligible_nodes(self.nodes, spec):
+            if not planner.eligible_nodes(self.nodes, spec, owners, project):
                 field = "shape" if spec.shape else "cluster" if spec.cluster else field
-            reason = planner.unservable_reason(spec, self.nodes, self.unhealthy)
-            found = self._servability[key] = Servability(reason, field, planner.gpu_count(spec, self.nodes))
+            reason = planner.unservable_reason(spec, self.nodes, self.unhealthy, owners, project)
+            count = planner.gpu_count(spec, self.nodes, owners, project)
+            found = self._servability[key] = Servability(reason, field, count)
         return found

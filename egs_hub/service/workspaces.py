@@ -92,6 +92,18 @@ def check_clusters(registry: Clusters, namespaces: Mapping[str, Sequence[str]]) 
             )
 
 
+def check_cluster_projects(session: Session, namespaces: Mapping[str, Sequence[str]], project: str) -> None:
+    """422 naming a cluster of ``namespaces`` that another project holds (core.model.serves)."""
+    owners = queries.cluster_projects(session)
+    for cluster in namespaces:
+        if not core.serves(owners, cluster, project):
+            raise PolicyViolation(
+                f"namespaces.{cluster}",
+                f"cluster {cluster!r} is project {owners[cluster]!r}'s; a workspace of project {project!r} "
+                "has namespaces on its own project's clusters and shared ones",
+            )
+
+
 async def change_clusters(setup: SliceSetup, name: str, before: Mapping, after: Mapping) -> None:
     """Set the slice up on its clusters as ``after`` says (from ``before``): 409/503 with nothing changed.
     The caller holds the slice's setup lock until the store has the change."""
@@ -131,6 +143,7 @@ async def create_slice(
             raise PolicyViolation("project", f"no project named {body.project!r}; GET /projects lists them")
         project_id = project.id
         check_auto_gpr(session, policy, body.name, body.project)
+        check_cluster_projects(session, body.namespaces, body.project)
         if queries.get_slice(session, body.name) is not None:
             raise Conflict(f"a slice named {body.name!r} exists already")
         user_of_group = session.scalar(select(SliceRow.name).where(SliceRow.group_name == group))

@@ -96,6 +96,7 @@ class Cluster(Base):
     node_selector: Mapped[str | None] = mapped_column(String(1000), nullable=True)
     exit_grace_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     nodes: Mapped[list[Node]] = relationship(back_populates="cluster", order_by="Node.name")
+    project: Mapped[Project] = relationship(lazy="joined")
 
 
 class Node(Base):

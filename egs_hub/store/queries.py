@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, selectinload
 from ..core import fairshare
 from ..core import model as core
 from ..core.alerts import Alert
+from ..core.errors import PolicyViolation
 from ..core.fairshare import Use
 from ..core.requests import ClusterCreate
 from ..core.snapshot import Booking, Estimate, Placement, Request, Snapshot
@@ -454,8 +455,8 @@ def project_slices(session: Session, project_id: int) -> list[str]:
 
 
 def project_clusters(session: Session, project_id: int) -> list[str]:
-    """The registered clusters of the project (a project with clusters cannot be deleted)."""
-    query = select(Cluster.name).where(Cluster.project_id == project_id, Cluster.registered.is_(True))
+    """The clusters the project holds (a project with clusters cannot be deleted)."""
+    query = select(Cluster.name).where(Cluster.project_id == project_id)
     return list(session.scalars(query.order_by(Cluster.name)))
 
 
@@ -662,6 +663,16 @@ def add_past_window(session: Session, gpr: core.GPR, ended_at: datetime) -> None
     )
 
 
+def cluster_projects(session: Session) -> dict[str, str]:
+    """The project of each cluster that is not the default project's (core.model.serves)."""
+    query = (
+        select(Cluster.name, Project.name)
+        .join(Project, Cluster.project_id == Project.id)
+        .where(Project.name != core.DEFAULT_PROJECT)
+    )
+    return dict(session.execute(query).all())
+
+
 def slice_projects(session: Session) -> dict[str, str]:
     """Every slice's project, by slice name."""
     query = select(Slice.name, Project.name).join(Project, Slice.project_id == Project.id)
@@ -799,6 +810,7 @@ def register_cluster(session: Session, spec: ClusterCreate, kind: str, now: date
     if row is None:
         row = Cluster(name=spec.name, kind=kind, project_id=project_id(session, now), created_at=now)
         session.add(row)
+    row.project_id = project_row_of(session, spec.project).id
     row.kind = kind
     row.registered = True
     row.kubeconfig, row.context, row.in_cluster = spec.kubeconfig, spec.context, spec.in_cluster
@@ -816,8 +828,26 @@ def cluster_spec(row: Cluster) -> ClusterCreate:
         kubeconfig=row.kubeconfig,
         context=row.context,
         in_cluster=row.in_cluster,
+        project=row.project.name,
         **{name: value for name, value in settings.items() if value is not None},
     )
+
+
+def project_row_of(session: Session, name: str) -> Project:
+    """Project ``name``'s row; PolicyViolation naming ``project`` when there is none."""
+    row = get_project_row(session, name)
+    if row is None:
+        raise PolicyViolation("project", f"no project named {name!r}; GET /projects lists them")
+    return row
+
+
+def set_cluster_project(session: Session, cluster: str, kind: str, project: str, now: datetime) -> None:
+    """Put ``cluster`` (its row made when it has none yet) in ``project``."""
+    row = session.scalar(select(Cluster).where(Cluster.name == cluster))
+    if row is None:
+        row = Cluster(name=cluster, kind=kind, project_id=project_id(session, now), created_at=now)
+        session.add(row)
+    row.project_id = project_row_of(session, project).id
 
 
 def unregister_cluster(session: Session, name: str) -> None:
@@ -856,6 +886,31 @@ def gprs_on_cluster(session: Session, cluster: str) -> list[int]:
         GPRRow.status.in_([core.Status.QUEUED.value, core.Status.PENDING_APPROVAL.value]),
     )
     return sorted(set(session.scalars(holding)) | set(session.scalars(waiting)))
+
+
+def cluster_users_outside(session: Session, cluster: str, project: str) -> list[str]:
+    """What uses ``cluster`` and would not be served were it ``project``'s (core.model.serves): the slices of
+    other projects with namespaces there, and their GPRs holding its GPUs or waiting for it only."""
+    if project == core.DEFAULT_PROJECT:
+        return []
+    others = (
+        select(Slice.name)
+        .join(Project, Slice.project_id == Project.id)
+        .join(SliceNamespace, SliceNamespace.slice_id == Slice.id)
+        .where(SliceNamespace.cluster == cluster, Project.name != project)
+        .distinct()
+    )
+    found = [f"slice {name}" for name in sorted(session.scalars(others))]
+    gprs = gprs_on_cluster(session, cluster)
+    if gprs:
+        outside = (
+            select(GPRRow.id)
+            .join(Slice, Slice.name == GPRRow.slice)
+            .join(Project, Slice.project_id == Project.id)
+            .where(GPRRow.id.in_(gprs), Project.name != project)
+        )
+        found += [f"GPR {gpr_id}" for gpr_id in sorted(session.scalars(outside))]
+    return found
 
 
 def _inventory_event(kind: str, cluster: str, node: str, now: datetime, gpu: str | None = None) -> core.Event:
@@ -952,6 +1007,7 @@ def load_snapshot(
         previous=dict(previous or {}),
         projects={s.name: s.project.name for s in slices},
         project_policies={p.name: to_project(p) for p in all_projects(session)},
+        cluster_projects=cluster_projects(session),
     )
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ...backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES
 from ...core import model as core
-from ...core.errors import PolicyViolation
-from ...core.requests import ClusterCreate, PriceTable, parse_body
+from ...core.errors import Conflict, PolicyViolation
+from ...core.requests import ClusterCreate, ClusterUpdate, PriceTable, parse_body
 from ...core.resources import ClusterPrices, Clusters, RoleTemplate, RoleTemplates
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -39,6 +39,42 @@ class ClustersHandler(APIHandler):
 
 
 class ClusterHandler(APIHandler):
+    @needs_scope(ADMIN_SCOPE)
+    def patch(self, name: str) -> None:
+        """Move the cluster to another project (409 for a config cluster, whose project the config says,
+        and while slices or GPRs of other projects use it)."""
+        state = self.egs.registry.states.get(name)
+        if state is None:
+            raise self.not_found(f"cluster named {name!r}")
+        body = parse_body(ClusterUpdate, self.json_body())
+        if state.origin == "config":
+            raise Conflict(f"cluster {name!r} comes from EGSService.clusters in the config: set its project there")
+        with transaction(self.egs.sessions) as session:
+            users = queries.cluster_users_outside(session, name, body.project)
+            if users:
+                raise Conflict(
+                    f"cluster {name!r} is used by {', '.join(users)} of other projects; "
+                    f"only project {body.project!r}'s slices could use it: move or end them first"
+                )
+            queries.set_cluster_project(session, name, state.backend.kind, body.project, self.now())
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="cluster-moved",
+                    actor=self.user_name,
+                    reason=f"cluster {name} is project {body.project}'s",
+                    time=self.now(),
+                    data={"cluster": name, "project": body.project},
+                ),
+            )
+        self.egs.reconciler.wake()
+        rows = {row.name: row for row in self._rows()}
+        self.write_json(cluster_resource(state, rows.get(name)))
+
+    def _rows(self) -> list:
+        with self.egs.sessions() as session:
+            return queries.inventory_rows(session)
+
     @needs_scope(ADMIN_SCOPE)
     async def delete(self, name: str) -> None:
         if name not in self.egs.registry.states:

@@ -37,7 +37,9 @@ class ProjectBase(APIHandler):
     async def view(self, session, row: ProjectRow, admins: list[str] | None = None) -> Project:
         if admins is None:
             admins = await self.egs.hub.group_members(row.admin_group) if row.admin_group else []
-        return project_resource(row, admins, queries.project_slices(session, row.id))
+        return project_resource(
+            row, admins, queries.project_slices(session, row.id), queries.project_clusters(session, row.id)
+        )
 
     def record(self, session, kind: str, project: str, reason: str, **data) -> None:
         queries.add_event(
@@ -61,7 +63,10 @@ class ProjectsHandler(ProjectBase):
             rows = [r for r in queries.all_projects(session) if self.manages(r.name)]
             views = [
                 project_resource(
-                    r, groups.get(r.admin_group, []) if r.admin_group else [], queries.project_slices(session, r.id)
+                    r,
+                    groups.get(r.admin_group, []) if r.admin_group else [],
+                    queries.project_slices(session, r.id),
+                    queries.project_clusters(session, r.id),
                 )
                 for r in rows
             ]

@@ -132,6 +132,7 @@ class SliceHandler(SliceBase):
             workspaces.check_auto_gpr(session, policy, name, row.project.name)
             if body.namespaces is not MISSING:
                 workspaces.check_namespaces_free(session, body.namespaces, row.id)
+                workspaces.check_cluster_projects(session, body.namespaces, row.project.name)
             group = row.group_name
         members = await self.egs.hub.group_members(group)
         after = before
