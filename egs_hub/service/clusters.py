@@ -193,7 +193,7 @@ class Clusters:
             del self.states[name]
             del self.backends[name]
             with transaction(self.sessions) as session:
-                queries.unregister_cluster(session, name)
+                queries.unregister_cluster(session, name, self.clock())
                 self._sync_locked(session, state, None)
         if state.close is not None:
             await state.close()

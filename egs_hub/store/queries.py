@@ -850,12 +850,15 @@ def set_cluster_project(session: Session, cluster: str, kind: str, project: str,
     row.project_id = project_row_of(session, project).id
 
 
-def unregister_cluster(session: Session, name: str) -> None:
+def unregister_cluster(session: Session, name: str, now: datetime) -> None:
+    """Forget how to reach a cluster removed through the API; its row stays (its nodes are referred to),
+    back in the default project (a removed cluster holds no project up)."""
     row = session.scalar(select(Cluster).where(Cluster.name == name))
     if row is not None:
         row.registered = False
         row.kubeconfig, row.context, row.in_cluster = None, None, False
         row.node_selector, row.exit_grace_s = None, None
+        row.project_id = project_id(session, now)
 
 
 def bound_cluster(session: Session, gpr_id: int) -> str | None:

@@ -104,7 +104,7 @@ def test_an_admin_registers_and_removes_clusters_on_the_clusters_page(world, emu
         "aria-current", "page"
     )
     local = cluster_row(admin, "local")
-    expect(local.locator("td").nth(3)).to_have_text("ok")
+    expect(local.locator("td").nth(4)).to_have_text("ok")
     expect(local.locator("td").last).to_have_text("this host: not removable")
     notice = admin.get_by_role("status")
 
@@ -112,22 +112,32 @@ def test_an_admin_registers_and_removes_clusters_on_the_clusters_page(world, emu
     expect(notice).to_have_text("Cluster east registered: 2 node(s), 16 GPU(s)")
     east = cluster_row(admin, "east")
     expect(east.locator("td")).to_have_text(
-        ["kubernetes", "api", re.compile(r"\S"), "ok", "2", "16", "H100-80GB x8: 16 of 16 GPUs free", "Remove"]
+        [
+            *("kubernetes", "api", "default", re.compile(r"\S"), "ok", "2", "16"),
+            *("H100-80GB x8: 16 of 16 GPUs free", "Remove"),
+        ]
     )
 
     register(admin, "north", world["gone"])
     expect(notice).to_have_text(re.compile(r"^Cluster north registered, but it is unavailable: .*cannot list nodes"))
     north = cluster_row(admin, "north")
     expect(north).to_have_class("unavailable")
-    expect(north.locator("td").nth(3)).to_have_text(re.compile(r"^unavailable.*cannot list nodes"))
-    expect(north.locator("td").nth(4)).to_have_text("0")
+    expect(north.locator("td").nth(4)).to_have_text(re.compile(r"^unavailable.*cannot list nodes"))
+    expect(north.locator("td").nth(5)).to_have_text("0")
     admin.screenshot(path=artifacts / "admin-clusters.png", full_page=True)
+
+    # A cluster moves to a project: only that project's workspaces are planned there from then on.
+    hub.admin().post("projects", {"name": "weather"}, expect=201)
+    north.get_by_label("Project of cluster north").select_option("weather")
+    expect(notice).to_have_text("Cluster north is project weather's")
+    assert hub.admin().get("projects/weather")["clusters"] == ["north"]
 
     admin.once("dialog", lambda dialog: dialog.accept())
     north.get_by_role("button", name="Remove cluster north").focus()
     admin.keyboard.press("Enter")
     expect(notice).to_have_text("Cluster north removed")
     expect(north).to_have_count(0)
+    assert hub.admin().get("projects/weather")["clusters"] == []  # a removed cluster holds no project up
 
     api = hub.admin()
     api.post("slices", {"name": "holders", "policy": {"max_active_gprs": 5}}, expect=201)

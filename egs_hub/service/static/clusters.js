@@ -31,12 +31,24 @@ function remove(name) {
   });
 }
 
-function clusterRow(c, shapes) {
+function move(name, project) {
+  act(`Cluster ${name} is project ${project}'s`, () => api("PATCH", `clusters/${encodeURIComponent(name)}`, { project }));
+}
+
+// A cluster's project: chosen here, except a config cluster's (the config says it).
+function projectCell(c, projects) {
+  if (c.origin === "config") return el("td", {}, c.project, el("div", { class: "muted" }, "from the config"));
+  const choices = projects.map((p) => el("option", { value: p.name, selected: p.name === c.project }, p.name));
+  return el("td", {}, el("select", { "aria-label": `Project of cluster ${c.name}`,
+    onchange: (e) => move(c.name, e.target.value) }, choices));
+}
+
+function clusterRow(c, shapes, projects) {
   const action = c.origin === "api"
     ? el("button", { type: "button", "aria-label": `Remove cluster ${c.name}`, onclick: () => remove(c.name) }, "Remove")
     : el("span", { class: "muted" }, NOT_REMOVABLE[c.origin] || "not removable");
   return el("tr", { "data-cluster": c.name, class: c.health === "ok" ? null : "unavailable" },
-    el("th", { scope: "row" }, c.name), el("td", {}, c.kind), el("td", {}, c.origin),
+    el("th", { scope: "row" }, c.name), el("td", {}, c.kind), el("td", {}, c.origin), projectCell(c, projects),
     el("td", {}, el("code", {}, c.where), c.node_selector === null ? null
       : el("div", { class: "muted" }, `nodes ${c.node_selector} · exit grace ${c.exit_grace} s`)), health(c), el("td", {}, c.nodes), el("td", {}, c.gpus),
     el("td", {}, shapesOf(c.name, shapes)), el("td", { class: "actions" }, action));
@@ -47,7 +59,7 @@ function clusterRow(c, shapes) {
 function registration() {
   const name = f.name.value.trim();
   const body = f.in_cluster.checked ? { name, in_cluster: true } : { name, kubeconfig: f.kubeconfig.value.trim() };
-  for (const field of ["context", "node_selector", "exit_grace"]) {
+  for (const field of ["context", "node_selector", "exit_grace", "project"]) {
     if (!f[field].disabled && f[field].value.trim()) body[field] = f[field].value.trim();
   }
   return body;
@@ -71,8 +83,9 @@ form.addEventListener("submit", (e) => {
 });
 
 live(
-  () => Promise.all([api("GET", "clusters"), api("GET", "inventory")]),
-  ([clusters, inventory]) => {
-    patch(document.querySelector("#clusters tbody"), clusters.clusters.map((c) => clusterRow(c, inventory.shapes)));
+  () => Promise.all([api("GET", "clusters"), api("GET", "inventory"), api("GET", "projects")]),
+  ([clusters, inventory, projects]) => {
+    patch(document.querySelector("#clusters tbody"),
+      clusters.clusters.map((c) => clusterRow(c, inventory.shapes, projects.projects)));
   },
 );
