@@ -238,7 +238,8 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
         slice_view = await self._egs("GET", f"slices/{quote(slice_name, safe='')}")
         namespace = slice_namespace(slice_view, self.egs_cluster)
         home = home_volume(slice_view, self.pvc_name, self.egs_home_mount_path)
-        granted = await self.egs_grant(slice_name, wanted, lambda answer: gpus_on(self.egs_cluster, answer["gpus"]))
+        cluster = self.egs_cluster
+        granted = await self.egs_grant(slice_name, wanted, cluster, lambda answer: gpus_on(cluster, answer["gpus"]))
         held = gpus_on(self.egs_cluster, granted["gpus"])
         self._egs_env = {"EGS_SLICE": slice_name, "EGS_GPRS": ",".join(map(str, granted["gprs"]))}
         where = f"slice {slice_name} (namespace {namespace} on cluster {self.egs_cluster})"

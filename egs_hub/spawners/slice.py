@@ -212,7 +212,7 @@ class SliceSpawnerMixin(HasTraits):
         if slice_name is None:
             self.egs_note(f"{self.user.name} is in no workspace: starting without GPUs.")
             return {"CUDA_VISIBLE_DEVICES": "", "EGS_SLICE": ""}
-        granted = await self.egs_grant(slice_name, wanted, lambda answer: answer["gpus"])
+        granted = await self.egs_grant(slice_name, wanted, None, lambda answer: answer["gpus"])
         gpus = granted["gpus"] if wanted is None else granted["gpus"][:wanted]
         self.egs_note(f"Starting in workspace {slice_name} with {len(gpus)} GPU(s): {', '.join(gpus) or 'none'}.")
         return {
@@ -241,11 +241,12 @@ class SliceSpawnerMixin(HasTraits):
             await asyncio.wait([noted, preparation], return_when=asyncio.FIRST_COMPLETED)
             noted.cancel()
 
-    async def egs_grant(self, slice_name: str, wanted: int | None, held_on: Callable[[dict], list[str]]) -> dict:
-        """Register the server asking ``wanted`` GPUs; when it holds none (``held_on`` picks the usable
-        ones from an answer) and waits for a GPR estimated to start within egs_gpu_wait, wait for it
-        and register again. The service's last answer."""
-        cluster = getattr(self, "egs_cluster", None) or None
+    async def egs_grant(
+        self, slice_name: str, wanted: int | None, cluster: str | None, held_on: Callable[[dict], list[str]]
+    ) -> dict:
+        """Register the server asking ``wanted`` GPUs on ``cluster`` (None: this host); when it holds none
+        (``held_on`` picks the usable ones from an answer) and waits for a GPR estimated to start within
+        egs_gpu_wait, wait for it and register again. The service's last answer."""
         granted = await self.register_server(slice_name, wanted, cluster)
         if not wanted or held_on(granted):
             return granted

@@ -55,7 +55,7 @@ class ServerHandler(APIHandler):
         user = normalize_user_name(user, "user")
         self.check_caller(user)
         body = parse_body(ServerStart, self.json_body())
-        slice_name = body.slice
+        slice_name, cluster = body.slice, self.start_cluster(body.cluster)
         with self.egs.sessions() as session:
             slice_row = queries.get_slice(session, slice_name)
             if slice_row is None:
@@ -75,7 +75,6 @@ class ServerHandler(APIHandler):
         outcome = None
         if body.gpus:
             who = f"{user}'s server {server!r}" if server else f"{user}'s server"
-            cluster = self.start_cluster(body.cluster)
             outcome = await self.egs.auto_gprs.for_start(slice_name, body.gpus, cluster, user, f"auto: {who}")
         self.write_json(
             ServerRegistration(
