@@ -51,10 +51,13 @@ def requested_gpus(value: object) -> int | None:
     return int(text)
 
 
-def options_form(slices: list[dict], gpus: int, max_gpus: int) -> str:
-    """The spawn form: the workspace (when the user has a choice) and a GPU count; none in no slice."""
+def options_form(slices: list[dict], default_gpus: int, max_gpus: int) -> str:
+    """The spawn form: the workspace (when the user has a choice) and a GPU count, which starts at the
+    GPUs a workspace of the user holds now (the most of them), else ``default_gpus``; none in no slice."""
     if not slices:
         return ""
+    gpus = max((len(s.get("gpus") or ()) for s in slices), default=0) or default_gpus
+    max_gpus = max(max_gpus, gpus)
     count = (
         '<label for="egs-gpus">GPUs</label>'
         f'<input id="egs-gpus" name="gpus" type="number" min="0" max="{max_gpus}" step="1" value="{gpus}">'

@@ -195,6 +195,10 @@ def alice_starts_jupyterlab(hub: Hub, alice: Page, gpr: Provisioned, artifacts: 
     alice.get_by_role("link", name="Hub home").click()
     expect(alice).to_have_url(f"{hub.url}/hub/home")
     alice.get_by_role("button", name="Start My Server").click()
+    # The spawn form asks for GPUs, starting at those her workspace holds now.
+    expect(alice.get_by_role("heading", name="Server Options")).to_be_visible()
+    expect(alice.get_by_label("GPUs")).to_have_value(str(len(gpr.uuids)))
+    alice.get_by_role("button", name="Start").click()
     expect(alice).to_have_url(re.compile(r"/user/alice/lab"), timeout=60_000)
     expect(alice.locator(".jp-Launcher")).to_be_visible(timeout=60_000)
     alice.screenshot(path=artifacts / "jupyterlab.png")

@@ -465,6 +465,9 @@ async def test_the_form_lists_only_the_users_slices_and_a_gpu_count(egs, emulato
     )
     assert spawner.run_options_from_form({"slice": ["c<d"], "gpus": ["3"]}) == {"slice": "c<d", "gpus": "3"}
     assert await make_spawner(egs, emulator, groups=("other",)).get_options_form() == ""
+    # With GPUs held, the count starts at them (the most a workspace of the user holds), beyond the usual max.
+    egs.slices[2].gpus = [f"east/gpu-1/gpu{i}" for i in range(6)]
+    assert (await spawner.get_options_form()).endswith('max="6" step="1" value="6">')
 
 
 # --- the pure parts ---------------------------------------------------------------------------
