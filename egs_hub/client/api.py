@@ -33,6 +33,7 @@ from ..core.resources import (
     Health,
     HomeVolumes,
     Inventory,
+    MaintenanceWindow,
     Project,
     QueuedGPR,
     Resource,
@@ -467,6 +468,22 @@ class Operations(ABC):
     def schedule(self, start: Time | None = None, end: Time | None = None) -> Schedule:
         """Every node's windows in [start, end) (default: a day ago to a week ahead)."""
         return self._send(Call("GET", "inventory/schedule", _one(Schedule), _query(start=start, end=end)))
+
+    def maintenance(self, cluster: str, node: str) -> list[MaintenanceWindow]:
+        """Admins: the node's maintenance windows that have not ended."""
+        path = f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance"
+        return self._send(Call("GET", path, _list_of(MaintenanceWindow, "maintenance")))
+
+    def plan_maintenance(self, cluster: str, node: str, start: Time, end: Time, reason: str = "") -> MaintenanceWindow:
+        """Admins: take the node out of service from ``start`` to ``end``; nothing is planned across it, and
+        the answer's ``crossing`` names the GPRs whose windows run past the start (they were told)."""
+        path = f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance"
+        body = _encode({"start": start, "end": end, "reason": reason})
+        return self._send(Call("POST", path, _one(MaintenanceWindow), body=body))
+
+    def cancel_maintenance(self, cluster: str, node: str) -> None:
+        """Admins: cancel the node's maintenance windows that have not ended."""
+        return self._send(Call("DELETE", f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance", _nothing))
 
     # GPRs
 

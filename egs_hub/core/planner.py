@@ -401,6 +401,7 @@ class _Pass:
         later: set = set()
         for booking in snapshot.bookings:
             self._book(booking, later)
+        self._close_for_maintenance(self.timeline, later)
         Pool.summarize(later)
         self.estimates: dict[int, Estimate] = {}
         self.after_band: dict[int, Timeline] = {}
@@ -421,8 +422,19 @@ class _Pass:
         later: set = set()
         for booking in self.snapshot.bookings:
             self._unbook(timeline, booking, 1, later)
+        self._close_for_maintenance(timeline, later)
         Pool.summarize(later)
         return timeline
+
+    def _close_for_maintenance(self, timeline: Timeline, later: set) -> None:
+        """Take every GPU of a node under maintenance over its window, so nothing is planned across it
+        (a window already held across it overlaps: the node is overcommitted there, and nothing more fits)."""
+        for m in self.snapshot.maintenance:
+            where = timeline.where.get((m.cluster, m.node))
+            start, end = max(self.seconds(m.start), 0.0), self.seconds(m.end)
+            if where is not None and end > start:
+                pool, i = where
+                pool.reserve(((i, pool.capacity[i]),), start, end, 1, later)
 
     def seconds(self, when: datetime) -> float:
         return (when - self.now).total_seconds()

@@ -143,6 +143,11 @@ StartAfter = Annotated[
     ),
 ]
 Count = Annotated[int, Field(ge=1, le=100_000), Whole]
+Moment = Annotated[
+    datetime,
+    BeforeValidator(parsed(_typed(datetime, parse_time))),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
 Priority = Annotated[
     int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX, description="low 1-100, medium 101-200, high 201-300"), Whole
 ]
@@ -332,6 +337,18 @@ class TemplateUpdate(_patch(TemplateCreate, omit=("name",))):
         updated = dataclasses.replace(template, **changes)
         check_template(updated)
         return updated
+
+
+class MaintenanceCreate(Body):
+    """POST /nodes/{cluster}/{name}/maintenance: the node is out of service from start to end."""
+
+    start: Moment
+    end: Moment
+    reason: ReasonText = ""
+
+    def check(self) -> None:
+        if self.end <= self.start:
+            raise InvalidRequest("end", "end must be after start")
 
 
 class Reason(Body):
@@ -828,6 +845,7 @@ BODIES: tuple[type[Body], ...] = (
     WorkspaceApproval,
     ClusterCreate,
     ClusterUpdate,
+    MaintenanceCreate,
     Reason,
     EvictionConfirm,
     ServerStart,

@@ -308,16 +308,43 @@ class Window(Resource):
     status: str
 
 
+class MaintenanceSpan(Resource):
+    start: Time
+    end: Time
+    reason: str
+
+
 class NodeSchedule(Resource):
     cluster: str
     node: str
     windows: tuple[Window, ...]
+    maintenance: tuple[MaintenanceSpan, ...] = Field(description="its maintenance windows in the range")
 
 
 class Schedule(Resource):
     start: Time
     end: Time
     nodes: tuple[NodeSchedule, ...]
+
+
+class MaintenanceWindow(Resource):
+    """A node out of service: nothing is planned on it from ``start`` to ``end``."""
+
+    id: int
+    cluster: str
+    node: str
+    start: Time
+    end: Time
+    reason: str
+    created_by: str
+    created_at: Time
+    crossing: tuple[int, ...] = Field(
+        description="GPRs holding the node whose windows run past the start (they were told)"
+    )
+
+
+class MaintenanceWindows(Resource):
+    maintenance: tuple[MaintenanceWindow, ...]
 
 
 # GPRs, wait times and the queue
@@ -739,6 +766,7 @@ RESOURCES: tuple[type[Resource], ...] = (
     RoleTemplates,
     Inventory,
     Schedule,
+    MaintenanceWindows,
     GPR,
     GPRPage,
     QueuePage,

@@ -55,6 +55,16 @@ class Request:
 
 
 @dataclass(frozen=True)
+class Maintenance:
+    """A node out of service from ``start`` to ``end``: the planner plans no window across it."""
+
+    cluster: str
+    node: str
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True)
 class Placement:
     """``gpus`` are exact for an admission; a later start names nodes and leaves ``gpus`` empty
     (which GPUs of those nodes is decided when the window starts)."""
@@ -96,6 +106,7 @@ class Snapshot:
     # cluster -> the project holding it, for clusters not in the default project: only that project's
     # slices are planned there (core.model.serves)
     cluster_projects: Mapping[str, str] = field(default_factory=dict)
+    maintenance: tuple[Maintenance, ...] = ()  # nodes' maintenance windows that have not ended
 
 
 @dataclass(frozen=True)

@@ -291,6 +291,25 @@ def _paths() -> dict:
                 "responses": _responses("removed", None, "401", "403", "404", "409", status="204"),
             },
         },
+        "/nodes/{cluster}/{name}/maintenance": {
+            "parameters": [_path("cluster", SliceName), _path("name")],
+            "get": {
+                "summary": "A node's maintenance windows that have not ended (admin)",
+                "responses": _responses("its windows", _ref("MaintenanceWindows"), "401", "403", "404"),
+            },
+            "post": {
+                "summary": "Take a node out of service from start to end: nothing is planned across it; holders of "
+                "windows running past the start are told (admin)",
+                "requestBody": _body("MaintenanceCreate"),
+                "responses": _responses(
+                    "planned", _ref("MaintenanceWindow"), "400", "401", "403", "404", "409", status="201"
+                ),
+            },
+            "delete": {
+                "summary": "Cancel a node's maintenance windows that have not ended (admin)",
+                "responses": _responses("cancelled", None, "401", "403", "404", status="204"),
+            },
+        },
         "/clusters/{name}/prices": {
             "parameters": [CLUSTER_NAME],
             "get": {

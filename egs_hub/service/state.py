@@ -29,9 +29,20 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from ..core import fairshare, planner
 from ..core import model as core
-from ..core.snapshot import Booking, Estimate, Request, Snapshot
+from ..core.snapshot import Booking, Estimate, Maintenance, Request, Snapshot
 from ..store import queries
-from ..store.models import GPU, Allocation, Cluster, GPRRow, Node, Price, Project, Slice, SliceNamespace
+from ..store.models import (
+    GPU,
+    Allocation,
+    Cluster,
+    GPRRow,
+    MaintenanceWindow,
+    Node,
+    Price,
+    Project,
+    Slice,
+    SliceNamespace,
+)
 
 _CHANGES = "egs_changes"  # Session.info key: what this transaction's flushes wrote
 _CHUNK = 500  # GPR ids per re-read (SQLite's bound-parameter limit)
@@ -71,7 +82,7 @@ def changes_of(objects: Iterable[object], into: Changes) -> None:
             into.gprs.add(obj.id)
         elif isinstance(obj, Allocation):
             into.gprs.add(obj.gpr_id)
-        elif isinstance(obj, Node | GPU | Cluster | Price):
+        elif isinstance(obj, Node | GPU | Cluster | Price | MaintenanceWindow):
             into.inventory = True
         elif isinstance(obj, Slice | SliceNamespace | Project):
             into.slices = True
@@ -91,6 +102,7 @@ class PlanningState:
         self.unhealthy: frozenset[str] = frozenset()
         self.prices: dict[tuple[str, str], float] = {}  # (cluster, shape) -> price per GPU-hour (core/cost.py)
         self.cluster_projects: dict[str, str] = {}  # cluster -> its project, where not the default one
+        self.maintenance: tuple[Maintenance, ...] = ()  # nodes' maintenance windows (ended ones drop off at a read)
         self.policies: dict[str, core.SlicePolicy] = {}
         self.groups: dict[str, str] = {}  # every slice's hub group (who may see its GPRs)
         self.projects: dict[str, str] = {}  # every slice's project
@@ -138,7 +150,7 @@ class PlanningState:
         for row in queries.gpr_rows(session, statuses=ACTIVE):
             self._put(queries.to_gpr(row))
         self._unread = Changes(inventory=True, slices=True)
-        self._read(session)
+        self._read(session, now)
         self.refresh_usage(session, now)
         self.loaded = True
 
@@ -146,7 +158,7 @@ class PlanningState:
         uses = queries.gpu_uses(session, now - queries.USAGE_HALF_LIVES * self.half_life, now)
         self.usage = fairshare.decayed_usage(uses, now, self.half_life)
 
-    def _read(self, session: Session) -> None:
+    def _read(self, session: Session, now: datetime) -> None:
         """Re-read what commits changed since the last read."""
         unread, self._unread = self._unread, Changes()
         try:
@@ -154,6 +166,7 @@ class PlanningState:
                 self.nodes, self.unhealthy = queries.planning_inventory(session)
                 self.prices = queries.prices(session)
                 self.cluster_projects = queries.cluster_projects(session)
+                self.maintenance = queries.maintenance_ahead(session, now)
                 self._servability.clear()
             if unread.slices:
                 rows = queries.all_slices(session)
@@ -200,7 +213,7 @@ class PlanningState:
         if not (self.loaded and self.watching):
             self.load(session, now)
         elif self._unread.gprs or self._unread.inventory or self._unread.slices:
-            self._read(session)
+            self._read(session, now)
         return self
 
     def snapshot(self, session: Session, now: datetime, previous: Mapping[int, Estimate] | None = None) -> Snapshot:
@@ -218,6 +231,7 @@ class PlanningState:
             projects=dict(self.projects),
             project_policies=dict(self.project_policies),
             cluster_projects=dict(self.cluster_projects),
+            maintenance=self.maintenance,
         )
 
     def queued(self) -> list[core.GPR]:

@@ -271,6 +271,21 @@ class GPRPastWindow(Base):
     price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+class MaintenanceWindow(Base):
+    """A node out of service from ``start`` to ``end`` (an admin's), which the planner plans around."""
+
+    __tablename__ = "maintenance_windows"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(63))
+    node: Mapped[str] = mapped_column(String(253))
+    start: Mapped[datetime] = mapped_column(UTCDateTime)
+    end: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    __table_args__ = (Index("ix_maintenance_windows_cluster_node", "cluster", "node"),)
+
+
 class WorkspaceRequestRow(Base):
     """A user's request for a new workspace (slice) in a project, and what a project admin decided:
     ``status`` pending, approved (``slice`` is the slice made) or denied (``reason``)."""

@@ -19,7 +19,7 @@ from ..core.alerts import Alert
 from ..core.errors import PolicyViolation
 from ..core.fairshare import Use
 from ..core.requests import ClusterCreate
-from ..core.snapshot import Booking, Estimate, Placement, Request, Snapshot
+from ..core.snapshot import Booking, Estimate, Maintenance, Placement, Request, Snapshot
 from ..core.templates import GPRTemplate
 from .models import (
     GPU,
@@ -33,6 +33,7 @@ from .models import (
     GPRRow,
     GPRTemplateRow,
     GPRUtilization,
+    MaintenanceWindow,
     Node,
     Price,
     Project,
@@ -916,6 +917,38 @@ def cluster_users_outside(session: Session, cluster: str, project: str) -> list[
     return found
 
 
+def maintenance_ahead(session: Session, now: datetime) -> tuple[Maintenance, ...]:
+    """The nodes' maintenance windows that have not ended by ``now`` (the planner plans around them)."""
+    query = select(MaintenanceWindow).where(MaintenanceWindow.end > now).order_by(MaintenanceWindow.start)
+    return tuple(Maintenance(m.cluster, m.node, m.start, m.end) for m in session.scalars(query))
+
+
+def node_maintenance(session: Session, cluster: str, node: str, now: datetime) -> list[MaintenanceWindow]:
+    """The node's maintenance windows that have not ended by ``now``, by start."""
+    query = select(MaintenanceWindow).where(
+        MaintenanceWindow.cluster == cluster, MaintenanceWindow.node == node, MaintenanceWindow.end > now
+    )
+    return list(session.scalars(query.order_by(MaintenanceWindow.start)))
+
+
+def gprs_holding_node(session: Session, cluster: str, node: str) -> list[core.GPR]:
+    """The GPRs holding GPUs of the node now."""
+    on_node = (
+        select(Allocation.gpr_id)
+        .join(GPU, GPU.uuid == Allocation.gpu_uuid)
+        .join(Node, Node.id == GPU.node_id)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .where(Cluster.name == cluster, Node.name == node)
+    )
+    query = (
+        select(GPRRow)
+        .where(GPRRow.id.in_(on_node), GPRRow.status.in_([s.value for s in core.HOLDING_STATUSES]))
+        .options(selectinload(GPRRow.allocations))
+        .order_by(GPRRow.id)
+    )
+    return [to_gpr(row) for row in session.scalars(query)]
+
+
 def _inventory_event(kind: str, cluster: str, node: str, now: datetime, gpu: str | None = None) -> core.Event:
     what = f"GPU {gpu} on node {node}" if gpu else f"node {node}"
     data = {"cluster": cluster, "node": node} | ({"gpu": gpu} if gpu else {})
@@ -1011,6 +1044,7 @@ def load_snapshot(
         projects={s.name: s.project.name for s in slices},
         project_policies={p.name: to_project(p) for p in all_projects(session)},
         cluster_projects=cluster_projects(session),
+        maintenance=maintenance_ahead(session, now),
     )
 
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 from sqlalchemy import and_, or_, select, text
 
 from ...core.errors import InvalidRequest
-from ...core.resources import EventPage, Health, NodeSchedule, Schedule, Window
+from ...core.resources import EventPage, Health, MaintenanceSpan, NodeSchedule, Schedule, Window
 from ...core.snapshot import Placement
 from ...store import queries
-from ...store.models import GPU, Allocation, EventRow, GPRRow, Node
+from ...store.models import GPU, Allocation, EventRow, GPRRow, MaintenanceWindow, Node
 from .. import cursors
 from ..openapi import openapi_document
 from ..parameters import EventsQuery, ScheduleQuery, read
@@ -112,8 +112,29 @@ class ScheduleHandler(APIHandler):
                         gpr.id, spec.slice, gpus, estimate.start, estimate.end, "planned", status, count
                     )
                     windows[node].append(window)
-        nodes = [NodeSchedule(cluster=cluster_of[node], node=node, windows=held) for node, held in windows.items()]
+        spans = self._maintenance(start, end)
+        nodes = [
+            NodeSchedule(
+                cluster=cluster_of[node], node=node, windows=held, maintenance=spans.get((cluster_of[node], node), [])
+            )
+            for node, held in windows.items()
+        ]
         self.write_json(Schedule(start=start, end=end, nodes=nodes))
+
+    def _maintenance(self, start, end) -> dict[tuple[str, str], list[MaintenanceSpan]]:
+        """The nodes' maintenance windows that overlap [start, end), by (cluster, node)."""
+        with self.egs.sessions() as session:
+            rows = session.scalars(
+                select(MaintenanceWindow)
+                .where(MaintenanceWindow.start < end, MaintenanceWindow.end > start)
+                .order_by(MaintenanceWindow.start)
+            ).all()
+        spans: dict[tuple[str, str], list[MaintenanceSpan]] = {}
+        for row in rows:
+            spans.setdefault((row.cluster, row.node), []).append(
+                MaintenanceSpan(start=row.start, end=row.end, reason=row.reason)
+            )
+        return spans
 
     def _add_held(self, windows: dict[str, list[Window]], held, start) -> None:
         """The past and current windows of ``held`` (GPU, node, GPR) that end after ``start``, on the nodes

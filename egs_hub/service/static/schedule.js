@@ -57,6 +57,15 @@ function bar(w, lane, from, to) {
       top: `${lane * 1.5}em` } }, `${w.gpr}`);
 }
 
+// A node's maintenance: its own bar behind the windows, the whole height of the row.
+function maintenanceBar(m, node, from, to) {
+  const start = Math.max(new Date(m.start).getTime(), from), end = Math.min(new Date(m.end).getTime(), to);
+  const label = `Maintenance of ${node}: ${localTime(m.start)} → ${localTime(m.end)}${m.reason ? `, ${m.reason}` : ""}`;
+  return el("span", { class: "maintenance", role: "img", "aria-label": label, title: label,
+    style: { left: `${(100 * (start - from)) / (to - from)}%`, width: `${Math.max(0.3, (100 * (end - start)) / (to - from))}%` } },
+  "maintenance");
+}
+
 function drawProjects() {
   const projects = [...new Set(last.slices.map((s) => s.project))].sort();
   patch(form.elements.project, [el("option", { value: "" }, "any"), ...projects.map((p) => el("option", { value: p }, p))]);
@@ -89,6 +98,7 @@ function draw() {
     return el("li", { "data-node": n.node },
       el("span", { class: "node-name" }, n.node, el("span", { class: "muted" }, ` ${n.cluster}`)),
       el("div", { class: "lane-box", style: { height: `${height * 1.5}em` } }, nowLine(),
+        (n.maintenance || []).map((m) => maintenanceBar(m, n.node, from, to)),
         placed.map(([w, lane]) => bar(w, lane, from, to))));
   }));
   const slices = [...new Set(schedule.nodes.flatMap((n) => windowsOf(n).map((w) => w.slice)))].sort();

@@ -1,0 +1,143 @@
+"""Maintenance windows: ``/nodes/{cluster}/{name}/maintenance`` (admins). POST takes a node out of
+service from ``start`` to ``end`` (201); GET lists its windows that have not ended; DELETE cancels them.
+
+The planner plans no window across one (core/planner.py closes the node over it). The holders of
+windows already running past its start are told (an event on each GPR, which the sidebar and the
+portal show), and named in the answer's ``crossing``; what happens to them at the start is for the
+admin to decide (release them, or move the maintenance). Overlapping windows of one node are a 409.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from ...core import model as core
+from ...core.errors import Conflict
+from ...core.requests import MaintenanceCreate, parse_body
+from ...core.resources import MaintenanceWindow as MaintenanceResource
+from ...core.resources import MaintenanceWindows
+from ...core.units import format_time
+from ...roles import ADMIN_SCOPE
+from ...store import queries
+from ...store.db import transaction
+from ...store.models import Cluster, Node
+from ...store.models import MaintenanceWindow as MaintenanceRow
+from .base import APIHandler, needs_scope
+
+
+def maintenance_resource(row: MaintenanceRow, crossing: list[int]) -> MaintenanceResource:
+    return MaintenanceResource(
+        id=row.id,
+        cluster=row.cluster,
+        node=row.node,
+        start=row.start,
+        end=row.end,
+        reason=row.reason,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        crossing=crossing,
+    )
+
+
+class MaintenanceHandler(APIHandler):
+    def check_node(self, session, cluster: str, node: str) -> None:
+        query = select(Node.id).join(Cluster, Cluster.id == Node.cluster_id)
+        found = session.scalar(query.where(Cluster.name == cluster, Node.name == node))
+        if found is None:
+            raise self.not_found(f"node {node!r} in cluster {cluster!r}")
+
+    @needs_scope(ADMIN_SCOPE)
+    def get(self, cluster: str, node: str) -> None:
+        now = self.now()
+        with self.egs.sessions() as session:
+            self.check_node(session, cluster, node)
+            rows = queries.node_maintenance(session, cluster, node, now)
+            views = [maintenance_resource(row, self.crossing(session, row)) for row in rows]
+        self.write_json(MaintenanceWindows(maintenance=views))
+
+    @needs_scope(ADMIN_SCOPE)
+    def post(self, cluster: str, node: str) -> None:
+        body = parse_body(MaintenanceCreate, self.json_body())
+        now = self.now()
+        if body.end <= now:
+            raise Conflict(f"the window ends at {format_time(body.end)}, which has passed; nothing to plan around")
+        with transaction(self.egs.sessions) as session:
+            self.check_node(session, cluster, node)
+            for other in queries.node_maintenance(session, cluster, node, now):
+                if other.start < body.end and body.start < other.end:
+                    raise Conflict(
+                        f"node {node} has maintenance from {format_time(other.start)} to {format_time(other.end)} "
+                        f"already (id {other.id}); change that one (DELETE and POST again)"
+                    )
+            row = MaintenanceRow(
+                cluster=cluster,
+                node=node,
+                start=body.start,
+                end=body.end,
+                reason=body.reason,
+                created_by=self.user_name,
+                created_at=now,
+            )
+            session.add(row)
+            session.flush()
+            crossing = self.crossing(session, row)
+            span = f"from {format_time(row.start)} to {format_time(row.end)}"
+            when = f"node {node} ({cluster}) is under maintenance {span}"
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="maintenance-planned",
+                    actor=self.user_name,
+                    reason=f"{when}: {row.reason}" if row.reason else when,
+                    time=now,
+                    data={"cluster": cluster, "node": node, "maintenance": row.id, "crossing": crossing},
+                ),
+            )
+            for gpr in queries.gprs_holding_node(session, cluster, node):
+                if gpr.id in crossing:
+                    queries.add_event(
+                        session,
+                        core.Event(
+                            kind="maintenance-ahead",
+                            actor=self.user_name,
+                            reason=f"{when}, before this GPR's window ends ({format_time(gpr.window_end)}): "
+                            "save your work; an admin may end the window then",
+                            time=now,
+                            gpr_id=gpr.id,
+                            slice=gpr.spec.slice,
+                            data={"cluster": cluster, "node": node, "maintenance": row.id},
+                        ),
+                    )
+            view = maintenance_resource(row, crossing)
+        self.egs.reconciler.wake()  # the next plan plans around it
+        self.write_json(view, 201)
+
+    @needs_scope(ADMIN_SCOPE)
+    def delete(self, cluster: str, node: str) -> None:
+        now = self.now()
+        with transaction(self.egs.sessions) as session:
+            self.check_node(session, cluster, node)
+            rows = queries.node_maintenance(session, cluster, node, now)
+            if not rows:
+                raise self.not_found(f"maintenance of node {node!r} in cluster {cluster!r} that has not ended")
+            for row in rows:
+                session.delete(row)
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="maintenance-cancelled",
+                    actor=self.user_name,
+                    reason=f"node {node} ({cluster}): {len(rows)} maintenance window(s) cancelled",
+                    time=now,
+                    data={"cluster": cluster, "node": node, "maintenance": [row.id for row in rows]},
+                ),
+            )
+        self.egs.reconciler.wake()
+        self.set_status(204)
+        self.finish()
+
+    @staticmethod
+    def crossing(session, row: MaintenanceRow) -> list[int]:
+        """The GPRs holding the node whose windows run past the maintenance's start."""
+        held = queries.gprs_holding_node(session, row.cluster, row.node)
+        return [g.id for g in held if g.window_end is not None and g.window_end > row.start]
