@@ -30,7 +30,6 @@ from .model import GPR, GPRSpec, Status
 from .templates import GPRTemplate, fill
 
 WAITING = (Status.QUEUED, Status.PENDING_APPROVAL)
-HOLDING = (Status.PROVISIONING, Status.PROVISIONED)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.templates import GPRTemplate
 from ..store import queries
-from ..store.models import AlertRow, Cluster, EventRow, Project, Slice, WorkspaceRequestRow
+from ..store.models import AlertRow, Cluster, EventRow, MaintenanceWindow, Project, Slice, WorkspaceRequestRow
 
 if TYPE_CHECKING:
     from .clusters import ClusterState
@@ -348,4 +348,18 @@ def workspace_request_resource(row: WorkspaceRequestRow) -> api.WorkspaceRequest
         decided_at=row.decided_at,
         slice=row.slice,
         created_at=row.created_at,
+    )
+
+
+def maintenance_resource(row: MaintenanceWindow, crossing: list[int]) -> api.MaintenanceWindow:
+    return api.MaintenanceWindow(
+        id=row.id,
+        cluster=row.cluster,
+        node=row.node,
+        start=row.start,
+        end=row.end,
+        reason=row.reason,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        crossing=crossing,
     )

@@ -256,13 +256,12 @@ class PlanningState:
     def servability(self, spec: core.GPRSpec) -> Servability:
         """Whether the inventory can ever serve ``spec`` and how many GPUs it would hold: worked out
         once per kind of request (cluster, shape and size) and inventory, as the planner does."""
-        project = self.projects.get(spec.slice, core.DEFAULT_PROJECT) if self.cluster_projects else None
-        key = (spec.cluster, spec.shape, spec.gpus, spec.nodes, project)
+        owners, project = self.cluster_projects, self.projects.get(spec.slice, core.DEFAULT_PROJECT)
+        key = (spec.cluster, spec.shape, spec.gpus, spec.nodes, project if owners else None)
         found = self._servability.get(key)
         if found is None:
             if len(self._servability) >= _SERVABILITIES:
                 self._servability.clear()
-            owners, project = self.cluster_projects, project or core.DEFAULT_PROJECT
             field = "nodes" if spec.nodes is not None else "gpus"
             if not planner.eligible_nodes(self.nodes, spec, owners, project):
                 field = "shape" if spec.shape else "cluster" if spec.cluster else field

@@ -74,7 +74,7 @@ HOME_VOLUME = "egs-home"  # the name of the home volume in the pod
 
 
 @dataclass(frozen=True)
-class HomeVolume:
+class HomeMount:
     """A member's home volume in the slice's namespace: a PVC of ``size`` (of ``storage_class``; None: the
     cluster's default) named ``claim``, mounted at ``mount_path``."""
 
@@ -84,11 +84,11 @@ class HomeVolume:
     mount_path: str
 
 
-def home_volume(slice_view: Mapping, claim: str, mount_path: str) -> HomeVolume | None:
+def home_mount(slice_view: Mapping, claim: str, mount_path: str) -> HomeMount | None:
     """The home volume the slice's policy gives (``home_volume_size``, ``home_volume_class``); None: none."""
     policy = slice_view.get("policy") or {}
     size = policy.get("home_volume_size")
-    return None if not size else HomeVolume(claim, size, policy.get("home_volume_class"), mount_path)
+    return None if not size else HomeMount(claim, size, policy.get("home_volume_class"), mount_path)
 
 
 def slice_namespace(slice_view: Mapping, cluster: str) -> str:
@@ -114,7 +114,7 @@ class Placement:
     slice: str | None
     namespace: str | None
     gpus: int
-    home: HomeVolume | None = None
+    home: HomeMount | None = None
 
     def traits(self, configured: Mapping) -> dict:
         """KubeSpawner's placement traits: the configured values with the slice's added."""
@@ -237,7 +237,7 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
             return Placement(None, None, 0), f"{self.user.name} is in no workspace: starting without GPUs."
         slice_view = await self._egs("GET", f"slices/{quote(slice_name, safe='')}")
         namespace = slice_namespace(slice_view, self.egs_cluster)
-        home = home_volume(slice_view, self.pvc_name, self.egs_home_mount_path)
+        home = home_mount(slice_view, self.pvc_name, self.egs_home_mount_path)
         cluster = self.egs_cluster
         granted = await self.egs_grant(slice_name, wanted, cluster, lambda answer: gpus_on(cluster, answer["gpus"]))
         held = gpus_on(self.egs_cluster, granted["gpus"])

@@ -390,12 +390,19 @@ def forget_leftover(session: Session, slice_name: str, cluster: str) -> None:
 
 def slice_of_namespace(session: Session, cluster: str, namespace: str) -> str | None:
     """The slice a namespace on a cluster belongs to, if any."""
+    found = namespace_slice(session, cluster, namespace)
+    return None if found is None else found[0]
+
+
+def namespace_slice(session: Session, cluster: str, namespace: str) -> tuple[str, str | None] | None:
+    """The slice a namespace on a cluster belongs to and its policy's auto_gpr template, if any."""
     query = (
-        select(Slice.name)
+        select(Slice.name, Slice.auto_gpr)
         .join(SliceNamespace, SliceNamespace.slice_id == Slice.id)
         .where(SliceNamespace.cluster == cluster, SliceNamespace.namespace == namespace)
     )
-    return session.scalar(query)
+    found = session.execute(query).one_or_none()
+    return None if found is None else (found[0], found[1])
 
 
 def bound_gpu_counts(session: Session) -> dict[tuple[str, str], int]:

@@ -20,14 +20,16 @@ from ..serialize import cluster_resource
 from .base import APIHandler, authenticated, needs_scope
 
 
-class ClustersHandler(APIHandler):
-    def _rows(self) -> dict:
-        with self.egs.sessions() as session:
-            return {row.name: row for row in queries.inventory_rows(session)}
+def inventory_by_name(egs) -> dict:
+    """Every cluster's stored inventory row, by name."""
+    with egs.sessions() as session:
+        return {row.name: row for row in queries.inventory_rows(session)}
 
+
+class ClustersHandler(APIHandler):
     @authenticated
     def get(self) -> None:
-        rows = self._rows()
+        rows = inventory_by_name(self.egs)
         states = sorted(self.egs.registry.states.values(), key=lambda s: s.name)
         self.write_json(Clusters(clusters=[cluster_resource(state, rows.get(state.name)) for state in states]))
 
@@ -35,7 +37,7 @@ class ClustersHandler(APIHandler):
     async def post(self) -> None:
         spec = parse_body(ClusterCreate, self.json_body())
         state = await self.egs.registry.register(spec)
-        self.write_json(cluster_resource(state, self._rows().get(state.name)), 201)
+        self.write_json(cluster_resource(state, inventory_by_name(self.egs).get(state.name)), 201)
 
 
 class ClusterHandler(APIHandler):
@@ -68,12 +70,7 @@ class ClusterHandler(APIHandler):
                 ),
             )
         self.egs.reconciler.wake()
-        rows = {row.name: row for row in self._rows()}
-        self.write_json(cluster_resource(state, rows.get(name)))
-
-    def _rows(self) -> list:
-        with self.egs.sessions() as session:
-            return queries.inventory_rows(session)
+        self.write_json(cluster_resource(state, inventory_by_name(self.egs).get(name)))
 
     @needs_scope(ADMIN_SCOPE)
     async def delete(self, name: str) -> None:

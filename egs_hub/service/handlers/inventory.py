@@ -98,6 +98,7 @@ class ScheduleHandler(APIHandler):
             ).all()
             self._add_held(windows, held, start)
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
+            spans = maintenance_spans(session, start, end)
             queued = {gpr.id: gpr for gpr in self.egs.planning.state.current(session, now).queued()}
         for estimate in plan.estimates.values():
             if estimate.start is None or not (estimate.start < end and estimate.end > start):
@@ -112,7 +113,6 @@ class ScheduleHandler(APIHandler):
                         gpr.id, spec.slice, gpus, estimate.start, estimate.end, "planned", status, count
                     )
                     windows[node].append(window)
-        spans = self._maintenance(start, end)
         nodes = [
             NodeSchedule(
                 cluster=cluster_of[node], node=node, windows=held, maintenance=spans.get((cluster_of[node], node), [])
@@ -120,21 +120,6 @@ class ScheduleHandler(APIHandler):
             for node, held in windows.items()
         ]
         self.write_json(Schedule(start=start, end=end, nodes=nodes))
-
-    def _maintenance(self, start, end) -> dict[tuple[str, str], list[MaintenanceSpan]]:
-        """The nodes' maintenance windows that overlap [start, end), by (cluster, node)."""
-        with self.egs.sessions() as session:
-            rows = session.scalars(
-                select(MaintenanceWindow)
-                .where(MaintenanceWindow.start < end, MaintenanceWindow.end > start)
-                .order_by(MaintenanceWindow.start)
-            ).all()
-        spans: dict[tuple[str, str], list[MaintenanceSpan]] = {}
-        for row in rows:
-            spans.setdefault((row.cluster, row.node), []).append(
-                MaintenanceSpan(start=row.start, end=row.end, reason=row.reason)
-            )
-        return spans
 
     def _add_held(self, windows: dict[str, list[Window]], held, start) -> None:
         """The past and current windows of ``held`` (GPU, node, GPR) that end after ``start``, on the nodes
@@ -193,3 +178,18 @@ class EventsHandler(APIHandler):
             rows, next_cursor = cursors.EVENTS.page(list(session.scalars(query)), limit, key=lambda e: (e.time, e.id))
             events = [event_resource(e) for e in rows]
         self.write_json(EventPage(events=events[::-1], next_cursor=next_cursor))
+
+
+def maintenance_spans(session, start, end) -> dict[tuple[str, str], list[MaintenanceSpan]]:
+    """The nodes' maintenance windows that overlap [start, end), by (cluster, node)."""
+    rows = session.scalars(
+        select(MaintenanceWindow)
+        .where(MaintenanceWindow.start < end, MaintenanceWindow.end > start)
+        .order_by(MaintenanceWindow.start)
+    )
+    spans: dict[tuple[str, str], list[MaintenanceSpan]] = {}
+    for row in rows:
+        spans.setdefault((row.cluster, row.node), []).append(
+            MaintenanceSpan(start=row.start, end=row.end, reason=row.reason)
+        )
+    return spans

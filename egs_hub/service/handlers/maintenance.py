@@ -9,12 +9,13 @@ admin to decide (release them, or move the maintenance). Overlapping windows of 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import select
 
 from ...core import model as core
 from ...core.errors import Conflict
 from ...core.requests import MaintenanceCreate, parse_body
-from ...core.resources import MaintenanceWindow as MaintenanceResource
 from ...core.resources import MaintenanceWindows
 from ...core.units import format_time
 from ...roles import ADMIN_SCOPE
@@ -22,21 +23,13 @@ from ...store import queries
 from ...store.db import transaction
 from ...store.models import Cluster, Node
 from ...store.models import MaintenanceWindow as MaintenanceRow
+from ..serialize import maintenance_resource
 from .base import APIHandler, needs_scope
 
 
-def maintenance_resource(row: MaintenanceRow, crossing: list[int]) -> MaintenanceResource:
-    return MaintenanceResource(
-        id=row.id,
-        cluster=row.cluster,
-        node=row.node,
-        start=row.start,
-        end=row.end,
-        reason=row.reason,
-        created_by=row.created_by,
-        created_at=row.created_at,
-        crossing=crossing,
-    )
+def crossing(held: list[core.GPR], start: datetime) -> list[int]:
+    """The ids of the GPRs ``held`` (those holding the node) whose windows run past ``start``."""
+    return [g.id for g in held if g.window_end is not None and g.window_end > start]
 
 
 class MaintenanceHandler(APIHandler):
@@ -52,7 +45,8 @@ class MaintenanceHandler(APIHandler):
         with self.egs.sessions() as session:
             self.check_node(session, cluster, node)
             rows = queries.node_maintenance(session, cluster, node, now)
-            views = [maintenance_resource(row, self.crossing(session, row)) for row in rows]
+            held = queries.gprs_holding_node(session, cluster, node)
+            views = [maintenance_resource(row, crossing(held, row.start)) for row in rows]
         self.write_json(MaintenanceWindows(maintenance=views))
 
     @needs_scope(ADMIN_SCOPE)
@@ -80,7 +74,8 @@ class MaintenanceHandler(APIHandler):
             )
             session.add(row)
             session.flush()
-            crossing = self.crossing(session, row)
+            held = queries.gprs_holding_node(session, cluster, node)
+            told = crossing(held, row.start)
             span = f"from {format_time(row.start)} to {format_time(row.end)}"
             when = f"node {node} ({cluster}) is under maintenance {span}"
             queries.add_event(
@@ -90,11 +85,11 @@ class MaintenanceHandler(APIHandler):
                     actor=self.user_name,
                     reason=f"{when}: {row.reason}" if row.reason else when,
                     time=now,
-                    data={"cluster": cluster, "node": node, "maintenance": row.id, "crossing": crossing},
+                    data={"cluster": cluster, "node": node, "maintenance": row.id, "crossing": told},
                 ),
             )
-            for gpr in queries.gprs_holding_node(session, cluster, node):
-                if gpr.id in crossing:
+            for gpr in held:
+                if gpr.id in told:
                     queries.add_event(
                         session,
                         core.Event(
@@ -108,7 +103,7 @@ class MaintenanceHandler(APIHandler):
                             data={"cluster": cluster, "node": node, "maintenance": row.id},
                         ),
                     )
-            view = maintenance_resource(row, crossing)
+            view = maintenance_resource(row, told)
         self.egs.reconciler.wake()  # the next plan plans around it
         self.write_json(view, 201)
 
@@ -135,9 +130,3 @@ class MaintenanceHandler(APIHandler):
         self.egs.reconciler.wake()
         self.set_status(204)
         self.finish()
-
-    @staticmethod
-    def crossing(session, row: MaintenanceRow) -> list[int]:
-        """The GPRs holding the node whose windows run past the maintenance's start."""
-        held = queries.gprs_holding_node(session, row.cluster, row.node)
-        return [g.id for g in held if g.window_end is not None and g.window_end > row.start]

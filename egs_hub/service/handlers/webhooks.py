@@ -26,7 +26,6 @@ import asyncio
 import json
 import ssl
 
-from sqlalchemy import select
 from tornado import web
 from tornado.httpserver import HTTPServer
 
@@ -34,7 +33,6 @@ from ...backends.kubernetes.webhook import InvalidReview, gpu_count, pod_name, r
 from ...core.decoding import decode_json
 from ...core.errors import InvalidRequest
 from ...store import queries
-from ...store.models import Slice
 
 ROUTE = r"webhooks/pods/([^/]+)"
 # A pod's AdmissionReview nests about 15 deep (managedFields, affinity); the API's bodies stay within 32.
@@ -59,21 +57,22 @@ class PodWebhookHandler(web.RequestHandler):
             review = decode_json(self.request.body, max_depth=REVIEW_MAX_DEPTH)
         except InvalidRequest as e:
             raise web.HTTPError(400, f"{e}; send an AdmissionReview v1") from None
-        found: list[str] = []
+        found: list[tuple[str, str | None]] = []  # the namespace's slice and its auto_gpr, once looked up
         try:
             answer = review_pod(review, lambda namespace: self._slice_of(cluster, namespace, found))
         except InvalidReview as e:
             raise web.HTTPError(400, str(e)) from None
         await self.finish(json.dumps(answer))
-        if found and "warnings" not in answer["response"]:
-            self._file_for_pod(cluster, found[0], review["request"])
+        if found and found[0][1] is not None and "warnings" not in answer["response"]:
+            self._file_for_pod(cluster, found[0][0], review["request"])
 
-    def _slice_of(self, cluster: str, namespace: str, found: list[str]) -> str | None:
+    def _slice_of(self, cluster: str, namespace: str, found: list[tuple[str, str | None]]) -> str | None:
         with self.egs.sessions() as session:
-            slice_name = queries.slice_of_namespace(session, cluster, namespace)
-        if slice_name is not None:
-            found.append(slice_name)
-        return slice_name
+            slice_and_template = queries.namespace_slice(session, cluster, namespace)
+        if slice_and_template is None:
+            return None
+        found.append(slice_and_template)
+        return slice_and_template[0]
 
     def _file_for_pod(self, cluster: str, slice_name: str, request: dict) -> None:
         """A GPU pod in a slice whose policy names an auto_gpr template: file or wait for its GPR once the
@@ -82,9 +81,6 @@ class PodWebhookHandler(web.RequestHandler):
         wanted = gpu_count(pod)
         if not wanted:
             return
-        with self.egs.sessions() as session:
-            if session.scalar(select(Slice.auto_gpr).where(Slice.name == slice_name)) is None:
-                return
         namespace = request.get("namespace") or pod["metadata"]["namespace"]
         task = asyncio.ensure_future(self.egs.auto_gprs.for_pod(cluster, slice_name, namespace, pod_name(pod), wanted))
         _filing.add(task)
