@@ -590,8 +590,11 @@ def prices(session: Session, clusters: Iterable[str] | None = None) -> dict[tupl
 
 
 def set_prices(session: Session, cluster: str, by_shape: Mapping[str, float]) -> None:
-    """Replace cluster ``cluster``'s prices with ``by_shape``."""
-    session.execute(delete(Price).where(Price.cluster == cluster))
+    """Replace cluster ``cluster``'s prices with ``by_shape`` (row by row, so the planning state sees even
+    an emptied table change)."""
+    for row in session.scalars(select(Price).where(Price.cluster == cluster)):
+        session.delete(row)
+    session.flush()
     session.add_all(Price(cluster=cluster, shape=shape, price_per_gpu_hour=p) for shape, p in by_shape.items())
 
 

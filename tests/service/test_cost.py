@@ -24,8 +24,9 @@ def prices(admin):
     put({})
 
 
-def test_admins_set_prices_and_bad_ones_are_refused(admin, prices, user):
-    _, as_alice = user("alice")
+def test_admins_set_prices_and_bad_ones_are_refused(admin, prices, make_slice, user):
+    alice, as_alice = user("alice")
+    team = make_slice(members=(alice,))["name"]
     assert admin.get("clusters/local/prices") == {"cluster": "local", "prices": {}}
     shapes = {s["name"]: s for s in admin.get("inventory")["shapes"]}
     assert shapes[H100]["price_per_gpu_hour"] is None  # no price until one is set
@@ -49,6 +50,11 @@ def test_admins_set_prices_and_bad_ones_are_refused(admin, prices, user):
     assert any(e["kind"] == "prices-set" for e in admin.get("events?limit=20")["events"])
 
     assert prices({H100: 4.5}) == {"cluster": "local", "prices": {H100: 4.5}}  # a PUT replaces them all
+    options = as_alice.post("wait-times", {"slice": team, "gpus": 2, "duration": "1h"})["options"]
+    assert {o["cost_per_hour"] for o in options if o["shape"]["name"] == H100} == {9.0}
+    prices({})  # and an empty one takes every price away, from the wait times too
+    options = as_alice.post("wait-times", {"slice": team, "gpus": 2, "duration": "1h"})["options"]
+    assert {o["cost_per_hour"] for o in options} == {None}
 
 
 def test_wait_times_and_gprs_show_their_cost(admin, prices, make_slice, user):
