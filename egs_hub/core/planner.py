@@ -318,9 +318,11 @@ def unservable_reason(
     if all(pool.earliest(pool.need(spec.gpus, spec.nodes), duration, 0.0) is None for pool in empty.pools):
         asked = f"{spec.gpus} GPUs" if spec.gpus is not None else f"{spec.nodes} whole nodes"
         largest = max(n.shape.gpus_per_node for n in candidates)
+        unusable = sum(g in unhealthy for n in candidates for g in n.gpus)
         return (
             f"{asked} of {where} cannot be placed: the inventory has {len(candidates)} such "
             f"node(s) with up to {largest} GPUs each"
+            + (f", and {unusable} of their GPUs are unhealthy or on quarantined nodes" if unusable else "")
         )
     return None
 

@@ -722,6 +722,114 @@ class ClusterUpdate(Body):
     project: Annotated[SliceName, Field(description="the project that holds it from now on")]
 
 
+CHECK_KINDS = ("gpu-health", "nccl", "rdma", "pvc", "custom")
+CheckKind = Literal["gpu-health", "nccl", "rdma", "pvc", "custom"]
+CheckPhase = Literal["entry", "exit"]
+# The thresholds each kind of check reads (core/checks.py judges with them), with what each means.
+CHECK_THRESHOLDS: dict[str, dict[str, str]] = {
+    "gpu-health": {
+        "max_temperature_c": "hottest a GPU may be (default 85)",
+        "max_ecc_errors": "uncorrected ECC errors since the driver loaded (default 0)",
+        "max_memory_left_mib": "at exit: memory still in use on a GPU (default 1024)",
+    },
+    "nccl": {
+        "min_busbw_gbps": "the all-reduce's average bus bandwidth, GB/s, at least",
+        "max_latency_us": "the smallest message's all-reduce time, microseconds, at most",
+    },
+    "rdma": {"min_rate_gbps": "each active port's rate, Gb/s, at least", "min_ports": "active ports, at least"},
+    "pvc": {},
+    "custom": {},
+}
+CHECK_TIMEOUT_MAX = timedelta(hours=1)
+
+
+def parse_thresholds(value: Any, field: str) -> dict[str, float]:
+    if not isinstance(value, Mapping) or len(value) > 20:
+        raise InvalidRequest(field, f"{field} must be a JSON object of at most 20 numbers")
+    for name, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, int | float) or not 0 <= number <= AMOUNT_MAX:
+            raise InvalidRequest(f"{field}.{name}", f"{field}.{name} must be a number from 0 to {AMOUNT_MAX:g}")
+    return {name: float(number) for name, number in value.items()}
+
+
+class CheckSpec(Body):
+    """One check of a checklist: what runs, when (at entry, before a GPR's nodes are bound; at exit,
+    after they are returned), how long it may take, and what counts as a pass."""
+
+    name: Annotated[str, Field(pattern=SLICE_NAME_PATTERN, max_length=63, description="unique in its list")]
+    kind: Annotated[
+        CheckKind,
+        Field(
+            description="gpu-health: the GPUs' telemetry (XID, ECC, temperature; at exit no process and memory "
+            "freed); nccl: an all-reduce across the GPR's GPUs (nccl-tests); rdma: InfiniBand/RoCE ports "
+            "active; pvc: the slice's volume claims bound and usable on the node; custom: a command that "
+            "passes by exiting 0"
+        ),
+    ]
+    at: Annotated[
+        tuple[CheckPhase, ...],
+        Field(min_length=1, max_length=2, description="entry, exit or both"),
+        BeforeValidator(_as_tuple),
+    ] = ("entry",)
+    timeout: Annotated[Duration, Field(description="longest it may run; it fails then")] = timedelta(minutes=5)
+    thresholds: Annotated[
+        dict[str, float],
+        BeforeValidator(parsed(parse_thresholds)),
+        WithJsonSchema(
+            {
+                "type": "object",
+                "additionalProperties": {"type": "number", "minimum": 0, "maximum": AMOUNT_MAX},
+                "maxProperties": 20,
+                "description": "limits by name, per kind: "
+                + "; ".join(f"{kind}: {', '.join(names) or 'none'}" for kind, names in CHECK_THRESHOLDS.items()),
+            }
+        ),
+    ] = {}
+    command: Annotated[
+        tuple[Annotated[str, Field(max_length=PATH_MAX, pattern=TEXT_PATTERN)], ...] | None,
+        Field(
+            max_length=100,
+            description="the argument list it runs (custom: required; nccl and rdma: instead of all_reduce_perf "
+            "and ibstat); {gpus} is replaced by the number of GPUs",
+        ),
+        BeforeValidator(_as_tuple),
+    ] = None
+
+    def check(self) -> None:
+        known = CHECK_THRESHOLDS[self.kind]
+        for name in self.thresholds:
+            if name not in known:
+                raise InvalidRequest(
+                    f"thresholds.{name}",
+                    f"{self.kind} has no threshold {name!r}; its thresholds: {', '.join(known) or 'none'}",
+                )
+        if not self.timeout <= CHECK_TIMEOUT_MAX:
+            raise InvalidRequest("timeout", "timeout must be at most 1h")
+        if len(set(self.at)) != len(self.at):
+            raise InvalidRequest("at", "at names entry and exit once each")
+        if self.kind == "custom" and not self.command:
+            raise InvalidRequest("command", "a custom check runs a command: give its argument list")
+        if self.command is not None and self.kind in ("gpu-health", "pvc"):
+            raise InvalidRequest("command", f"a {self.kind} check runs no command")
+
+
+class ClusterChecks(Body):
+    """PUT /clusters/{name}/checks: the cluster's checklist, replacing the one it has."""
+
+    checks: Annotated[tuple[CheckSpec, ...], Field(max_length=50), BeforeValidator(_as_tuple)]
+
+    def check(self) -> None:
+        seen = set()
+        for i, spec in enumerate(self.checks):
+            try:
+                spec.check()
+            except InvalidRequest as e:
+                raise InvalidRequest(f"checks.{i}.{e.field}", f"checks.{i}: {e}") from None
+            if spec.name in seen:
+                raise InvalidRequest(f"checks.{i}.name", f"checks.{i}: a second check named {spec.name!r}")
+            seen.add(spec.name)
+
+
 # Parsing and schemas
 
 
@@ -786,9 +894,9 @@ def _refusal(cls: type[Body], error: dict) -> InvalidRequest:
 
 
 def _model_at(cls: type[Body], loc: tuple) -> type[Body]:
-    """The body model at ``loc`` within ``cls`` (a nested body's fields)."""
+    """The body model at ``loc`` within ``cls`` (a nested body's fields, an item of a list of them)."""
     for part in loc:
-        cls = cls.model_fields[part].annotation
+        cls = get_args(cls)[0] if isinstance(part, int) else cls.model_fields[part].annotation
     return cls
 
 
@@ -846,6 +954,7 @@ BODIES: tuple[type[Body], ...] = (
     ClusterCreate,
     ClusterUpdate,
     MaintenanceCreate,
+    ClusterChecks,
     Reason,
     EvictionConfirm,
     ServerStart,

@@ -347,6 +347,82 @@ class MaintenanceWindows(Resource):
     maintenance: tuple[MaintenanceWindow, ...]
 
 
+# Node checks and health (core/checks.py)
+
+CHECK_STATUSES = ("pending", "running", "passed", "failed", "skipped")
+NODE_HEALTH = ("healthy", "unhealthy", "quarantined", "gone")
+
+
+class CheckItem(Resource):
+    """One check of a cluster's checklist (the body of PUT /clusters/{name}/checks takes the same fields)."""
+
+    name: str
+    kind: Literal["gpu-health", "nccl", "rdma", "pvc", "custom"]
+    at: tuple[Literal["entry", "exit"], ...]
+    timeout: Seconds
+    thresholds: dict[str, float]
+    command: Names | None
+
+
+class ClusterChecklist(Resource):
+    cluster: str
+    checks: tuple[CheckItem, ...]
+    default: bool = Field(description="true: no admin set one; this is egs-hub's default checklist")
+    runs_here: Names = Field(description="the kinds of check this cluster's backend can run")
+
+
+class CheckRun(Resource):
+    """One check on one node at a GPR's entry or exit (or asked for by an admin: ``gpr`` null)."""
+
+    id: int
+    gpr: int | None
+    cluster: str
+    node: str
+    name: str
+    kind: str
+    phase: Literal["entry", "exit"]
+    status: Literal[CHECK_STATUSES]  # type: ignore[valid-type]
+    started_at: Time | None
+    ended_at: Time | None
+    duration: FractionalSeconds | None = Field(description="how long it ran; null until it ends")
+    values: dict[str, float | int | str] = Field(description="what it measured, by name")
+    log: str = Field(description="what it said: the end of its output, or why it failed or was skipped")
+
+
+class GPRChecks(Resource):
+    gpr: int
+    checks: tuple[CheckRun, ...] = Field(description="by node, entry before exit, in the checklist's order")
+
+
+class NodeGPU(Resource):
+    uuid: str
+    index: int
+    healthy: bool
+    present: bool
+
+
+class Node(Resource):
+    """A node of the inventory, with its health: quarantined (by its exit checks or an admin), unhealthy
+    (a GPU failing or the node cordoned), gone (no longer found), else healthy."""
+
+    cluster: str
+    name: str
+    shape: str
+    health: Literal[NODE_HEALTH]  # type: ignore[valid-type]
+    schedulable: bool
+    present: bool
+    gpus: tuple[NodeGPU, ...]
+    quarantined_at: Time | None
+    quarantine_reason: str | None
+    held_by: tuple[int, ...] = Field(description="the GPRs holding its GPUs now")
+    maintenance: tuple[MaintenanceSpan, ...] = Field(description="its maintenance windows that have not ended")
+    checks: tuple[CheckRun, ...] = Field(description="the last run of each of its checks, per phase")
+
+
+class Nodes(Resource):
+    nodes: tuple[Node, ...]
+
+
 # GPRs, wait times and the queue
 
 
@@ -767,6 +843,10 @@ RESOURCES: tuple[type[Resource], ...] = (
     Inventory,
     Schedule,
     MaintenanceWindows,
+    ClusterChecklist,
+    GPRChecks,
+    Node,
+    Nodes,
     GPR,
     GPRPage,
     QueuePage,

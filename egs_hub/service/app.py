@@ -38,6 +38,7 @@ from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from ..traits import Duration
 from . import standby
 from .auto_gpr import AutoGPRs
+from .checks import Checklists
 from .clusters import Clusters
 from .commands import Commands
 from .exporter import Exporter
@@ -49,6 +50,7 @@ from .handlers import (
     gpus,
     inventory,
     maintenance,
+    nodes,
     pages,
     projects,
     prometheus,
@@ -93,8 +95,14 @@ API_ROUTES = [
     (r"inventory/schedule", inventory.ScheduleHandler),
     (r"clusters", clusters.ClustersHandler),
     (r"clusters/([^/]+)", clusters.ClusterHandler),
+    (r"nodes", nodes.NodesHandler),
+    (r"nodes/([^/]+)/([^/]+)", nodes.NodeHandler),
     (r"nodes/([^/]+)/([^/]+)/maintenance", maintenance.MaintenanceHandler),
+    (r"nodes/([^/]+)/([^/]+)/quarantine", nodes.NodeQuarantineHandler),
+    (r"nodes/([^/]+)/([^/]+)/clear", nodes.NodeClearHandler),
+    (r"nodes/([^/]+)/([^/]+)/checks", nodes.NodeChecksHandler),
     (r"clusters/([^/]+)/prices", clusters.ClusterPricesHandler),
+    (r"clusters/([^/]+)/checks", clusters.ClusterChecksHandler),
     (r"role-templates", clusters.RoleTemplatesHandler),
     (r"templates", gpr_templates.TemplatesHandler),
     (r"templates/([^/]+)", gpr_templates.TemplateHandler),
@@ -103,6 +111,7 @@ API_ROUTES = [
     (r"gprs", gprs.GPRsHandler),
     (r"gprs/([^/]+)", gprs.GPRHandler),
     (r"gprs/([^/]+)/release", gprs.ReleaseHandler),
+    (r"gprs/([^/]+)/checks", gprs.GPRChecksHandler),
     (r"gprs/([^/]+)/(approve|deny)", gprs.DecisionHandler),
     (r"queue", queue.QueueHandler),
     (r"queue/evictions", queue.EvictionsHandler),
@@ -605,6 +614,14 @@ class EGSService(Application):
             kube_events=self.kube_events,
         )
         self.exporter = Exporter(self.sessions, lambda: self.telemetry.history.latest().values())
+        self.checklists = Checklists(
+            self.sessions,
+            self.registry.backends,
+            self.telemetry,
+            self.clock,
+            kube_events=self.kube_events,
+            notifier=self.notifier,
+        )
         self.reconciler = Reconciler(
             self.sessions,
             self.registry.backends,
@@ -614,7 +631,9 @@ class EGSService(Application):
             exporter=self.exporter,
             slice_setup=self.slice_setup,
             kube_events=self.kube_events,
+            checklists=self.checklists,
         )
+        self.checklists.on_change = self.reconciler.wake
         self.commands = Commands(
             self.sessions, self.planning, self.clock, self.reconciler.wake, max_start_after=self.max_start_after
         )

@@ -21,6 +21,7 @@ from .parameters import (
     GPUsQuery,
     KubeconfigQuery,
     MetricsQuery,
+    NodesQuery,
     QueueQuery,
     ScheduleQuery,
     ServersQuery,
@@ -291,6 +292,44 @@ def _paths() -> dict:
                 "responses": _responses("removed", None, "401", "403", "404", "409", status="204"),
             },
         },
+        "/nodes": {
+            "get": {
+                "summary": "Every node with its health, holders, maintenance and last checks (admin)",
+                "parameters": documented(NodesQuery),
+                "responses": _responses("the nodes", _ref("Nodes"), "400", "401", "403"),
+            },
+        },
+        "/nodes/{cluster}/{name}": {
+            "parameters": [_path("cluster", SliceName), _path("name")],
+            "get": {
+                "summary": "A node with its GPUs, health, holders, maintenance and the last run of each check (admin)",
+                "responses": _responses("the node", _ref("Node"), "401", "403", "404"),
+            },
+        },
+        "/nodes/{cluster}/{name}/quarantine": {
+            "parameters": [_path("cluster", SliceName), _path("name")],
+            "post": {
+                "summary": "Quarantine a node: nothing is planned on it, its cluster's scheduler is kept off (admin)",
+                "requestBody": _body("Reason", required=False),
+                "responses": _responses("quarantined", _ref("Node"), "400", "401", "403", "404", "409"),
+            },
+        },
+        "/nodes/{cluster}/{name}/clear": {
+            "parameters": [_path("cluster", SliceName), _path("name")],
+            "post": {
+                "summary": "Take a node out of quarantine (admin)",
+                "requestBody": _body("Reason", required=False),
+                "responses": _responses("cleared", _ref("Node"), "400", "401", "403", "404", "409"),
+            },
+        },
+        "/nodes/{cluster}/{name}/checks": {
+            "parameters": [_path("cluster", SliceName), _path("name")],
+            "post": {
+                "summary": "Run the cluster's entry checks on a node no GPR holds, in the background; a quarantined "
+                "node whose checks all pass is cleared (admin)",
+                "responses": _responses("checks pending", _ref("Node"), "401", "403", "404", "409", status="202"),
+            },
+        },
         "/nodes/{cluster}/{name}/maintenance": {
             "parameters": [_path("cluster", SliceName), _path("name")],
             "get": {
@@ -320,6 +359,20 @@ def _paths() -> dict:
                 "summary": "Replace a cluster's prices per GPU-hour, per shape as /inventory names it (admin)",
                 "requestBody": _body("PriceTable"),
                 "responses": _responses("its prices now", _ref("ClusterPrices"), "400", "401", "403", "404", "422"),
+            },
+        },
+        "/clusters/{name}/checks": {
+            "parameters": [CLUSTER_NAME],
+            "get": {
+                "summary": "The checklist a cluster's nodes pass at a GPR's entry and exit",
+                "responses": _responses("its checklist", _ref("ClusterChecklist"), "401", "404"),
+            },
+            "put": {
+                "summary": "Replace a cluster's checklist (admin)",
+                "requestBody": _body("ClusterChecks"),
+                "responses": _responses(
+                    "its checklist now", _ref("ClusterChecklist"), "400", "401", "403", "404", "422"
+                ),
             },
         },
         "/role-templates": {
@@ -415,6 +468,13 @@ def _paths() -> dict:
                 "summary": "Release early",
                 "requestBody": _body("Reason", required=False),
                 "responses": _responses("releasing", gpr, "400", "401", "403", "404", "409"),
+            },
+        },
+        "/gprs/{id}/checks": {
+            "parameters": [GPR_ID],
+            "get": {
+                "summary": "The checks of the GPR's nodes at entry and exit, with status, values and log",
+                "responses": _responses("its checklist", _ref("GPRChecks"), "400", "401", "403", "404"),
             },
         },
         "/gprs/{id}/approve": {

@@ -216,3 +216,8 @@ class UsageQuery(Query):
 
 class WorkspaceRequestsQuery(Query):
     status: _choice(("pending", "approved", "denied"), "only requests in this state") = None
+
+
+class NodesQuery(Query):
+    cluster: Annotated[str, Field(description="only this cluster's nodes")] = None
+    health: _choice(("healthy", "unhealthy", "quarantined", "gone"), "only nodes of this health") = None

@@ -33,13 +33,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend, BindError, ServerRef, UnbindError
 from ..backends.kubernetes import ClusterUnavailable, SliceConflict
-from ..core import bind_failures, lifecycle
+from ..core import bind_failures, checks, lifecycle
 from ..core.errors import Conflict
 from ..core.model import GPR, EndReason, Event, Status
 from ..core.snapshot import Estimate, Eviction, Plan, Snapshot, Unplaced
 from ..store import queries
 from ..store.db import transaction
 from . import kube_events as notices
+from .checks import ACTOR as CHECKS_ACTOR
+from .checks import Checklists
 from .exporter import Exporter
 from .kube_events import KubeEvents
 from .planning import Planned, Planning, eviction_proposals, issue_eviction
@@ -66,6 +68,7 @@ class Reconciler:
         exporter: Exporter | None = None,
         slice_setup: SliceSetup | None = None,
         kube_events: KubeEvents | None = None,
+        checklists: Checklists | None = None,
     ):
         self.sessions = sessions
         self.backends = backends
@@ -76,7 +79,9 @@ class Reconciler:
         self.retry_interval = retry_interval
         self.slice_setup = slice_setup
         self.kube_events = kube_events
+        self.checklists = checklists
         self._exiting: set[int] = set()  # GPRs whose exit began and was announced
+        self._entry_passed: set[int] = set()  # GPRs whose nodes passed their entry checks (binding again skips them)
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._tasks: dict[int, asyncio.Task] = {}
@@ -258,6 +263,7 @@ class Reconciler:
             slice_row = queries.get_slice(session, gpr.spec.slice)
             policy = queries.slice_policy(slice_row)
             servers = _server_refs(queries.slice_servers(session, gpr.spec.slice))
+            on_nodes = queries.gpus_by_node(session, gpr.bound_gpus)
         backend = self.backends.get(cluster)
         if backend is None:
             reason = f"its GPUs are on cluster {cluster!r}, which is not registered any more"
@@ -268,8 +274,10 @@ class Reconciler:
             self._retry_later(gpr_id)
             return
         try:
+            await self._check_entry(gpr, cluster, on_nodes)
             events = await backend.bind(gpr, policy, servers, self.clock())
         except BindError as e:
+            self._entry_passed.discard(gpr_id)
             with self.sessions() as session:
                 nodes, unhealthy = queries.planning_inventory(session)
             settle = partial(
@@ -294,7 +302,30 @@ class Reconciler:
             return
         provisioned = partial(lifecycle.mark_provisioned, actor=backend.kind)
         self._finish(gpr_id, Status.PROVISIONING, provisioned, events)
+        self._entry_passed.discard(gpr_id)
         self._notify(cluster, gpr, notices.provisioned(gpr))
+
+    async def _check_entry(self, gpr: GPR, cluster: str, on_nodes: dict[str, list[str]]) -> None:
+        """Run the entry checks on the GPR's nodes (once); BindError naming the nodes that fail."""
+        if self.checklists is None or gpr.id in self._entry_passed:
+            return
+        failed = await self.checklists.run(cluster, on_nodes, checks.ENTRY, gpr.id)
+        if failed:
+            problems = "; ".join(f"node {node}: {', '.join(found)}" for node, found in sorted(failed.items()))
+            raise BindError(f"cluster {cluster}: entry checks failed: {problems}", sorted(failed))
+        self._entry_passed.add(gpr.id)
+
+    async def _check_exit(self, gpr: GPR, cluster: str, on_nodes: dict[str, list[str]]) -> None:
+        """Run the exit checks on the GPR's nodes, now returned; quarantine those that fail."""
+        if self.checklists is None:
+            return
+        try:
+            failed = await self.checklists.run(cluster, on_nodes, checks.EXIT, gpr.id)
+            for node, problems in sorted(failed.items()):
+                reason = f"exit checks after GPR {gpr.id} failed: {'; '.join(problems)}"
+                await self.checklists.quarantine(cluster, node, reason, CHECKS_ACTOR, gpr.id)
+        except Exception:
+            log.exception("GPR %s: the exit checks on cluster %s could not finish", gpr.id, cluster)
 
     async def _sync_slice(self, gpr: GPR, cluster: str) -> bool:
         """Bring the slice's setup on the cluster in line with the GPUs it holds; False while the cluster fails.
@@ -323,6 +354,7 @@ class Reconciler:
                 return
             cluster = queries.bound_cluster(session, gpr_id)
             holders = _server_refs(queries.servers_holding(session, gpr.bound_gpus))
+            on_nodes = queries.gpus_by_node(session, gpr.bound_gpus)
             slice_row = queries.get_slice(session, gpr.spec.slice)
             requeue = (
                 gpr.end_reason is EndReason.EVICTED
@@ -362,6 +394,7 @@ class Reconciler:
             log.exception("GPR %s: unbinding on cluster %s failed; trying again", gpr_id, cluster)
             self._retry_later(gpr_id)
             return
+        await self._check_exit(gpr, cluster, on_nodes)
         self._finish(gpr_id, Status.RELEASING, done, events)
         self._exiting.discard(gpr_id)
         self._notify(cluster, gpr, notices.released(gpr))

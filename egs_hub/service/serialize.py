@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..core import cost
 from ..core import resources as api
 from ..core.model import DEFAULT_PROJECT, GPR, Shape
+from ..core.requests import CheckSpec
 from ..core.samples import GpuSample
 from ..core.snapshot import Estimate, Eviction, Option
 from ..core.templates import GPRTemplate
 from ..store import queries
-from ..store.models import AlertRow, Cluster, EventRow, MaintenanceWindow, Project, Slice, WorkspaceRequestRow
+from ..store.models import (
+    AlertRow,
+    CheckRun,
+    Cluster,
+    EventRow,
+    MaintenanceWindow,
+    Node,
+    Project,
+    Slice,
+    WorkspaceRequestRow,
+)
 
 if TYPE_CHECKING:
     from .clusters import ClusterState
@@ -362,4 +373,67 @@ def maintenance_resource(row: MaintenanceWindow, crossing: list[int]) -> api.Mai
         created_by=row.created_by,
         created_at=row.created_at,
         crossing=crossing,
+    )
+
+
+def check_item(spec: CheckSpec) -> api.CheckItem:
+    return api.CheckItem(
+        name=spec.name,
+        kind=spec.kind,
+        at=spec.at,
+        timeout=spec.timeout,
+        thresholds=spec.thresholds,
+        command=spec.command,
+    )
+
+
+def check_run_resource(row: CheckRun) -> api.CheckRun:
+    ended = row.ended_at is not None and row.started_at is not None
+    return api.CheckRun(
+        id=row.id,
+        gpr=row.gpr_id,
+        cluster=row.cluster,
+        node=row.node,
+        name=row.name,
+        kind=row.kind,
+        phase=row.phase,
+        status=row.status,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        duration=row.ended_at - row.started_at if ended else None,
+        values=row.values,
+        log=row.log,
+    )
+
+
+def node_health(row: Node) -> str:
+    if not row.present:
+        return "gone"
+    if row.quarantined_at is not None:
+        return "quarantined"
+    if not row.schedulable or any(not g.healthy or not g.present for g in row.gpus):
+        return "unhealthy"
+    return "healthy"
+
+
+def node_resource(
+    row: Node,
+    cluster: str,
+    held_by: Sequence[int],
+    maintenance: Sequence[MaintenanceWindow],
+    checks: Sequence[CheckRun],
+) -> api.Node:
+    return api.Node(
+        cluster=cluster,
+        name=row.name,
+        shape=Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node).name,
+        health=node_health(row),
+        schedulable=row.schedulable,
+        present=row.present,
+        gpus=[api.NodeGPU(uuid=g.uuid, index=g.index, healthy=g.healthy, present=g.present) for g in row.gpus],
+        quarantined_at=row.quarantined_at,
+        quarantine_reason=row.quarantine_reason,
+        held_by=sorted(held_by),
+        maintenance=[api.MaintenanceSpan(start=m.start, end=m.end, reason=m.reason) for m in maintenance],
+        checks=[check_run_resource(run) for run in checks],
     )

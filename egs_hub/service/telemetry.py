@@ -73,6 +73,7 @@ class Telemetry:
         self._watches: dict[int, IdleWatch] = {}
         self._seen: set[str] = set()
         self._runner: asyncio.Task | None = None
+        self._passing = asyncio.Lock()  # one pass at a time: the loop's, or one a check asked for
 
     @property
     def fresh_within(self) -> timedelta:
@@ -109,6 +110,16 @@ class Telemetry:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._runner
 
+    async def read_now(self) -> tuple[dict[str, GpuSample], dict[str, frozenset[str]]]:
+        """The GPUs' latest fresh readings, after a pass now when a source is set, and the kinds of
+        alert active on each by UUID (core/checks.py judges gpu-health with them)."""
+        if self.source is not None:
+            await self.tick()
+        kinds: dict[str, set[str]] = {}
+        for uuid, kind in self._alerts.active:
+            kinds.setdefault(uuid, set()).add(kind.value)
+        return self.fresh(), {uuid: frozenset(found) for uuid, found in kinds.items()}
+
     async def _run(self) -> None:
         while True:
             try:
@@ -119,6 +130,10 @@ class Telemetry:
 
     async def tick(self) -> None:
         """One pass: sample, snapshot, decide, act."""
+        async with self._passing:
+            await self._pass()
+
+    async def _pass(self) -> None:
         # 1. sample
         now = self.clock()
         samples = await self._sample(now)

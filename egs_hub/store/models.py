@@ -95,6 +95,8 @@ class Cluster(Base):
     # settings of a registered cluster (core.requests.ClusterCreate); NULL: the default
     node_selector: Mapped[str | None] = mapped_column(String(1000), nullable=True)
     exit_grace_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # the checklist of its nodes (core.requests.CheckSpec as JSON); NULL: core.checks.DEFAULT_CHECKLIST
+    checks: Mapped[list | None] = mapped_column(JSON, nullable=True)
     nodes: Mapped[list[Node]] = relationship(back_populates="cluster", order_by="Node.name")
     project: Mapped[Project] = relationship(lazy="joined")
 
@@ -114,6 +116,9 @@ class Node(Base):
     # bound to one GPR at a time (core.model.Node.whole)
     whole: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # quarantined (core/checks.py): not planned on until cleared; why, and since when
+    quarantined_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    quarantine_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     cluster: Mapped[Cluster] = relationship(back_populates="nodes")
     gpus: Mapped[list[GPU]] = relationship(back_populates="node", order_by="GPU.index")
 
@@ -284,6 +289,26 @@ class MaintenanceWindow(Base):
     created_by: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     __table_args__ = (Index("ix_maintenance_windows_cluster_node", "cluster", "node"),)
+
+
+class CheckRun(Base):
+    """One check of a node's checklist run for one phase (core/checks.py): for a GPR's entry or exit,
+    or (``gpr_id`` NULL) when an admin asked for the node's checks."""
+
+    __tablename__ = "check_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gpr_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    cluster: Mapped[str] = mapped_column(String(63))
+    node: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(63))
+    kind: Mapped[str] = mapped_column(String(16))
+    phase: Mapped[str] = mapped_column(String(8))
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    values: Mapped[dict] = mapped_column(JSON, default=dict)
+    log: Mapped[str] = mapped_column(Text, default="")
+    __table_args__ = (Index("ix_check_runs_cluster_node", "cluster", "node"),)
 
 
 class WorkspaceRequestRow(Base):

@@ -7,7 +7,7 @@ so one API call or one reconcile step is one transaction.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, delete, func, insert, or_, select
@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session, selectinload
 from ..core import fairshare
 from ..core import model as core
 from ..core.alerts import Alert
+from ..core.checks import DEFAULT_CHECKLIST, GpuIdentity
 from ..core.errors import PolicyViolation
 from ..core.fairshare import Use
-from ..core.requests import ClusterCreate
+from ..core.requests import CheckSpec, ClusterCreate
 from ..core.snapshot import Booking, Estimate, Maintenance, Placement, Request, Snapshot
 from ..core.templates import GPRTemplate
 from .models import (
@@ -26,6 +27,7 @@ from .models import (
     AlertRow,
     Allocation,
     Binding,
+    CheckRun,
     Cluster,
     EventRow,
     GPRPastWindow,
@@ -615,6 +617,89 @@ def price_of(session: Session, cluster: str, shape: str) -> float | None:
     return None if row is None else row.price_per_gpu_hour
 
 
+# Checklists (core/checks.py)
+
+
+def cluster_checklist(session: Session, cluster: str) -> tuple[CheckSpec, ...]:
+    """The checklist of ``cluster``'s nodes: the admin's, else the default."""
+    row = session.scalar(select(Cluster).where(Cluster.name == cluster))
+    if row is None or row.checks is None:
+        return DEFAULT_CHECKLIST
+    return tuple(CheckSpec.model_validate(spec) for spec in row.checks)
+
+
+def set_cluster_checklist(session: Session, cluster: str, checklist: Sequence[CheckSpec]) -> None:
+    row = session.scalar(select(Cluster).where(Cluster.name == cluster))
+    row.checks = [spec.model_dump(mode="json") for spec in checklist]
+
+
+def gpu_identities(session: Session, uuids: Iterable[str]) -> dict[str, GpuIdentity]:
+    """Each GPU of ``uuids`` with its node and index, by UUID."""
+    query = select(GPU.uuid, Node.name, GPU.index).join(Node, Node.id == GPU.node_id).where(GPU.uuid.in_(list(uuids)))
+    return {uuid: GpuIdentity(uuid, node, index) for uuid, node, index in session.execute(query)}
+
+
+def gpus_by_node(session: Session, uuids: Iterable[str]) -> dict[str, list[str]]:
+    """The GPUs of ``uuids`` grouped by their node's name, in index order."""
+    found: dict[str, list[str]] = {}
+    for gpu in sorted(gpu_identities(session, uuids).values(), key=lambda g: (g.node, g.index)):
+        found.setdefault(gpu.node, []).append(gpu.uuid)
+    return found
+
+
+def gpr_check_runs(session: Session, gpr_id: int) -> list[CheckRun]:
+    return list(session.scalars(select(CheckRun).where(CheckRun.gpr_id == gpr_id).order_by(CheckRun.id)))
+
+
+def node_rows(session: Session, cluster: str | None = None) -> list[tuple[str, Node]]:
+    """(cluster name, node) of every node known (of ``cluster``), by cluster and name, with its GPUs."""
+    query = select(Cluster.name, Node).join(Cluster, Cluster.id == Node.cluster_id).options(selectinload(Node.gpus))
+    if cluster is not None:
+        query = query.where(Cluster.name == cluster)
+    return [(name, node) for name, node in session.execute(query.order_by(Cluster.name, Node.name))]
+
+
+def node_holders(session: Session) -> dict[tuple[str, str], set[int]]:
+    """The GPRs holding GPUs now, by (cluster, node)."""
+    query = (
+        select(Cluster.name, Node.name, Allocation.gpr_id)
+        .join(GPU, GPU.uuid == Allocation.gpu_uuid)
+        .join(Node, Node.id == GPU.node_id)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .join(GPRRow, GPRRow.id == Allocation.gpr_id)
+        .where(GPRRow.status.in_([s.value for s in core.HOLDING_STATUSES]))
+    )
+    held: dict[tuple[str, str], set[int]] = {}
+    for cluster, node, gpr_id in session.execute(query):
+        held.setdefault((cluster, node), set()).add(gpr_id)
+    return held
+
+
+def maintenance_by_node(session: Session, now: datetime) -> dict[tuple[str, str], list[MaintenanceWindow]]:
+    """The maintenance windows that have not ended by ``now``, by (cluster, node), by start."""
+    query = select(MaintenanceWindow).where(MaintenanceWindow.end > now).order_by(MaintenanceWindow.start)
+    found: dict[tuple[str, str], list[MaintenanceWindow]] = {}
+    for row in session.scalars(query):
+        found.setdefault((row.cluster, row.node), []).append(row)
+    return found
+
+
+def last_check_runs(
+    session: Session, cluster: str | None = None, node: str | None = None
+) -> dict[tuple[str, str], list[CheckRun]]:
+    """The last run of each check of each node (of ``cluster``; ``node`` only), per phase, by (cluster, node)."""
+    latest = select(func.max(CheckRun.id)).group_by(CheckRun.cluster, CheckRun.node, CheckRun.name, CheckRun.phase)
+    if cluster is not None:
+        latest = latest.where(CheckRun.cluster == cluster)
+    if node is not None:
+        latest = latest.where(CheckRun.node == node)
+    query = select(CheckRun).where(CheckRun.id.in_(latest)).order_by(CheckRun.name, CheckRun.phase)
+    found: dict[tuple[str, str], list[CheckRun]] = {}
+    for row in session.scalars(query):
+        found.setdefault((row.cluster, row.node), []).append(row)
+    return found
+
+
 # Usage (core/usage.py)
 
 
@@ -941,6 +1026,11 @@ def node_maintenance(session: Session, cluster: str, node: str, now: datetime) -
     return list(session.scalars(query.order_by(MaintenanceWindow.start)))
 
 
+def find_node(session: Session, cluster: str, node: str) -> Node | None:
+    query = select(Node).join(Cluster, Cluster.id == Node.cluster_id).where(Cluster.name == cluster, Node.name == node)
+    return session.scalar(query.options(selectinload(Node.gpus)))
+
+
 def gprs_holding_node(session: Session, cluster: str, node: str) -> list[core.GPR]:
     """The GPRs holding GPUs of the node now."""
     on_node = (
@@ -1010,10 +1100,12 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
 
 
 def planning_inventory(session: Session) -> tuple[tuple[core.Node, ...], frozenset[str]]:
-    """The nodes present now, and the GPUs the planner may not give (unhealthy or gone)."""
-    nodes = tuple(to_node(n) for cluster in inventory_rows(session) for n in cluster.nodes if n.present)
+    """The nodes present now, and the GPUs the planner may not give (unhealthy, gone, or on a
+    quarantined node)."""
+    present = [n for cluster in inventory_rows(session) for n in cluster.nodes if n.present]
     unhealthy = frozenset(session.scalars(select(GPU.uuid).where((GPU.healthy.is_(False)) | (GPU.present.is_(False)))))
-    return nodes, unhealthy
+    quarantined = {g.uuid for n in present if n.quarantined_at is not None for g in n.gpus}
+    return tuple(to_node(n) for n in present), unhealthy | quarantined
 
 
 def load_snapshot(

@@ -284,13 +284,15 @@ UNSERVABLE = {
         (H1,),
         spec(nodes=1),
         unhealthy=frozenset(gpus_of(H1, 2)),
-        want="1 whole nodes of any shape cannot be placed: the inventory has 1 such node(s) with up to 8 GPUs each",
+        want="1 whole nodes of any shape cannot be placed: the inventory has 1 such node(s) with up to 8 GPUs each, "
+        "and 1 of their GPUs are unhealthy or on quarantined nodes",
     ),
     "unhealthy GPUs leave too few on the node": UnservableCase(
         (A1,),
         spec(gpus=4),
         unhealthy=frozenset(gpus_of(A1, 0)),
-        want="4 GPUs of any shape cannot be placed: the inventory has 1 such node(s) with up to 4 GPUs each",
+        want="4 GPUs of any shape cannot be placed: the inventory has 1 such node(s) with up to 4 GPUs each, "
+        "and 1 of their GPUs are unhealthy or on quarantined nodes",
     ),
     "unhealthy GPUs elsewhere do not matter": UnservableCase(
         (A1, H1), spec(gpus=4), unhealthy=frozenset(gpus_of(A1, 0))

@@ -110,14 +110,40 @@ def test_gpus_workloads_alerts_idle_release_and_scrape(metrics_hub):
     done = until_status(alice, gpr["id"], "complete", timeout=40)
     assert done["end_reason"] == "idle-released"
     kinds = [e["kind"] for e in admin.get(f"events?gpr={gpr['id']}", expect=200)["events"]]
-    assert kinds[-3:] == ["idle-warning", "idle-released", "complete"]
+    assert kinds[-4:] == ["idle-warning", "idle-released", "node-quarantined", "complete"]
+
+    # Its node passed the default checklist's gpu-health at entry; at exit its GPU was still hot, so the
+    # node is quarantined: nothing is planned on it until its checks pass again.
+    runs = alice.get(f"gprs/{gpr['id']}/checks", expect=200)["checks"]
+    assert [(r["node"], r["name"], r["phase"], r["status"]) for r in runs] == [
+        ("gpu-node-1", "gpu-health", "entry", "passed"),
+        ("gpu-node-1", "gpu-health", "exit", "failed"),
+    ]
+    assert runs[0]["values"]["gpus_read"] == 1 and runs[0]["duration"] >= 0
+    assert f"GPU {held} is at 93 C" in runs[1]["log"] and runs[1]["values"]["temperature_c_max"] == 93
+    assert mallory.get(f"gprs/{gpr['id']}/checks", expect=403)["status"] == 403
+    node = admin.get("nodes/local/gpu-node-1", expect=200)
+    assert node["health"] == "quarantined" and f"exit checks after GPR {gpr['id']} failed" in node["quarantine_reason"]
+    assert [(c["phase"], c["status"]) for c in node["checks"]] == [("entry", "passed"), ("exit", "failed")]
+    assert [n["name"] for n in admin.get("nodes?health=quarantined", expect=200)["nodes"]] == ["gpu-node-1"]
+    assert alice.get("nodes", expect=403)["status"] == 403
+    refused = alice.post("gprs", {"slice": "ml", "gpus": 1, "duration": "1h"}, expect=422)
+    assert "2 of their GPUs are unhealthy or on quarantined nodes" in refused["message"]
+
+    # Cooled down, the node passes its checks again when an admin asks, which clears it.
+    exporter.text = with_reading(exporter.text, "DCGM_FI_DEV_GPU_TEMP", held, 40)
+    wait_for(lambda: readings(admin)[held]["sample"]["temperature_c"] == 40, 20, "the GPU to cool down")
+    assert admin.post("nodes/local/gpu-node-1/checks", expect=202)["checks"][0]["status"] in ("pending", "running")
+    wait_for(lambda: admin.get("nodes/local/gpu-node-1")["health"] == "healthy", 20, "the node to be cleared")
+    cleared = admin.get("events?limit=5", expect=200)["events"]
+    assert any(e["kind"] == "node-cleared" and "its checks passed" in e["reason"] for e in cleared)
 
     # Prometheus can scrape the service, with an admin's token only.
     metrics_url = f"{hub.url}/services/egs/metrics"
     assert requests.get(metrics_url, timeout=10).status_code == 401
     scraped = requests.get(metrics_url, headers={"Authorization": f"Bearer {hub.admin_token}"}, timeout=10)
     assert scraped.status_code == 200 and scraped.headers["Content-Type"].startswith("text/plain")
-    assert f'egs_gpu_temperature_celsius{{cluster="local",gpr="",node="gpu-node-1",slice="",uuid="{held}"}} 93.0' in (
+    assert f'egs_gpu_temperature_celsius{{cluster="local",gpr="",node="gpu-node-1",slice="",uuid="{held}"}} 40.0' in (
         scraped.text
     )
     assert 'egs_gprs_finished_total{slice="ml",status="complete"} 1.0' in scraped.text

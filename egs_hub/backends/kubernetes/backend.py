@@ -32,7 +32,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from ... import __version__
+from ...core import checks
+from ...core.checks import Verdict
 from ...core.model import GPR, Event, SlicePolicy
+from ...core.requests import CheckSpec
 from .. import BindError, Inventory, ServerRef, UnbindError
 from . import objects
 from .api import API_ERRORS, describe_error, json_of
@@ -353,6 +356,38 @@ class KubernetesBackend:
             return await list_home_volumes(await self._core(), slice_name, namespaces, self.request_timeout)
         except API_ERRORS as e:
             raise self._unavailable(f"list the home volumes of slice {slice_name}", e) from None
+
+    # Checks and quarantine (core/checks.py)
+
+    check_kinds = frozenset({"rdma"})
+
+    async def run_check(
+        self, spec: CheckSpec, node: str, gpus: tuple[str, ...], phase: str, gpr_id: int | None
+    ) -> Verdict:
+        """rdma: from the node's Node Feature Discovery labels."""
+        try:
+            obj = await self._read(await self._core(), node)
+        except API_ERRORS as e:
+            return checks.skipped(f"cannot read node {node}: {describe_error(e)}")
+        if obj is None:
+            return Verdict(checks.CheckStatus.FAILED, f"node {node} no longer exists")
+        return checks.rdma_from_labels(node, (obj.get("metadata") or {}).get("labels") or {})
+
+    async def quarantine(self, node: str, reason: str) -> None:
+        """Cordon and label the node (objects.quarantine_patch); ClusterUnavailable when the API fails."""
+        await self._patch_node(node, "quarantine", lambda obj: objects.quarantine_patch(obj, reason))
+
+    async def clear(self, node: str) -> None:
+        await self._patch_node(node, "clear the quarantine of", objects.clear_patch)
+
+    async def _patch_node(self, node: str, doing: str, patch: Callable[[dict], dict]) -> None:
+        try:
+            core = await self._core()
+            obj = await self._read(core, node)
+            if obj is not None:
+                await core.patch_node(node, patch(obj), _request_timeout=self.request_timeout)
+        except API_ERRORS as e:
+            raise self._unavailable(f"{doing} node {node}", e) from None
 
     # Events
 

@@ -12,6 +12,9 @@ the node's other taints along.
 | entry           | <slice>            | <GPR id>         | <slice>            | unchanged              |
 | exit: cordon    | unchanged          | unchanged        | unchanged          | true (noted if we did) |
 | exit: return    | free               | removed          | free               | false if we cordoned   |
+
+A node that failed its exit checks is *quarantined*: cordoned (noted if we did) and labelled
+``egs.io/quarantined=true``; *clearing* it removes the label and uncordons it if quarantine did.
 """
 
 from __future__ import annotations
@@ -63,6 +66,41 @@ def return_patch(obj: Mapping) -> dict:
         },
         "spec": spec,
     }
+
+
+QUARANTINED = "egs.io/quarantined"
+QUARANTINE_REASON = "egs.io/quarantine-reason"
+QUARANTINE_CORDONED = "egs.io/quarantine-cordoned"
+
+
+def quarantine_patch(obj: Mapping, reason: str) -> dict:
+    """Cordon and label the node quarantined, noting why and whether it was cordoned already."""
+    metadata = obj.get("metadata") or {}
+    if ((metadata.get("labels") or {}).get(QUARANTINED)) == "true":
+        cordoned = (metadata.get("annotations") or {}).get(QUARANTINE_CORDONED, "false")
+    else:
+        cordoned = "false" if (obj.get("spec") or {}).get("unschedulable") else "true"
+    return {
+        "metadata": {
+            "labels": {QUARANTINED: "true"},
+            "annotations": {QUARANTINE_REASON: reason[:1000], QUARANTINE_CORDONED: cordoned},
+        },
+        "spec": {"unschedulable": True},
+    }
+
+
+def clear_patch(obj: Mapping) -> dict:
+    """Out of quarantine: label and notes removed, uncordoned if quarantine cordoned it."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    patch: dict = {
+        "metadata": {
+            "labels": {QUARANTINED: None},
+            "annotations": {QUARANTINE_REASON: None, QUARANTINE_CORDONED: None},
+        }
+    }
+    if annotations.get(QUARANTINE_CORDONED) == "true":
+        patch["spec"] = {"unschedulable": False}
+    return patch
 
 
 def eviction(name: str, namespace: str) -> dict:

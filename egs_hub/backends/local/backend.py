@@ -18,8 +18,11 @@ from typing import Protocol
 
 import pynvml
 
+from ...core.checks import Verdict
 from ...core.model import GPR, GPU, Event, Node, Shape, SlicePolicy
+from ...core.requests import CheckSpec
 from .. import BindError, Inventory, ServerRef, UnbindError
+from . import checks
 from .declared import DEFAULT_INVENTORY, declared_inventory, load_inventory_file
 from .nvml import NVMLUnavailable, discover_gpus, gpu_model
 
@@ -33,6 +36,7 @@ class ServerControl(Protocol):
 
 class LocalBackend:
     kind = "local"
+    check_kinds = checks.KINDS
 
     def __init__(
         self,
@@ -125,6 +129,17 @@ class LocalBackend:
                     self._server_event(gpr, "server-restarted", server, "restarted without the released GPUs", now)
                 )
         return events
+
+    async def run_check(
+        self, spec: CheckSpec, node: str, gpus: tuple[str, ...], phase: str, gpr_id: int | None
+    ) -> Verdict:
+        return await checks.run_check(spec, self.cluster, node, gpus, phase, gpr_id)
+
+    async def quarantine(self, node: str, reason: str) -> None:
+        """Nothing more to do: only egs-hub hands this host's GPUs out, and it plans nothing on the node."""
+
+    async def clear(self, node: str) -> None:
+        """Nothing to undo (quarantine)."""
 
     def _server_event(self, gpr: GPR, kind: str, server: ServerRef, reason: str, now: datetime) -> Event:
         return Event(

@@ -1,6 +1,7 @@
 """Clusters: GET /clusters (everyone logged in), POST /clusters and DELETE /clusters/{name} (admins);
 GET /role-templates (admins): what a slice's namespaces get on every Kubernetes cluster;
-GET /clusters/{name}/prices (everyone logged in) and PUT (admins): its prices per GPU-hour (core/cost.py).
+GET /clusters/{name}/prices (everyone logged in) and PUT (admins): its prices per GPU-hour (core/cost.py);
+GET /clusters/{name}/checks (everyone logged in) and PUT (admins): its nodes' checklist (core/checks.py).
 
 A cluster is the local host or a Kubernetes cluster (service/clusters.py); each
 answer says how it is reached, whether it answers (``health``) and what it holds.
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 from ...backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES
 from ...core import model as core
+from ...core.checks import DEFAULT_CHECKLIST
 from ...core.errors import Conflict, PolicyViolation
-from ...core.requests import ClusterCreate, ClusterUpdate, PriceTable, parse_body
-from ...core.resources import ClusterPrices, Clusters, RoleTemplate, RoleTemplates
+from ...core.requests import ClusterChecks, ClusterCreate, ClusterUpdate, PriceTable, parse_body
+from ...core.resources import ClusterChecklist, ClusterPrices, Clusters, RoleTemplate, RoleTemplates
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
-from ..serialize import cluster_resource
+from ..serialize import check_item, cluster_resource
 from .base import APIHandler, authenticated, needs_scope
 
 
@@ -140,3 +142,54 @@ class RoleTemplatesHandler(APIHandler):
                 ]
             )
         )
+
+
+class ClusterChecksHandler(APIHandler):
+    def runs_here(self, name: str) -> frozenset[str]:
+        """The kinds of check the cluster's backend runs, with gpu-health (judged by the service)."""
+        backend = self.egs.registry.backends.get(name)
+        if backend is None:
+            raise self.not_found(f"cluster named {name!r}")
+        return backend.check_kinds | {"gpu-health"}
+
+    def answer(self, name: str, kinds: frozenset[str]) -> None:
+        with self.egs.sessions() as session:
+            checklist = queries.cluster_checklist(session, name)
+        self.write_json(
+            ClusterChecklist(
+                cluster=name,
+                checks=[check_item(spec) for spec in checklist],
+                default=checklist is DEFAULT_CHECKLIST,
+                runs_here=sorted(kinds),
+            )
+        )
+
+    @authenticated
+    def get(self, name: str) -> None:
+        self.answer(name, self.runs_here(name))
+
+    @needs_scope(ADMIN_SCOPE)
+    def put(self, name: str) -> None:
+        """Replace the checklist: each check of a kind the cluster runs (422 naming it otherwise)."""
+        kinds = self.runs_here(name)
+        checklist = parse_body(ClusterChecks, self.json_body()).checks
+        for i, spec in enumerate(checklist):
+            if spec.kind not in kinds:
+                raise PolicyViolation(
+                    f"checks.{i}.kind",
+                    f"cluster {name!r} cannot run {spec.kind} checks; it runs: {', '.join(sorted(kinds))}",
+                )
+        with transaction(self.egs.sessions) as session:
+            queries.set_cluster_checklist(session, name, checklist)
+            queries.add_event(
+                session,
+                core.Event(
+                    kind="checks-set",
+                    actor=self.user_name,
+                    reason=f"cluster {name}: checks "
+                    + (", ".join(f"{spec.name} at {' and '.join(spec.at)}" for spec in checklist) or "none"),
+                    time=self.now(),
+                    data={"cluster": name, "checks": [spec.name for spec in checklist]},
+                ),
+            )
+        self.answer(name, kinds)

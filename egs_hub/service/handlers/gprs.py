@@ -12,14 +12,14 @@ import logging
 from ...core import model as core
 from ...core import planner
 from ...core.requests import GPRCreate, GPRUpdate, Reason, WaitTimeQuery, parse_body
-from ...core.resources import GPR, GPRPage, WaitTimes
+from ...core.resources import GPR, GPRChecks, GPRPage, WaitTimes
 from ...core.snapshot import Estimate, Plan
 from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
 from ..commands import slice_of, template_for
 from ..parameters import GPRsQuery, read
-from ..serialize import gpr_resource, option_resource
+from ..serialize import check_run_resource, gpr_resource, option_resource
 from .base import APIHandler, authenticated
 
 log = logging.getLogger(__name__)
@@ -182,3 +182,15 @@ class WaitTimesHandler(GPRBase):
         self.write_json(
             WaitTimes(options=[option_resource(o, spec.duration, prices) for o in options], needs_approval=reasons)
         )
+
+
+class GPRChecksHandler(GPRBase):
+    @authenticated
+    def get(self, gpr_id: str) -> None:
+        """The GPR's checklist: every check of its nodes at entry and exit (members of its slice)."""
+        with self.egs.sessions() as session:
+            row = self.load_gpr(session, gpr_id)
+            self.require_member(slice_of(session, row.slice))
+            runs = queries.gpr_check_runs(session, row.id)
+        runs.sort(key=lambda run: (run.node, run.phase != "entry", run.id))
+        self.write_json(GPRChecks(gpr=row.id, checks=[check_run_resource(run) for run in runs]))

@@ -1,0 +1,236 @@
+"""Running a cluster's checklist on nodes (core/checks.py decides), and quarantining the nodes that fail
+at exit.
+
+A *run* of a phase records one check_runs row per (node, check) as pending first, so the GPR's
+checklist shows what is to come, then each as running and with its verdict. The nodes run in parallel,
+each node's checks one after another in the checklist's order. ``gpu-health`` is judged here from the
+telemetry (a pass taken now); the other kinds run on the backend (``Backend.run_check``); a kind the
+backend cannot run is skipped, saying so (PUT /clusters/{name}/checks refuses such a checklist, so
+this only happens to a checklist set before the cluster changed kind).
+
+*Quarantine* marks the node (the planner plans nothing on it: queries.planning_inventory), asks the
+backend to keep its own scheduler off it, and tells the admins (an event, Slack when configured, and
+an Event on a Kubernetes Node); *clear* undoes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..backends import Backend
+from ..core import checks
+from ..core.checks import CheckStatus, Verdict
+from ..core.model import Event
+from ..core.requests import CheckSpec
+from ..store import queries
+from ..store.db import transaction
+from ..store.models import CheckRun
+from .kube_events import KubeEvents, Notice
+from .notify import NotifyError, SlackNotifier
+from .telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+ACTOR = "checks"
+
+
+class Checklists:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        backends: Mapping[str, Backend],
+        telemetry: Telemetry,
+        clock: Callable[[], datetime],
+        *,
+        kube_events: KubeEvents | None = None,
+        notifier: SlackNotifier | None = None,
+        on_change: Callable[[], None] = lambda: None,
+    ):
+        self.sessions = sessions
+        self.backends = backends
+        self.telemetry = telemetry
+        self.clock = clock
+        self.kube_events = kube_events
+        self.notifier = notifier
+        self.on_change = on_change
+        self._tasks: set[asyncio.Task] = set()
+
+    async def run(
+        self, cluster: str, nodes: Mapping[str, Sequence[str]], phase: str, gpr_id: int | None = None
+    ) -> dict[str, list[str]]:
+        """Run the cluster's checks of ``phase`` on ``nodes`` (name -> the GPUs checked there) and
+        record each; what failed, by node (empty when all passed or were skipped)."""
+        return await self._finish(cluster, nodes, phase, gpr_id, self._start(cluster, nodes, phase, gpr_id))
+
+    def check_now(self, cluster: str, node: str, gpus: Sequence[str], user: str) -> None:
+        """Run the node's entry checks in the background (recorded pending before this returns); a
+        quarantined node whose checks all pass is cleared."""
+        runs = self._start(cluster, {node: gpus}, checks.ENTRY, None)
+
+        async def check() -> None:
+            if not await self._finish(cluster, {node: gpus}, checks.ENTRY, None, runs):
+                await self.clear(cluster, node, ACTOR, f"its checks passed (asked by {user})")
+
+        task = asyncio.ensure_future(check())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _start(
+        self, cluster: str, nodes: Mapping[str, Sequence[str]], phase: str, gpr_id: int | None
+    ) -> dict[str, list[tuple[CheckSpec, int]]]:
+        """Record the runs to come as pending, by node."""
+        with transaction(self.sessions) as session:
+            specs = checks.checks_at(queries.cluster_checklist(session, cluster), phase)
+            return {
+                node: [self._pending(session, spec, cluster, node, phase, gpr_id) for spec in specs]
+                for node in sorted(nodes)
+            }
+
+    async def _finish(
+        self,
+        cluster: str,
+        nodes: Mapping[str, Sequence[str]],
+        phase: str,
+        gpr_id: int | None,
+        runs: dict[str, list[tuple[CheckSpec, int]]],
+    ) -> dict[str, list[str]]:
+        backend = self.backends.get(cluster)
+        failed = await asyncio.gather(
+            *(self._run_node(backend, cluster, node, tuple(nodes[node]), phase, gpr_id, runs[node]) for node in runs)
+        )
+        return {node: problems for node, problems in zip(runs, failed, strict=True) if problems}
+
+    @staticmethod
+    def _pending(
+        session: Session, spec: CheckSpec, cluster: str, node: str, phase: str, gpr_id: int | None
+    ) -> tuple[CheckSpec, int]:
+        row = CheckRun(
+            gpr_id=gpr_id,
+            cluster=cluster,
+            node=node,
+            name=spec.name,
+            kind=spec.kind,
+            phase=phase,
+            status=CheckStatus.PENDING,
+            values={},
+            log="",
+        )
+        session.add(row)
+        session.flush()
+        return spec, row.id
+
+    async def _run_node(
+        self,
+        backend: Backend | None,
+        cluster: str,
+        node: str,
+        gpus: tuple[str, ...],
+        phase: str,
+        gpr_id: int | None,
+        runs: list[tuple[CheckSpec, int]],
+    ) -> list[str]:
+        problems = []
+        for spec, run_id in runs:
+            self._update(run_id, status=CheckStatus.RUNNING, started_at=self.clock())
+            try:
+                verdict = await self._judge(backend, cluster, spec, node, gpus, phase, gpr_id)
+            except Exception as e:
+                log.exception("check %s on node %s (%s) could not run", spec.name, node, cluster)
+                verdict = Verdict(CheckStatus.FAILED, f"the check could not run: {e}")
+            self._update(run_id, status=verdict.status, ended_at=self.clock(), values=verdict.values, log=verdict.log)
+            if verdict.status is CheckStatus.FAILED:
+                problems.append(f"{spec.name}: {verdict.log.splitlines()[0] if verdict.log else 'failed'}")
+        return problems
+
+    async def _judge(
+        self,
+        backend: Backend | None,
+        cluster: str,
+        spec: CheckSpec,
+        node: str,
+        gpus: tuple[str, ...],
+        phase: str,
+        gpr_id: int | None,
+    ) -> Verdict:
+        if spec.kind == "gpu-health":
+            samples, alerts = await self.telemetry.read_now()
+            with self.sessions() as session:
+                identities = queries.gpu_identities(session, gpus)
+            matched = checks.match_samples([identities[g] for g in gpus if g in identities], samples.values())
+            return checks.gpu_health(spec, gpus, matched, alerts, phase)
+        if backend is None:
+            return checks.skipped(f"cluster {cluster} is not connected")
+        if spec.kind not in backend.check_kinds:
+            return checks.skipped(f"{spec.kind} checks do not run on {backend.kind} clusters")
+        return await asyncio.wait_for(
+            backend.run_check(spec, node, gpus, phase, gpr_id), spec.timeout.total_seconds() + 30
+        )
+
+    def _update(self, run_id: int, **fields) -> None:
+        with transaction(self.sessions) as session:
+            row = session.get(CheckRun, run_id)
+            for name, value in fields.items():
+                setattr(row, name, value)
+
+    # Quarantine
+
+    async def quarantine(self, cluster: str, node: str, reason: str, actor: str, gpr_id: int | None = None) -> None:
+        """Take the node out of planning until it is cleared; tell the admins."""
+        now = self.clock()
+        with transaction(self.sessions) as session:
+            row = queries.find_node(session, cluster, node)
+            if row is None:
+                return
+            row.quarantined_at, row.quarantine_reason = now, reason
+            queries.add_event(
+                session,
+                Event(
+                    kind="node-quarantined",
+                    actor=actor,
+                    reason=f"node {node} ({cluster}) is quarantined: {reason}",
+                    time=now,
+                    gpr_id=gpr_id,
+                    data={"cluster": cluster, "node": node},
+                ),
+            )
+        self.on_change()
+        await self._tell(cluster, node, Notice("Warning", "Quarantined", f"egs-hub quarantined the node: {reason}"))
+        backend = self.backends.get(cluster)
+        if backend is not None:
+            await backend.quarantine(node, reason)
+
+    async def clear(self, cluster: str, node: str, actor: str, reason: str) -> None:
+        now = self.clock()
+        with transaction(self.sessions) as session:
+            row = queries.find_node(session, cluster, node)
+            if row is None or row.quarantined_at is None:
+                return
+            row.quarantined_at, row.quarantine_reason = None, None
+            queries.add_event(
+                session,
+                Event(
+                    kind="node-cleared",
+                    actor=actor,
+                    reason=f"node {node} ({cluster}) is out of quarantine: {reason}",
+                    time=now,
+                    data={"cluster": cluster, "node": node},
+                ),
+            )
+        self.on_change()
+        backend = self.backends.get(cluster)
+        if backend is not None:
+            await backend.clear(node)
+        await self._tell(cluster, node, Notice("Normal", "QuarantineCleared", f"egs-hub: {reason}"))
+
+    async def _tell(self, cluster: str, node: str, notice: Notice) -> None:
+        if self.kube_events is not None:
+            self.kube_events.about_node(cluster, node, notice)
+        if self.notifier is not None:
+            try:
+                await self.notifier.send(f"node {node} ({cluster}): {notice.message}")
+            except NotifyError as e:
+                log.warning("Slack not told of node %s: %s", node, e)

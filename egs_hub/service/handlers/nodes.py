@@ -1,0 +1,92 @@
+"""Nodes and their health (admins): ``GET /nodes`` (``?cluster=``, ``?health=``), ``GET /nodes/{cluster}/{name}``
+with its GPUs, holders, maintenance and the last run of each of its checks; ``POST .../quarantine``
+{reason} takes a node out of planning, ``POST .../clear`` {reason} puts it back, and ``POST .../checks``
+runs the cluster's entry checks on it now (202; a quarantined node whose checks all pass is cleared).
+Checks on a node that a GPR holds would run beside the GPR's work: a 409 says so.
+"""
+
+from __future__ import annotations
+
+from ...core.errors import Conflict
+from ...core.requests import Reason, parse_body
+from ...core.resources import Nodes
+from ...roles import ADMIN_SCOPE
+from ...store import queries
+from ..parameters import NodesQuery, read
+from ..serialize import node_health, node_resource
+from .base import APIHandler, needs_scope
+
+
+class NodesHandler(APIHandler):
+    @needs_scope(ADMIN_SCOPE)
+    def get(self) -> None:
+        query = read(NodesQuery, self)
+        with self.egs.sessions() as session:
+            rows = queries.node_rows(session, query.cluster)
+            held = queries.node_holders(session)
+            maintenance = queries.maintenance_by_node(session, self.now())
+            runs = queries.last_check_runs(session, query.cluster)
+            views = [
+                node_resource(row, cluster, held.get(key, ()), maintenance.get(key, ()), runs.get(key, ()))
+                for cluster, row in rows
+                if query.health is None or node_health(row) == query.health
+                for key in [(cluster, row.name)]
+            ]
+        self.write_json(Nodes(nodes=views))
+
+
+class NodeBase(APIHandler):
+    def view(self, cluster: str, name: str):
+        now = self.now()
+        with self.egs.sessions() as session:
+            row = queries.find_node(session, cluster, name)
+            if row is None:
+                raise self.not_found(f"node {name!r} in cluster {cluster!r}")
+            held = [g.id for g in queries.gprs_holding_node(session, cluster, name)]
+            maintenance = queries.node_maintenance(session, cluster, name, now)
+            runs = queries.last_check_runs(session, cluster, name).get((cluster, name), ())
+            return node_resource(row, cluster, held, maintenance, runs)
+
+    def reason(self) -> str:
+        return parse_body(Reason, self.json_body()).reason if self.request.body else ""
+
+
+class NodeHandler(NodeBase):
+    @needs_scope(ADMIN_SCOPE)
+    def get(self, cluster: str, name: str) -> None:
+        self.write_json(self.view(cluster, name))
+
+
+class NodeQuarantineHandler(NodeBase):
+    @needs_scope(ADMIN_SCOPE)
+    async def post(self, cluster: str, name: str) -> None:
+        reason = self.reason()
+        node = self.view(cluster, name)
+        if node.quarantined_at is not None:
+            raise Conflict(f"node {name} is quarantined already (since {node.quarantined_at.isoformat()})")
+        said = f"{self.user_name}: {reason}" if reason else f"by {self.user_name}"
+        await self.egs.checklists.quarantine(cluster, name, said, self.user_name)
+        self.write_json(self.view(cluster, name))
+
+
+class NodeClearHandler(NodeBase):
+    @needs_scope(ADMIN_SCOPE)
+    async def post(self, cluster: str, name: str) -> None:
+        reason = self.reason()
+        if self.view(cluster, name).quarantined_at is None:
+            raise Conflict(f"node {name} is not quarantined: nothing to clear")
+        said = f"cleared by {self.user_name}" + (f": {reason}" if reason else "")
+        await self.egs.checklists.clear(cluster, name, self.user_name, said)
+        self.write_json(self.view(cluster, name))
+
+
+class NodeChecksHandler(NodeBase):
+    @needs_scope(ADMIN_SCOPE)
+    async def post(self, cluster: str, name: str) -> None:
+        node = self.view(cluster, name)
+        if node.held_by:
+            raise Conflict(
+                f"node {name} is held by GPR(s) {', '.join(map(str, node.held_by))}: its checks run when they end"
+            )
+        self.egs.checklists.check_now(cluster, name, [g.uuid for g in node.gpus if g.present], self.user_name)
+        self.write_json(self.view(cluster, name), 202)
