@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from ..core.checks import Verdict
+from ..core.checks import CheckTarget, Verdict
 from ..core.model import GPR, GPU, Event, Node, SlicePolicy
 from ..core.requests import CheckSpec
 
@@ -70,10 +70,8 @@ class Backend(Protocol):
     async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:
         """Take the GPR's GPUs back; ``servers`` are those started with any of them."""
 
-    async def run_check(
-        self, spec: CheckSpec, node: str, gpus: tuple[str, ...], phase: str, gpr_id: int | None
-    ) -> Verdict:
-        """Run one check of a kind in ``check_kinds`` on ``node`` for ``gpus`` of it (for GPR ``gpr_id``)."""
+    async def run_check(self, spec: CheckSpec, target: CheckTarget) -> Verdict:
+        """Run one check of a kind in ``check_kinds`` on the target's node."""
 
     async def quarantine(self, node: str, reason: str) -> None:
         """Keep the cluster's own scheduler off a quarantined node (the planner already plans nothing on it)."""

@@ -24,7 +24,9 @@ from pydantic import ValidationError
 from ..core.resources import (
     GPR,
     Alerts,
+    CheckRun,
     Cluster,
+    ClusterChecklist,
     ClusterPrices,
     Event,
     Eviction,
@@ -34,6 +36,7 @@ from ..core.resources import (
     HomeVolumes,
     Inventory,
     MaintenanceWindow,
+    Node,
     Project,
     QueuedGPR,
     Resource,
@@ -485,7 +488,47 @@ class Operations(ABC):
         """Admins: cancel the node's maintenance windows that have not ended."""
         return self._send(Call("DELETE", f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance", _nothing))
 
+    # nodes: health, checks, quarantine
+
+    def nodes(self, cluster: str | None = None, health: str | None = None) -> list[Node]:
+        """Nodes with their health, holders, maintenance and last checks: every node for admins, those their
+        slices hold for members; only ``cluster``'s, or those of ``health`` (healthy, unhealthy, quarantined,
+        unknown), when given."""
+        return self._send(Call("GET", "nodes", _list_of(Node, "nodes"), _query(cluster=cluster, health=health)))
+
+    def node(self, cluster: str, name: str) -> Node:
+        """Admins: one node with its GPUs, holders, maintenance and the last run of each check."""
+        return self._send(Call("GET", f"nodes/{_segment(cluster)}/{_segment(name)}", _one(Node)))
+
+    def quarantine_node(self, cluster: str, name: str, reason: str = "") -> Node:
+        """Admins: take a node out of planning (and its cluster's scheduler off it) until it is cleared."""
+        path = f"nodes/{_segment(cluster)}/{_segment(name)}/quarantine"
+        return self._send(Call("POST", path, _one(Node), body={"reason": reason}))
+
+    def clear_node(self, cluster: str, name: str, reason: str = "") -> Node:
+        """Admins: take a node out of quarantine."""
+        path = f"nodes/{_segment(cluster)}/{_segment(name)}/clear"
+        return self._send(Call("POST", path, _one(Node), body={"reason": reason}))
+
+    def check_node(self, cluster: str, name: str) -> Node:
+        """Admins: run the cluster's entry checks on a node no GPR holds, in the background (the answer
+        has them pending); a quarantined node whose checks all pass is cleared."""
+        return self._send(Call("POST", f"nodes/{_segment(cluster)}/{_segment(name)}/checks", _one(Node)))
+
+    def cluster_checks(self, cluster: str) -> ClusterChecklist:
+        """The checklist a cluster's nodes pass at a GPR's entry and exit."""
+        return self._send(Call("GET", f"clusters/{_segment(cluster)}/checks", _one(ClusterChecklist)))
+
+    def set_cluster_checks(self, cluster: str, checks: list[Mapping[str, Any]]) -> ClusterChecklist:
+        """Admins: replace a cluster's checklist (each check: name, kind, at, timeout, thresholds, command, image)."""
+        call = Call("PUT", f"clusters/{_segment(cluster)}/checks", _one(ClusterChecklist), body={"checks": checks})
+        return self._send(call)
+
     # GPRs
+
+    def gpr_checks(self, gpr_id: int) -> list[CheckRun]:
+        """The checks of the GPR's nodes at entry and exit, with status, values and log."""
+        return self._send(Call("GET", f"gprs/{_segment(gpr_id)}/checks", _list_of(CheckRun, "checks")))
 
     def wait_times(
         self,

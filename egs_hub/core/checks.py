@@ -62,6 +62,20 @@ class Verdict:
         return Verdict(CheckStatus.PASSED, fine, values)
 
 
+@dataclass(frozen=True)
+class CheckTarget:
+    """Where a check runs: ``gpus`` of ``node`` on ``cluster``, for a phase of GPR ``gpr_id`` of
+    ``slice`` (whose namespaces there are ``namespaces``), or for an admin (no GPR, no slice)."""
+
+    cluster: str
+    node: str
+    gpus: tuple[str, ...]
+    phase: str
+    gpr_id: int | None = None
+    slice: str | None = None
+    namespaces: tuple[str, ...] = ()
+
+
 def skipped(reason: str) -> Verdict:
     return Verdict(CheckStatus.SKIPPED, reason)
 
@@ -285,19 +299,90 @@ def rdma_from_labels(node: str, labels: Mapping[str, str]) -> Verdict:
 @dataclass(frozen=True)
 class Claim:
     """A PersistentVolumeClaim: its phase, and whether its volume's node affinity admits the node
-    (None: the volume sets none, any node)."""
+    (None: the volume sets none, any node). ``waits_for_consumer``: a Pending claim whose StorageClass
+    binds with ``WaitForFirstConsumer``, so that its volume is made where its first pod runs."""
 
     name: str
     phase: str
     admits: bool | None
+    waits_for_consumer: bool = False
 
 
 def pvc(node: str, claims: Sequence[Claim]) -> Verdict:
+    """Every claim Bound to a volume the node may attach, or Pending until its first consumer binds it
+    there; any other Pending or Lost claim fails."""
     if not claims:
         return skipped("the slice has no volume claims on this cluster")
-    problems = [f"claim {c.name} is {c.phase}, not Bound" for c in claims if c.phase != "Bound"]
+    waiting = [c for c in claims if c.phase == "Pending" and c.waits_for_consumer]
+    problems = [f"claim {c.name} is {c.phase}, not Bound" for c in claims if c.phase != "Bound" and c not in waiting]
     problems += [f"claim {c.name}'s volume cannot attach on node {node}" for c in claims if c.admits is False]
-    return Verdict.of(problems, f"{len(claims)} claim(s) bound and usable on {node}", {"claims": len(claims)})
+    fine = f"{len(claims) - len(waiting)} claim(s) bound and usable on {node}"
+    fine += "".join(
+        f"; claim {c.name} is Pending: its StorageClass binds it WaitForFirstConsumer, where its first pod runs"
+        for c in waiting
+    )
+    values: Values = {"claims": len(claims)}
+    if waiting:
+        values["waiting_claims"] = len(waiting)
+    return Verdict.of(problems, fine, values)
+
+
+# A volume's node affinity: Kubernetes' NodeSelector (k8s.io/component-helpers/scheduling/corev1/nodeaffinity).
+#
+# | part                 | matches when                                                          |
+# |----------------------|-----------------------------------------------------------------------|
+# | nodeSelectorTerms    | any term matches (none: no node)                                      |
+# | a term               | all its matchExpressions and matchFields match (empty: no node)       |
+# | In / NotIn           | the label's value is (is not, or there is no such label) in values    |
+# | Exists, DoesNotExist | the label is there (is not); values must be empty                     |
+# | Gt / Lt              | the label's value and the one value are integers, the label's greater |
+# |                      | (less)                                                                |
+# | matchFields          | metadata.name only, In / NotIn only                                   |
+#
+# A requirement the API server would reject (unknown operator or field, wrong number of values)
+# makes its term match no node, as the scheduler treats it.
+
+
+def _requirement_holds(requirement: Mapping, value: str | None) -> bool | None:
+    """Whether a requirement holds for a label's ``value`` (None: no such label); None when it is invalid."""
+    operator, values = requirement.get("operator"), list(requirement.get("values") or [])
+    if operator in ("In", "NotIn"):
+        if not values:
+            return None
+        return (value in values) if operator == "In" else (value not in values)
+    if operator in ("Exists", "DoesNotExist"):
+        if values:
+            return None
+        return (value is not None) if operator == "Exists" else (value is None)
+    if operator in ("Gt", "Lt"):
+        if len(values) != 1 or not re.fullmatch(r"-?\d+", str(values[0])):
+            return None
+        if value is None or not re.fullmatch(r"-?\d+", value):
+            return False
+        return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
+    return None
+
+
+def _term_matches(term: Mapping, name: str, labels: Mapping[str, str]) -> bool:
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    for requirement in expressions:
+        if _requirement_holds(requirement, labels.get(requirement.get("key", ""))) is not True:
+            return False
+    for requirement in fields:
+        if requirement.get("key") != "metadata.name" or requirement.get("operator") not in ("In", "NotIn"):
+            return False
+        if _requirement_holds(requirement, name) is not True:
+            return False
+    return True
+
+
+def node_affinity_admits(terms: Sequence[Mapping], name: str, labels: Mapping[str, str]) -> bool:
+    """Whether a node (its ``name`` and ``labels``) matches the ``nodeSelectorTerms`` of a required node
+    affinity (a PersistentVolume's ``spec.nodeAffinity.required``): see the table above."""
+    return any(_term_matches(term, name, labels) for term in terms)
 
 
 # custom: any command

@@ -219,6 +219,26 @@ def begin_release(gpr: GPR, end_reason: EndReason, actor: str, reason: str, now:
     )
 
 
+def shorten(gpr: GPR, end: datetime, actor: str, reason: str, now: datetime) -> tuple[GPR, Event]:
+    """A GPR holding GPUs gets a window that ends at ``end`` (not before ``now``) instead: the window
+    ends then as any window does."""
+    if not gpr.status.holds_gpus or gpr.status is Status.RELEASING or gpr.window_end is None:
+        raise IllegalTransition(f"GPR {gpr.id} is {gpr.status}; only a GPR holding its window can be shortened")
+    end = max(end, now)
+    if end >= gpr.window_end:
+        raise IllegalTransition(f"GPR {gpr.id}'s window ends at {gpr.window_end}, before {end}: nothing to shorten")
+    event = Event(
+        kind="window-shortened",
+        actor=actor,
+        reason=reason,
+        time=now,
+        gpr_id=gpr.id,
+        slice=gpr.spec.slice,
+        data={"window_end": end.isoformat(), "was": gpr.window_end.isoformat()},
+    )
+    return dataclasses.replace(gpr, window_end=end, updated_at=now), event
+
+
 def complete(gpr: GPR, actor: str, now: datetime) -> tuple[GPR, Event]:
     """The backend has taken the GPUs back."""
     return _move(

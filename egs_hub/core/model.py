@@ -48,6 +48,8 @@ HOLDING_STATUSES = frozenset({Status.PROVISIONING, Status.PROVISIONED, Status.RE
 
 EVICTION_MODES = ("auto", "confirm", "off")
 BIND_FAILURES = ("fail", "move")
+REMEDIATIONS = ("replace", "notify", "off")
+MAINTENANCE_CROSSINGS = ("ask", "shorten", "move")
 
 
 class EndReason(enum.StrEnum):
@@ -150,6 +152,15 @@ class SlicePolicy:
     auto_gpr: the template a GPR is filed from when a member starts a server asking for GPUs,
     or a GPU pod is made in the slice's namespace, while the slice has none (core/auto_gpr.py);
     None: nothing is filed.
+    remediation: what becomes of a provisioned GPR when one of its GPUs fails (a fatal XID, an
+    uncorrected ECC error, fallen off the bus; its node is quarantined either way, core/remediation.py):
+    "replace" its GPUs on that node by as many on a healthy node for the rest of the window,
+    "notify" its holders only, or "off" (the alert alone).
+    maintenance_crossing: what becomes of a GPR whose window runs past the start of a maintenance planned
+    on one of its nodes: "ask" (its holders and the admins are told; an admin decides), "shorten" (its
+    window ends when the maintenance starts, decided when it is planned), or "move" (when the maintenance
+    starts, its GPUs on that node move to a healthy node free for the rest of the window, as a failed
+    node's do; with none free, its window ends then).
     home_volume_size: on Kubernetes, the size (a quantity, "10Gi") of the volume each member's
     servers in the slice keep their home directory on; None: no volume (the home directory
     goes with the pod). home_volume_class: its storage class; None: the cluster's default.
@@ -170,6 +181,8 @@ class SlicePolicy:
     idle_timeout: timedelta | None = None
     max_idle_timeout: timedelta | None = None
     bind_failure: str = "fail"
+    remediation: str = "replace"
+    maintenance_crossing: str = "ask"
     auto_gpr: str | None = None
     home_volume_size: str | None = DEFAULT_HOME_VOLUME_SIZE
     home_volume_class: str | None = None

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from . import fairshare
-from .model import DEFAULT_PROJECT, SHARED, GPRSpec, Node, serves
+from .model import DEFAULT_PROJECT, GPR, SHARED, GPRSpec, Node, serves
 from .pool import Pool
 from .profile import INF, end_of
 from .queue import PriorityQueue, band, queue_key
@@ -244,6 +244,34 @@ def place_arrival(current: Plan, request: Request, now: datetime) -> Estimate:
         if lower <= b:
             rewind.arrived(place if lower == b else -1, held)
     return Estimate(request.gpr_id, position, start, end, _placement(held, ()))
+
+
+def replacement(
+    current: Plan, snapshot: Snapshot, gpr: GPR, failed: tuple[str, str], count: int, now: datetime
+) -> Placement | None:
+    """Where ``count`` GPUs would replace those the provisioned ``gpr`` holds on node ``failed``
+    ((cluster, name)) until its window ends: on one healthy node of that cluster and shape that the GPR
+    does not hold and that no one is planned on before the window ends (``current``'s timeline after
+    every band, so no estimate moves), free now; a whole-node GPR takes a whole node. None: no node is.
+    ``current`` is the plan of ``snapshot``."""
+    views = current.views
+    timeline = views.after_band[min(BANDS)]
+    where = timeline.where.get(failed)
+    if where is None or gpr.window_end is None or gpr.window_end <= now:
+        return None
+    pool = where[0]
+    lower = max(0.0, (now - views.now).total_seconds())
+    duration = (gpr.window_end - now).total_seconds()
+    held = frozenset((failed[0], name) for name in gpr.bound_nodes) | {failed}
+    gpus, nodes = (None, 1) if gpr.spec.nodes is not None else (count, None)
+    with _avoiding(timeline, held):
+        window = earliest_window(None, gpr.spec.slice, pool, gpus, nodes, duration, lower, lower + _JUST_AFTER_S)
+    if window is None:
+        return None
+    bound = {g for b in snapshot.bookings for g in b.gpus} | snapshot.unhealthy_gpus
+    ((i, _),) = window.picks
+    free = [g for g in pool.nodes[i].gpus if g not in bound][:count]
+    return _placement(window, tuple(free)) if len(free) == count else None
 
 
 def _arrival_windows(views: Views, spec: GPRSpec, now: datetime, request: Request | None = None) -> tuple[int, list]:

@@ -39,9 +39,11 @@ from .model import (
     DEFAULT_HOME_VOLUME_SIZE,
     DEFAULT_PROJECT,
     EVICTION_MODES,
+    MAINTENANCE_CROSSINGS,
     PRIORITY_DEFAULT,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    REMEDIATIONS,
     GPRSpec,
     Project,
 )
@@ -415,6 +417,20 @@ class PolicyBody(Body):
         Literal[BIND_FAILURES],
         Field(description="a GPR whose nodes fail their pre-checks: fail, or move (queued again for other nodes)"),
     ] = "fail"
+    remediation: Annotated[
+        Literal[REMEDIATIONS],
+        Field(
+            description="a GPU failing in a provisioned GPR: replace its node's GPUs by a healthy node's for the "
+            "rest of the window, notify its holders only, or off"
+        ),
+    ] = "replace"
+    maintenance_crossing: Annotated[
+        Literal[MAINTENANCE_CROSSINGS],
+        Field(
+            description="a GPR whose window runs past a maintenance planned on its node: ask (an admin decides), "
+            "shorten (it ends when the maintenance starts), move (to a healthy node then, else it ends)"
+        ),
+    ] = "ask"
     auto_gpr: Annotated[
         TemplateName | None,
         Field(
@@ -794,6 +810,14 @@ class CheckSpec(Body):
         ),
         BeforeValidator(_as_tuple),
     ] = None
+    image: Annotated[
+        str | None,
+        Field(
+            max_length=1000,
+            pattern=r"^[^\s]+$",
+            description="on Kubernetes: the container image a nccl or custom check runs in (a Job on the node)",
+        ),
+    ] = None
 
     def check(self) -> None:
         known = CHECK_THRESHOLDS[self.kind]
@@ -811,6 +835,8 @@ class CheckSpec(Body):
             raise InvalidRequest("command", "a custom check runs a command: give its argument list")
         if self.command is not None and self.kind in ("gpu-health", "pvc"):
             raise InvalidRequest("command", f"a {self.kind} check runs no command")
+        if self.image is not None and self.kind not in ("nccl", "custom"):
+            raise InvalidRequest("image", f"a {self.kind} check runs no image")
 
 
 class ClusterChecks(Body):

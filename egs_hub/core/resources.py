@@ -20,7 +20,15 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 from pydantic.json_schema import models_json_schema
 
-from .model import BIND_FAILURES, EVICTION_MODES, PRIORITY_MAX, PRIORITY_MIN, Status
+from .model import (
+    BIND_FAILURES,
+    EVICTION_MODES,
+    MAINTENANCE_CROSSINGS,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    REMEDIATIONS,
+    Status,
+)
 from .units import format_time
 from .usage import GROUPS, PERIODS
 
@@ -109,6 +117,8 @@ class SlicePolicy(Resource):
     idle_timeout: Seconds | None = Field(description="default idle timeout of its GPRs")
     max_idle_timeout: Seconds | None = Field(description="longest idle timeout members ask")
     bind_failure: Literal[BIND_FAILURES]  # type: ignore[valid-type]
+    remediation: Literal[REMEDIATIONS]  # type: ignore[valid-type]
+    maintenance_crossing: Literal[MAINTENANCE_CROSSINGS]  # type: ignore[valid-type]
     auto_gpr: str | None = Field(description="template of the GPR filed when a server asks for GPUs the slice lacks")
     home_volume_size: str | None = Field(description="Kubernetes: each member's home volume; null: none")
     home_volume_class: str | None = Field(description="its storage class; null: the cluster's default")
@@ -350,7 +360,7 @@ class MaintenanceWindows(Resource):
 # Node checks and health (core/checks.py)
 
 CHECK_STATUSES = ("pending", "running", "passed", "failed", "skipped")
-NODE_HEALTH = ("healthy", "unhealthy", "quarantined", "gone")
+NODE_HEALTH = ("healthy", "unhealthy", "quarantined", "unknown")
 
 
 class CheckItem(Resource):
@@ -362,6 +372,7 @@ class CheckItem(Resource):
     timeout: Seconds
     thresholds: dict[str, float]
     command: Names | None
+    image: str | None
 
 
 class ClusterChecklist(Resource):
@@ -383,7 +394,7 @@ class CheckRun(Resource):
     phase: Literal["entry", "exit"]
     status: Literal[CHECK_STATUSES]  # type: ignore[valid-type]
     started_at: Time | None
-    ended_at: Time | None
+    finished_at: Time | None
     duration: FractionalSeconds | None = Field(description="how long it ran; null until it ends")
     values: dict[str, float | int | str] = Field(description="what it measured, by name")
     log: str = Field(description="what it said: the end of its output, or why it failed or was skipped")
@@ -403,7 +414,8 @@ class NodeGPU(Resource):
 
 class Node(Resource):
     """A node of the inventory, with its health: quarantined (by its exit checks or an admin), unhealthy
-    (a GPU failing or the node cordoned), gone (no longer found), else healthy."""
+    (a GPU failing or the node cordoned), unknown (no longer found: gone, or its cluster unreachable),
+    else healthy."""
 
     cluster: str
     name: str

@@ -65,9 +65,11 @@ from .handlers.base import NotFoundHandler
 from .hub import HubClient
 from .kube_events import KubeEvents
 from .leadership import Leadership
+from .maintenance import MaintenanceStarts
 from .notify import SlackNotifier
 from .planning import Planning
 from .reconcile import Reconciler
+from .remediation import Remediation
 from .slice_setup import SliceSetup
 from .telemetry import Telemetry
 
@@ -634,6 +636,20 @@ class EGSService(Application):
             checklists=self.checklists,
         )
         self.checklists.on_change = self.reconciler.wake
+        self.remediation = Remediation(
+            self.sessions,
+            self.planning,
+            self.telemetry,
+            self.checklists,
+            self.registry.backends,
+            self.clock,
+            kube_events=self.kube_events,
+            on_change=self.reconciler.wake,
+        )
+        self.telemetry.after_pass = self.remediation.check
+        self.maintenance = MaintenanceStarts(
+            self.sessions, self.remediation, self.clock, self.reconcile_interval, on_change=self.reconciler.wake
+        )
         self.commands = Commands(
             self.sessions, self.planning, self.clock, self.reconciler.wake, max_start_after=self.max_start_after
         )
@@ -693,6 +709,7 @@ class EGSService(Application):
         self.telemetry.start()
         self.registry.start()
         self.gpr_sync.start()
+        self.maintenance.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
         lost, stopping = asyncio.ensure_future(leadership.hold()), asyncio.ensure_future(stopped.wait())
         await asyncio.wait([lost, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -701,6 +718,7 @@ class EGSService(Application):
         if hooks is not None:
             hooks.stop()
         await self.gpr_sync.stop()
+        await self.maintenance.stop()
         await self.slice_setup.stop()
         await self.telemetry.stop()
         await self.reconciler.stop()

@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend
 from ..core import checks
-from ..core.checks import CheckStatus, Verdict
-from ..core.model import Event
+from ..core.checks import CheckStatus, CheckTarget, Verdict
+from ..core.model import GPR, Event
 from ..core.requests import CheckSpec
 from ..store import queries
 from ..store.db import transaction
@@ -60,11 +60,11 @@ class Checklists:
         self._tasks: set[asyncio.Task] = set()
 
     async def run(
-        self, cluster: str, nodes: Mapping[str, Sequence[str]], phase: str, gpr_id: int | None = None
+        self, cluster: str, nodes: Mapping[str, Sequence[str]], phase: str, gpr: GPR | None = None
     ) -> dict[str, list[str]]:
-        """Run the cluster's checks of ``phase`` on ``nodes`` (name -> the GPUs checked there) and
-        record each; what failed, by node (empty when all passed or were skipped)."""
-        return await self._finish(cluster, nodes, phase, gpr_id, self._start(cluster, nodes, phase, gpr_id))
+        """Run the cluster's checks of ``phase`` on ``nodes`` (name -> the GPUs checked there) for
+        ``gpr`` and record each; what failed, by node (empty when all passed or were skipped)."""
+        return await self._finish(cluster, self._start(cluster, nodes, phase, gpr))
 
     def check_now(self, cluster: str, node: str, gpus: Sequence[str], user: str) -> None:
         """Run the node's entry checks in the background (recorded pending before this returns); a
@@ -72,7 +72,7 @@ class Checklists:
         runs = self._start(cluster, {node: gpus}, checks.ENTRY, None)
 
         async def check() -> None:
-            if not await self._finish(cluster, {node: gpus}, checks.ENTRY, None, runs):
+            if not await self._finish(cluster, runs):
                 await self.clear(cluster, node, ACTOR, f"its checks passed (asked by {user})")
 
         task = asyncio.ensure_future(check())
@@ -80,41 +80,44 @@ class Checklists:
         task.add_done_callback(self._tasks.discard)
 
     def _start(
-        self, cluster: str, nodes: Mapping[str, Sequence[str]], phase: str, gpr_id: int | None
-    ) -> dict[str, list[tuple[CheckSpec, int]]]:
-        """Record the runs to come as pending, by node."""
+        self, cluster: str, nodes: Mapping[str, Sequence[str]], phase: str, gpr: GPR | None
+    ) -> list[tuple[CheckTarget, list[tuple[CheckSpec, int]]]]:
+        """Each node's target and its runs to come, recorded as pending."""
         with transaction(self.sessions) as session:
             specs = checks.checks_at(queries.cluster_checklist(session, cluster), phase)
-            return {
-                node: [self._pending(session, spec, cluster, node, phase, gpr_id) for spec in specs]
+            namespaces: tuple[str, ...] = ()
+            if gpr is not None and (row := queries.get_slice(session, gpr.spec.slice)) is not None:
+                namespaces = tuple(queries.slice_namespaces(row).get(cluster, ()))
+            targets = [
+                CheckTarget(
+                    cluster=cluster,
+                    node=node,
+                    gpus=tuple(nodes[node]),
+                    phase=phase,
+                    gpr_id=gpr.id if gpr is not None else None,
+                    slice=gpr.spec.slice if gpr is not None else None,
+                    namespaces=namespaces,
+                )
                 for node in sorted(nodes)
-            }
+            ]
+            return [(target, [self._pending(session, spec, target) for spec in specs]) for target in targets]
 
     async def _finish(
-        self,
-        cluster: str,
-        nodes: Mapping[str, Sequence[str]],
-        phase: str,
-        gpr_id: int | None,
-        runs: dict[str, list[tuple[CheckSpec, int]]],
+        self, cluster: str, runs: list[tuple[CheckTarget, list[tuple[CheckSpec, int]]]]
     ) -> dict[str, list[str]]:
         backend = self.backends.get(cluster)
-        failed = await asyncio.gather(
-            *(self._run_node(backend, cluster, node, tuple(nodes[node]), phase, gpr_id, runs[node]) for node in runs)
-        )
-        return {node: problems for node, problems in zip(runs, failed, strict=True) if problems}
+        failed = await asyncio.gather(*(self._run_node(backend, target, specs) for target, specs in runs))
+        return {target.node: problems for (target, _), problems in zip(runs, failed, strict=True) if problems}
 
     @staticmethod
-    def _pending(
-        session: Session, spec: CheckSpec, cluster: str, node: str, phase: str, gpr_id: int | None
-    ) -> tuple[CheckSpec, int]:
+    def _pending(session: Session, spec: CheckSpec, target: CheckTarget) -> tuple[CheckSpec, int]:
         row = CheckRun(
-            gpr_id=gpr_id,
-            cluster=cluster,
-            node=node,
+            gpr_id=target.gpr_id,
+            cluster=target.cluster,
+            node=target.node,
             name=spec.name,
             kind=spec.kind,
-            phase=phase,
+            phase=target.phase,
             status=CheckStatus.PENDING,
             values={},
             log="",
@@ -124,51 +127,36 @@ class Checklists:
         return spec, row.id
 
     async def _run_node(
-        self,
-        backend: Backend | None,
-        cluster: str,
-        node: str,
-        gpus: tuple[str, ...],
-        phase: str,
-        gpr_id: int | None,
-        runs: list[tuple[CheckSpec, int]],
+        self, backend: Backend | None, target: CheckTarget, runs: list[tuple[CheckSpec, int]]
     ) -> list[str]:
         problems = []
         for spec, run_id in runs:
             self._update(run_id, status=CheckStatus.RUNNING, started_at=self.clock())
             try:
-                verdict = await self._judge(backend, cluster, spec, node, gpus, phase, gpr_id)
+                verdict = await self._judge(backend, spec, target)
             except Exception as e:
-                log.exception("check %s on node %s (%s) could not run", spec.name, node, cluster)
+                log.exception("check %s on node %s (%s) could not run", spec.name, target.node, target.cluster)
                 verdict = Verdict(CheckStatus.FAILED, f"the check could not run: {e}")
-            self._update(run_id, status=verdict.status, ended_at=self.clock(), values=verdict.values, log=verdict.log)
+            self._update(
+                run_id, status=verdict.status, finished_at=self.clock(), values=verdict.values, log=verdict.log
+            )
             if verdict.status is CheckStatus.FAILED:
                 problems.append(f"{spec.name}: {verdict.log.splitlines()[0] if verdict.log else 'failed'}")
         return problems
 
-    async def _judge(
-        self,
-        backend: Backend | None,
-        cluster: str,
-        spec: CheckSpec,
-        node: str,
-        gpus: tuple[str, ...],
-        phase: str,
-        gpr_id: int | None,
-    ) -> Verdict:
+    async def _judge(self, backend: Backend | None, spec: CheckSpec, target: CheckTarget) -> Verdict:
         if spec.kind == "gpu-health":
             samples, alerts = await self.telemetry.read_now()
             with self.sessions() as session:
-                identities = queries.gpu_identities(session, gpus)
-            matched = checks.match_samples([identities[g] for g in gpus if g in identities], samples.values())
-            return checks.gpu_health(spec, gpus, matched, alerts, phase)
+                identities = queries.gpu_identities(session, target.gpus)
+            gpus = [identities[g] for g in target.gpus if g in identities]
+            matched = checks.match_samples(gpus, samples.values())
+            return checks.gpu_health(spec, target.gpus, matched, alerts, target.phase)
         if backend is None:
-            return checks.skipped(f"cluster {cluster} is not connected")
+            return checks.skipped(f"cluster {target.cluster} is not connected")
         if spec.kind not in backend.check_kinds:
             return checks.skipped(f"{spec.kind} checks do not run on {backend.kind} clusters")
-        return await asyncio.wait_for(
-            backend.run_check(spec, node, gpus, phase, gpr_id), spec.timeout.total_seconds() + 30
-        )
+        return await asyncio.wait_for(backend.run_check(spec, target), spec.timeout.total_seconds() + 30)
 
     def _update(self, run_id: int, **fields) -> None:
         with transaction(self.sessions) as session:
@@ -178,8 +166,9 @@ class Checklists:
 
     # Quarantine
 
-    async def quarantine(self, cluster: str, node: str, reason: str, actor: str, gpr_id: int | None = None) -> None:
-        """Take the node out of planning until it is cleared; tell the admins."""
+    async def quarantine(self, cluster: str, node: str, reason: str, actor: str, gpr: GPR | None = None) -> None:
+        """Take the node out of planning until it is cleared; tell the admins (and ``gpr``'s holders, when
+        the node is quarantined after it)."""
         now = self.clock()
         with transaction(self.sessions) as session:
             row = queries.find_node(session, cluster, node)
@@ -193,7 +182,8 @@ class Checklists:
                     actor=actor,
                     reason=f"node {node} ({cluster}) is quarantined: {reason}",
                     time=now,
-                    gpr_id=gpr_id,
+                    gpr_id=gpr.id if gpr is not None else None,
+                    slice=gpr.spec.slice if gpr is not None else None,
                     data={"cluster": cluster, "node": node},
                 ),
             )

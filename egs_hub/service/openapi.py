@@ -294,9 +294,10 @@ def _paths() -> dict:
         },
         "/nodes": {
             "get": {
-                "summary": "Every node with its health, holders, maintenance and last checks (admin)",
+                "summary": "Nodes with their health, holders, maintenance and last checks: every node for admins, "
+                "the nodes their slices hold for members",
                 "parameters": documented(NodesQuery),
-                "responses": _responses("the nodes", _ref("Nodes"), "400", "401", "403"),
+                "responses": _responses("the nodes", _ref("Nodes"), "400", "401"),
             },
         },
         "/nodes/{cluster}/{name}": {
@@ -373,6 +374,10 @@ def _paths() -> dict:
                 "responses": _responses(
                     "its checklist now", _ref("ClusterChecklist"), "400", "401", "403", "404", "422"
                 ),
+            },
+            "delete": {
+                "summary": "Give a cluster egs-hub's default checklist again (admin)",
+                "responses": _responses("its checklist now", _ref("ClusterChecklist"), "401", "403", "404"),
             },
         },
         "/role-templates": {

@@ -220,4 +220,4 @@ class WorkspaceRequestsQuery(Query):
 
 class NodesQuery(Query):
     cluster: Annotated[str, Field(description="only this cluster's nodes")] = None
-    health: _choice(("healthy", "unhealthy", "quarantined", "gone"), "only nodes of this health") = None
+    health: _choice(("healthy", "unhealthy", "quarantined", "unknown"), "only nodes of this health") = None

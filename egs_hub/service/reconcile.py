@@ -142,7 +142,7 @@ class Reconciler:
             self._fail_unplaced(decisions.unplaced, now)
             self._end_windows(decisions, now)
             self._evict(evictions, now)
-            self._admit(decisions.admits, now)
+            self._admit(decisions.admits)
             self._drive_backend(now)
             with transaction(self.sessions) as session:
                 self.planning.save(session)
@@ -202,9 +202,12 @@ class Reconciler:
                 log.info("eviction for GPR %s not issued: %s", eviction.gpr_id, e)
             self.wake()
 
-    def _admit(self, admits: tuple[Estimate, ...], now: datetime) -> None:
+    def _admit(self, admits: tuple[Estimate, ...]) -> None:
+        """Admit the plan's admits, each window starting when it is written: the plan's snapshot was read
+        after the pass's ``now``, so a GPR that gave these GPUs back in between ended after ``now``."""
         for estimate in admits:
             placement = estimate.placement
+            now = self.clock()
             try:
                 with transaction(self.sessions) as session:
                     row = queries.get_gpr_row(session, estimate.gpr_id, lock=True)
@@ -309,7 +312,7 @@ class Reconciler:
         """Run the entry checks on the GPR's nodes (once); BindError naming the nodes that fail."""
         if self.checklists is None or gpr.id in self._entry_passed:
             return
-        failed = await self.checklists.run(cluster, on_nodes, checks.ENTRY, gpr.id)
+        failed = await self.checklists.run(cluster, on_nodes, checks.ENTRY, gpr)
         if failed:
             problems = "; ".join(f"node {node}: {', '.join(found)}" for node, found in sorted(failed.items()))
             raise BindError(f"cluster {cluster}: entry checks failed: {problems}", sorted(failed))
@@ -320,10 +323,10 @@ class Reconciler:
         if self.checklists is None:
             return
         try:
-            failed = await self.checklists.run(cluster, on_nodes, checks.EXIT, gpr.id)
+            failed = await self.checklists.run(cluster, on_nodes, checks.EXIT, gpr)
             for node, problems in sorted(failed.items()):
                 reason = f"exit checks after GPR {gpr.id} failed: {'; '.join(problems)}"
-                await self.checklists.quarantine(cluster, node, reason, CHECKS_ACTOR, gpr.id)
+                await self.checklists.quarantine(cluster, node, reason, CHECKS_ACTOR, gpr)
         except Exception:
             log.exception("GPR %s: the exit checks on cluster %s could not finish", gpr.id, cluster)
 

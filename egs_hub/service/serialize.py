@@ -384,11 +384,12 @@ def check_item(spec: CheckSpec) -> api.CheckItem:
         timeout=spec.timeout,
         thresholds=spec.thresholds,
         command=spec.command,
+        image=spec.image,
     )
 
 
 def check_run_resource(row: CheckRun) -> api.CheckRun:
-    ended = row.ended_at is not None and row.started_at is not None
+    ended = row.finished_at is not None and row.started_at is not None
     return api.CheckRun(
         id=row.id,
         gpr=row.gpr_id,
@@ -399,8 +400,8 @@ def check_run_resource(row: CheckRun) -> api.CheckRun:
         phase=row.phase,
         status=row.status,
         started_at=row.started_at,
-        ended_at=row.ended_at,
-        duration=row.ended_at - row.started_at if ended else None,
+        finished_at=row.finished_at,
+        duration=row.finished_at - row.started_at if ended else None,
         values=row.values,
         log=row.log,
     )
@@ -408,7 +409,7 @@ def check_run_resource(row: CheckRun) -> api.CheckRun:
 
 def node_health(row: Node) -> str:
     if not row.present:
-        return "gone"
+        return "unknown"
     if row.quarantined_at is not None:
         return "quarantined"
     if not row.schedulable or any(not g.healthy or not g.present for g in row.gpus):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 ACTOR = "metrics"
 IDLE_ACTOR = "idle-monitor"
+
+
+async def _nothing() -> None:
+    pass
 
 
 class Telemetry:
@@ -74,6 +78,7 @@ class Telemetry:
         self._seen: set[str] = set()
         self._runner: asyncio.Task | None = None
         self._passing = asyncio.Lock()  # one pass at a time: the loop's, or one a check asked for
+        self.after_pass: Callable[[], Awaitable[None]] = _nothing  # after each of the loop's passes (remediation)
 
     @property
     def fresh_within(self) -> timedelta:
@@ -111,10 +116,13 @@ class Telemetry:
                 await self._runner
 
     async def read_now(self) -> tuple[dict[str, GpuSample], dict[str, frozenset[str]]]:
-        """The GPUs' latest fresh readings, after a pass now when a source is set, and the kinds of
-        alert active on each by UUID (core/checks.py judges gpu-health with them)."""
+        """``health`` after a pass now when a source is set (core/checks.py judges gpu-health with it)."""
         if self.source is not None:
             await self.tick()
+        return self.health()
+
+    def health(self) -> tuple[dict[str, GpuSample], dict[str, frozenset[str]]]:
+        """The GPUs' latest fresh readings, and the kinds of alert active on each, by the sample's UUID."""
         kinds: dict[str, set[str]] = {}
         for uuid, kind in self._alerts.active:
             kinds.setdefault(uuid, set()).add(kind.value)
@@ -124,6 +132,7 @@ class Telemetry:
         while True:
             try:
                 await self.tick()
+                await self.after_pass()
             except Exception:
                 log.exception("telemetry pass failed; trying again in %.0f s", self.interval)
             await asyncio.sleep(self.interval)

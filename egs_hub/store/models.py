@@ -162,6 +162,8 @@ class Slice(Base):
     idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     bind_failure: Mapped[str] = mapped_column(String(16), default="fail", server_default="fail")
+    remediation: Mapped[str] = mapped_column(String(16), default="replace", server_default="replace")
+    maintenance_crossing: Mapped[str] = mapped_column(String(16), default="ask", server_default="ask")
     auto_gpr: Mapped[str | None] = mapped_column(String(63), nullable=True)
     home_volume_size: Mapped[str | None] = mapped_column(
         String(32), nullable=True, default=DEFAULT_HOME_VOLUME_SIZE, server_default=DEFAULT_HOME_VOLUME_SIZE
@@ -305,7 +307,7 @@ class CheckRun(Base):
     phase: Mapped[str] = mapped_column(String(8))
     status: Mapped[str] = mapped_column(String(16))
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     values: Mapped[dict] = mapped_column(JSON, default=dict)
     log: Mapped[str] = mapped_column(Text, default="")
     __table_args__ = (Index("ix_check_runs_cluster_node", "cluster", "node"),)

@@ -270,6 +270,12 @@ def bind(session: Session, gpr: core.GPR) -> None:
     session.flush()
 
 
+def swap_bindings(session: Session, gpr: core.GPR, old: Iterable[str]) -> None:
+    """The GPR's bindings after a replacement: ``old`` GPUs' removed, its new ones added."""
+    session.execute(delete(Binding).where(Binding.gpr_id == gpr.id, Binding.gpu_uuid.in_(list(old))))
+    bind(session, gpr)
+
+
 def unbind(session: Session, gpr_id: int) -> None:
     session.execute(delete(Binding).where(Binding.gpr_id == gpr_id))
 
@@ -329,6 +335,8 @@ def slice_policy(row: Slice) -> core.SlicePolicy:
         idle_timeout=_delta(row.idle_timeout_s),
         max_idle_timeout=_delta(row.max_idle_timeout_s),
         bind_failure=row.bind_failure,
+        remediation=row.remediation,
+        maintenance_crossing=row.maintenance_crossing,
         auto_gpr=row.auto_gpr,
         home_volume_size=row.home_volume_size,
         home_volume_class=row.home_volume_class,
@@ -351,6 +359,8 @@ def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
     row.idle_timeout_s = _seconds(policy.idle_timeout)
     row.max_idle_timeout_s = _seconds(policy.max_idle_timeout)
     row.bind_failure = policy.bind_failure
+    row.remediation = policy.remediation
+    row.maintenance_crossing = policy.maintenance_crossing
     row.auto_gpr = policy.auto_gpr
     row.home_volume_size = policy.home_volume_size
     row.home_volume_class = policy.home_volume_class
@@ -628,15 +638,38 @@ def cluster_checklist(session: Session, cluster: str) -> tuple[CheckSpec, ...]:
     return tuple(CheckSpec.model_validate(spec) for spec in row.checks)
 
 
-def set_cluster_checklist(session: Session, cluster: str, checklist: Sequence[CheckSpec]) -> None:
+def set_cluster_checklist(session: Session, cluster: str, checklist: Sequence[CheckSpec] | None) -> None:
+    """Set the cluster's checklist (None: back to the default)."""
     row = session.scalar(select(Cluster).where(Cluster.name == cluster))
-    row.checks = [spec.model_dump(mode="json") for spec in checklist]
+    # as the body gave it, the timeout in seconds (the body reads those back)
+    row.checks = (
+        None
+        if checklist is None
+        else [{**spec.model_dump(mode="json"), "timeout": int(spec.timeout.total_seconds())} for spec in checklist]
+    )
 
 
 def gpu_identities(session: Session, uuids: Iterable[str]) -> dict[str, GpuIdentity]:
     """Each GPU of ``uuids`` with its node and index, by UUID."""
     query = select(GPU.uuid, Node.name, GPU.index).join(Node, Node.id == GPU.node_id).where(GPU.uuid.in_(list(uuids)))
     return {uuid: GpuIdentity(uuid, node, index) for uuid, node, index in session.execute(query)}
+
+
+def gpu_places(session: Session, uuids: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Each GPU of ``uuids`` with its (cluster, node), by UUID."""
+    query = (
+        select(GPU.uuid, Cluster.name, Node.name)
+        .join(Node, Node.id == GPU.node_id)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .where(GPU.uuid.in_(list(uuids)))
+    )
+    return {uuid: (cluster, node) for uuid, cluster, node in session.execute(query)}
+
+
+def has_gpr_event(session: Session, gpr_id: int, kind: str, **data) -> bool:
+    """Whether the GPR has an event of ``kind`` whose data holds ``data``."""
+    query = select(EventRow.data).where(EventRow.gpr_id == gpr_id, EventRow.kind == kind)
+    return any(all((found or {}).get(k) == v for k, v in data.items()) for found in session.scalars(query))
 
 
 def gpus_by_node(session: Session, uuids: Iterable[str]) -> dict[str, list[str]]:
@@ -659,19 +692,19 @@ def node_rows(session: Session, cluster: str | None = None) -> list[tuple[str, N
     return [(name, node) for name, node in session.execute(query.order_by(Cluster.name, Node.name))]
 
 
-def node_holders(session: Session) -> dict[tuple[str, str], set[int]]:
-    """The GPRs holding GPUs now, by (cluster, node)."""
+def node_holders(session: Session) -> dict[tuple[str, str], dict[int, str]]:
+    """The GPRs holding GPUs now with their slices, by (cluster, node)."""
     query = (
-        select(Cluster.name, Node.name, Allocation.gpr_id)
+        select(Cluster.name, Node.name, Allocation.gpr_id, GPRRow.slice)
         .join(GPU, GPU.uuid == Allocation.gpu_uuid)
         .join(Node, Node.id == GPU.node_id)
         .join(Cluster, Cluster.id == Node.cluster_id)
         .join(GPRRow, GPRRow.id == Allocation.gpr_id)
         .where(GPRRow.status.in_([s.value for s in core.HOLDING_STATUSES]))
     )
-    held: dict[tuple[str, str], set[int]] = {}
-    for cluster, node, gpr_id in session.execute(query):
-        held.setdefault((cluster, node), set()).add(gpr_id)
+    held: dict[tuple[str, str], dict[int, str]] = {}
+    for cluster, node, gpr_id, slice_name in session.execute(query):
+        held.setdefault((cluster, node), {})[gpr_id] = slice_name
     return held
 
 
@@ -1016,6 +1049,12 @@ def maintenance_ahead(session: Session, now: datetime) -> tuple[Maintenance, ...
     """The nodes' maintenance windows that have not ended by ``now`` (the planner plans around them)."""
     query = select(MaintenanceWindow).where(MaintenanceWindow.end > now).order_by(MaintenanceWindow.start)
     return tuple(Maintenance(m.cluster, m.node, m.start, m.end) for m in session.scalars(query))
+
+
+def maintenance_under_way(session: Session, now: datetime) -> list[MaintenanceWindow]:
+    """The maintenance windows that have started and not ended by ``now``."""
+    query = select(MaintenanceWindow).where(MaintenanceWindow.end > now, MaintenanceWindow.start <= now)
+    return list(session.scalars(query.order_by(MaintenanceWindow.start)))
 
 
 def node_maintenance(session: Session, cluster: str, node: str, now: datetime) -> list[MaintenanceWindow]:

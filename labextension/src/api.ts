@@ -8,9 +8,11 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import { requestAPI } from './handler';
 import {
+  ICheckRun,
   IEgsConfig,
   IEvent,
   IGpr,
+  IGprChecks,
   IGprRequest,
   IGpuMetrics,
   IGpus,
@@ -44,6 +46,11 @@ export class EgsApi {
   /** Every GPR of the user's slices, following the API's cursor pages. */
   gprs(): Promise<IGpr[]> {
     return this.getAll<IGpr>('gprs', 'gprs');
+  }
+
+  /** The GPR's checklist: each check of its nodes at entry and exit, by node, entry before exit. */
+  async gprChecks(id: number): Promise<ICheckRun[]> {
+    return (await this.get<IGprChecks>(`gprs/${id}/checks`)).checks;
   }
 
   /** The GPR templates the user's slices may use. */

@@ -1,20 +1,25 @@
 /**
  * The sidebar's state and its refresh loop, without DOM: the last answers of the
- * EGS API (config, slices, GPRs, GPUs with their recent series, shapes, events), the
- * last error as a readable message, and the actions a person takes (request, release,
- * cancel, restart). ``changed`` fires after every refresh and action.
+ * EGS API (config, slices, GPRs, GPUs with their recent series, shapes, events, the
+ * checklists of the GPRs shown), the last error as a readable message, and the actions
+ * a person takes (request, release, cancel, restart). ``changed`` fires after every
+ * refresh and action.
  *
  * Refreshing is a ``Poll`` on the settings' interval with backoff after failures, in
  * standby while the browser tab is hidden. GPU series are fetched only while the
- * sidebar is shown (``showMetrics``): they are the biggest answers.
+ * sidebar is shown (``showMetrics``): they are the biggest answers. A GPR's checklist
+ * is asked for again only when the GPR changed or a check of it was still pending or running.
  */
 import { IDisposable } from '@lumino/disposable';
 import { IPoll, Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { EgsApi } from './api';
+import { checksKey, checksToAsk } from './checks';
+import { sliceViews } from './state';
 import {
   DEFAULT_SETTINGS,
+  ICheckRun,
   IEgsConfig,
   IEgsSettings,
   IEvent,
@@ -36,6 +41,8 @@ export interface IEgsState {
   shapes: IInventoryShape[];
   templates: ITemplate[];
   events: IEvent[];
+  /** Per GPR id, its checklist: the GPRs the sidebar shows that hold or held nodes. */
+  checks: { [gpr: number]: ICheckRun[] };
   /** Per GPU UUID, its readings over the last SERIES_SECONDS. */
   series: { [uuid: string]: IMetricPoint[] };
   /** The last refresh's failure, or null after a successful one. */
@@ -57,6 +64,7 @@ const EMPTY_STATE: IEgsState = {
   shapes: [],
   templates: [],
   events: [],
+  checks: {},
   series: {},
   error: null,
   updatedAt: null
@@ -176,7 +184,10 @@ export class EgsModel implements IDisposable {
         this.api.events(EVENTS_LIMIT),
         this.api.templates()
       ]);
-      const series = this._showMetrics && gpus.source.name !== null ? await this.fetchSeries(gpus) : {};
+      const [series, checks] = await Promise.all([
+        this._showMetrics && gpus.source.name !== null ? this.fetchSeries(gpus) : {},
+        this.fetchChecks(slices, gprs)
+      ]);
       this.update({
         config,
         slices,
@@ -185,6 +196,7 @@ export class EgsModel implements IDisposable {
         shapes: inventory.shapes,
         templates,
         events,
+        checks,
         series,
         error: null,
         updatedAt: this.clock()
@@ -193,6 +205,25 @@ export class EgsModel implements IDisposable {
       this.update({ error: (error as Error).message });
       throw error;
     }
+  }
+
+  /** The checklists of the GPRs shown (held, or in recent history): the last answers where still good. */
+  private async fetchChecks(slices: ISlice[], gprs: IGpr[]): Promise<{ [gpr: number]: ICheckRun[] }> {
+    const shown = sliceViews(slices, gprs).flatMap(view => [...view.holding, ...view.history]);
+    const known = this._state.checks;
+    const asking = checksToAsk(shown, known, this._checksAskedWith);
+    const answers = await Promise.all(asking.map(gpr => this.api.gprChecks(gpr.id)));
+    const checks: { [gpr: number]: ICheckRun[] } = {};
+    for (const gpr of shown) {
+      if (known[gpr.id] !== undefined) {
+        checks[gpr.id] = known[gpr.id];
+      }
+    }
+    asking.forEach((gpr, i) => {
+      checks[gpr.id] = answers[i];
+      this._checksAskedWith[gpr.id] = checksKey(gpr);
+    });
+    return checks;
   }
 
   private async fetchSeries(gpus: IGpus): Promise<{ [uuid: string]: IMetricPoint[] }> {
@@ -205,6 +236,8 @@ export class EgsModel implements IDisposable {
   private _state: IEgsState = EMPTY_STATE;
   private _settings: IEgsSettings;
   private _showMetrics = false;
+  /** Per GPR id, the checksKey its checklist in the state was asked with. */
+  private _checksAskedWith: { [gpr: number]: string } = {};
   private readonly _poll: Poll;
   private readonly _changed = new Signal<this, IEgsState>(this);
 }

@@ -1,15 +1,21 @@
-/** The "My workspaces" section: per slice its held GPUs (with Release), its queue (with Cancel) and recent history. */
+/**
+ * The "My workspaces" section: per slice its held GPUs (with Release), its queue (with Cancel) and
+ * recent history; a GPR that holds or held nodes shows its checklist.
+ */
 import * as React from 'react';
 
+import { CheckList } from './checklist';
 import { formatClock, formatSpan, plural } from './format';
 import { EgsModel } from './model';
 import { IPanelNotice, runAction, ShowNotice } from './notice';
 import { askedFor, gpuCount, heldModel, ISliceView, whenText } from './state';
-import { IEvent, IGpr, IGpu, ISlice } from './tokens';
+import { ICheckRun, IEvent, IGpr, IGpu, ISlice } from './tokens';
 
 interface IGprProps {
   gpr: IGpr;
   gpus: IGpu[];
+  /** Its checklist; undefined: not asked for (yet). */
+  checks: ICheckRun[] | undefined;
   now: number;
   model: EgsModel;
   show: ShowNotice;
@@ -34,7 +40,7 @@ function boundText(gpr: IGpr, gpus: IGpu[]): string | null {
   return gpr.bound_nodes.length ? `${what} on ${gpr.bound_nodes.join(', ')}` : what;
 }
 
-function GprItem({ gpr, gpus, now, model, show }: IGprProps): JSX.Element {
+function GprItem({ gpr, gpus, checks, now, model, show }: IGprProps): JSX.Element {
   const [busy, setBusy] = React.useState(false);
   const id = `egs-gpr-${gpr.id}`;
   const act = (action: () => Promise<string>) => {
@@ -61,6 +67,7 @@ function GprItem({ gpr, gpus, now, model, show }: IGprProps): JSX.Element {
         <span className={`egs-Status egs-Status-${gpr.status}`}>{gpr.status}</span>
         {bound && <div className="egs-Gpr-bound">{bound}</div>}
         <div className="egs-Gpr-when">{whenText(gpr, now)}</div>
+        {checks && <CheckList gpr={gpr.id} runs={checks} />}
       </div>
       {holds && (
         <button
@@ -98,15 +105,18 @@ interface ISliceProps {
   view: ISliceView;
   events: IEvent[];
   gpus: IGpu[];
+  checks: { [gpr: number]: ICheckRun[] };
   now: number;
   model: EgsModel;
   show: (notice: IPanelNotice | null) => void;
 }
 
-export function SliceCard({ view, events, gpus, now, model, show }: ISliceProps): JSX.Element {
+export function SliceCard({ view, events, gpus, checks, now, model, show }: ISliceProps): JSX.Element {
   const { slice, holding, waiting, history } = view;
   const recent = events.filter(e => e.slice === slice.name).slice(-5).reverse();
-  const item = (gpr: IGpr) => <GprItem key={gpr.id} gpr={gpr} gpus={gpus} now={now} model={model} show={show} />;
+  const item = (gpr: IGpr) => (
+    <GprItem key={gpr.id} gpr={gpr} gpus={gpus} checks={checks[gpr.id]} now={now} model={model} show={show} />
+  );
   return (
     <section className="egs-Slice" data-slice={slice.name}>
       <h3>

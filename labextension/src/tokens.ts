@@ -177,6 +177,32 @@ export interface IEvent {
   to_status: string | null;
 }
 
+export type CheckStatus = 'pending' | 'running' | 'passed' | 'failed' | 'skipped';
+
+/** One check on one node at a GPR's entry or exit (GET /gprs/{id}/checks). */
+export interface ICheckRun {
+  id: number;
+  gpr: number | null;
+  cluster: string;
+  node: string;
+  name: string;
+  kind: string;
+  phase: 'entry' | 'exit';
+  status: CheckStatus;
+  started_at: string | null;
+  /** Seconds it ran; null until it ends. */
+  duration: number | null;
+  /** What it measured, by name. */
+  values: { [name: string]: number | string };
+  /** The end of its output, or why it failed or was skipped. */
+  log: string;
+}
+
+export interface IGprChecks {
+  gpr: number;
+  checks: ICheckRun[];
+}
+
 /** GET egs/config of the server extension. */
 export interface IEgsConfig {
   user: string | null;

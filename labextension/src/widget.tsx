@@ -65,6 +65,7 @@ function Sidebar({ model, state }: { model: EgsModel; state: IEgsState }): JSX.E
                 view={view}
                 events={state.events}
                 gpus={gpus}
+                checks={state.checks}
                 now={now}
                 model={model}
                 show={setNotice}

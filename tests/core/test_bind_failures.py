@@ -37,7 +37,7 @@ CASES = {
         ("n1",),
         Status.FAILED,
         f"{WHY}; no other node can serve it: 8 GPUs of any shape cannot be placed: the inventory has 1 such "
-        "node(s) with up to 8 GPUs each",
+        "node(s) with up to 8 GPUs each, and 1 of their GPUs are unhealthy or on quarantined nodes",
         gpus=8,
         avoided=(("c1", "n2"),),
         unhealthy=frozenset({"big-g0"}),

@@ -220,3 +220,83 @@ def test_a_checklist_keeps_what_it_was_given():
     assert (spec.at, spec.timeout.total_seconds(), spec.command) == (("exit",), 30, ("true",))
     assert checks.checks_at(body.checks, "entry") == () and checks.checks_at(body.checks, "exit") == body.checks
     assert checks.argv(CheckSpec(name="n", kind="nccl", command=["perf", "-g", "{gpus}"]), (), 4) == ["perf", "-g", "4"]
+
+
+def test_a_claim_waiting_for_its_first_consumer_is_fine_and_said_so():
+    waiting = checks.Claim("ns/scratch", "Pending", None, waits_for_consumer=True)
+    verdict = checks.pvc("n0", [checks.Claim("ns/home", "Bound", True), waiting])
+    assert verdict.status is CheckStatus.PASSED and verdict.values == {"claims": 2, "waiting_claims": 1}
+    assert verdict.log == (
+        "1 claim(s) bound and usable on n0; claim ns/scratch is Pending: its StorageClass binds it "
+        "WaitForFirstConsumer, where its first pod runs"
+    )
+    lost = checks.pvc("n0", [checks.Claim("ns/old", "Lost", None, waits_for_consumer=True)])
+    assert lost.status is CheckStatus.FAILED and lost.log == "claim ns/old is Lost, not Bound"
+
+
+# a volume's node affinity
+
+
+def expr(key: str, operator: str, *values: str) -> dict:
+    return {"key": key, "operator": operator, "values": list(values)} if values else {"key": key, "operator": operator}
+
+
+def name_is(operator: str, *values: str) -> dict:
+    return {"key": "metadata.name", "operator": operator, "values": list(values)}
+
+
+NODE_LABELS = {"topology.kubernetes.io/zone": "eu-1a", "disks": "4", "gpu": "h100"}
+AFFINITY_CASES = {
+    # terms: want_admits (for node "n0" with NODE_LABELS)
+    "In a value": ([{"matchExpressions": [expr("topology.kubernetes.io/zone", "In", "eu-1b", "eu-1a")]}], True),
+    "In another value": ([{"matchExpressions": [expr("topology.kubernetes.io/zone", "In", "eu-1b")]}], False),
+    "In on a missing label": ([{"matchExpressions": [expr("rack", "In", "r1")]}], False),
+    "NotIn a value": ([{"matchExpressions": [expr("gpu", "NotIn", "a100")]}], True),
+    "NotIn its value": ([{"matchExpressions": [expr("gpu", "NotIn", "h100")]}], False),
+    "NotIn on a missing label": ([{"matchExpressions": [expr("rack", "NotIn", "r1")]}], True),
+    "Exists": ([{"matchExpressions": [expr("gpu", "Exists")]}], True),
+    "Exists on a missing label": ([{"matchExpressions": [expr("rack", "Exists")]}], False),
+    "DoesNotExist": ([{"matchExpressions": [expr("rack", "DoesNotExist")]}], True),
+    "DoesNotExist on a label": ([{"matchExpressions": [expr("gpu", "DoesNotExist")]}], False),
+    "Gt": ([{"matchExpressions": [expr("disks", "Gt", "3")]}], True),
+    "Gt equal": ([{"matchExpressions": [expr("disks", "Gt", "4")]}], False),
+    "Lt": ([{"matchExpressions": [expr("disks", "Lt", "10")]}], True),
+    "Lt on a label that is no integer": ([{"matchExpressions": [expr("gpu", "Lt", "10")]}], False),
+    "Gt on a missing label": ([{"matchExpressions": [expr("rack", "Gt", "1")]}], False),
+    "expressions in a term are ANDed": (
+        [{"matchExpressions": [expr("gpu", "Exists"), expr("topology.kubernetes.io/zone", "In", "eu-1b")]}],
+        False,
+    ),
+    "terms are ORed": (
+        [
+            {"matchExpressions": [expr("topology.kubernetes.io/zone", "In", "eu-1b")]},
+            {"matchExpressions": [expr("gpu", "In", "h100")]},
+        ],
+        True,
+    ),
+    "matchFields on the node's name": ([{"matchFields": [name_is("In", "n1", "n0")]}], True),
+    "matchFields on another name": ([{"matchFields": [name_is("In", "n1")]}], False),
+    "matchFields NotIn": ([{"matchFields": [name_is("NotIn", "n1")]}], True),
+    "fields and expressions ANDed": (
+        [{"matchFields": [name_is("In", "n0")], "matchExpressions": [expr("gpu", "In", "a100")]}],
+        False,
+    ),
+    "no terms": ([], False),
+    "an empty term": ([{}], False),
+    "an unknown operator": ([{"matchExpressions": [expr("gpu", "Like", "h*")]}], False),
+    "In without values": ([{"matchExpressions": [expr("gpu", "In")]}], False),
+    "Exists with values": ([{"matchExpressions": [expr("gpu", "Exists", "h100")]}], False),
+    "Gt with two values": ([{"matchExpressions": [expr("disks", "Gt", "1", "2")]}], False),
+    "Gt with no integer": ([{"matchExpressions": [expr("disks", "Gt", "x")]}], False),
+    "matchFields on a label": ([{"matchFields": [{"key": "gpu", "operator": "In", "values": ["h100"]}]}], False),
+    "matchFields with Exists": ([{"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}], False),
+    "an invalid term does not spoil another": (
+        [{"matchExpressions": [expr("gpu", "Like", "x")]}, {"matchFields": [name_is("In", "n0")]}],
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize(("terms", "want_admits"), AFFINITY_CASES.values(), ids=AFFINITY_CASES.keys())
+def test_node_affinity_admits(terms, want_admits):
+    assert checks.node_affinity_admits(terms, "n0", NODE_LABELS) is want_admits

@@ -284,3 +284,15 @@ def test_edit_only_before_provisioning(status: Status):
 def test_edit_with_no_change_says_so():
     before = gpr(S.QUEUED)
     assert lifecycle.edit(before, before.spec, "alice", NOW)[1].reason == "changed nothing"
+
+
+def test_a_window_is_shortened_not_lengthened():
+    held = gpr(Status.PROVISIONED)
+    shortened, event = lifecycle.shorten(held, at(0.25), "maintenance", "node n1's maintenance", at(0))
+    assert shortened.window_end == at(0.25) and shortened.status is Status.PROVISIONED
+    assert event.kind == "window-shortened" and event.data["was"] == at(0.5).isoformat()
+    assert lifecycle.shorten(held, at(-1), "m", "now", at(0))[0].window_end == at(0)  # never before now
+    with pytest.raises(IllegalTransition):
+        lifecycle.shorten(held, at(1), "m", "later", at(0))
+    with pytest.raises(IllegalTransition):
+        lifecycle.shorten(gpr(Status.QUEUED), at(0.25), "m", "queued", at(0))

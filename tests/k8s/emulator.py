@@ -18,7 +18,8 @@ Emulates:
 - the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
   pods, events, PodDisruptionBudgets, ServiceAccounts, Roles, RoleBindings,
   ResourceQuotas, Secrets and ConfigMaps (helm's ``lookup`` reads them),
-  PersistentVolumeClaims (members' home volumes), and the
+  PersistentVolumeClaims (members' home volumes), cluster-scoped PersistentVolumes and
+  StorageClasses (``storage.k8s.io/v1``), Jobs (``batch/v1``, with their status subresource) and the
   custom resource ``gpuprovisionrequests.egs.io/v1`` with its status subresource,
   listed and watched in one namespace or all); others answer 404 as on a real server;
 - ``metadata.generation`` on custom resources: 1 at create, one more whenever
@@ -43,12 +44,17 @@ Emulates:
 - DELETE with finalizers (deletionTimestamp until they are gone); deleting a
   namespace deletes what is in it;
 - ``/version``: the Kubernetes version ``kubernetes_version`` (helm checks a chart's kubeVersion against it);
+- a pod's log (``pods/{name}/log``): the text a test sets in ``pod_logs[(namespace, name)]`` (empty
+  when none), as ``text/plain``, cut to its last ``tailLines`` lines and then its first ``limitBytes``
+  bytes; 404 when the pod does not exist;
 - the Eviction API (``pods/{name}/eviction``): 429 when a PodDisruptionBudget
   selecting the pod allows no disruption, otherwise the pod is deleted at once;
 - an outage switch (``outage``) that ends every watch and answers 503.
 
 Does not emulate: controllers and kubelets (nothing schedules, runs or
-terminates pods gracefully: deletion is immediate; no node heartbeats), admission,
+terminates pods gracefully: deletion is immediate; no node heartbeats; no Job
+controller makes a Job's pods or sets its status; no garbage collector deletes
+what a deleted object owned, whatever ``propagationPolicy`` says), admission,
 ClusterRoles and ClusterRoleBindings, quota enforcement, server-side apply, watch bookmarks,
 ``continue`` pagination, deletecollection, and defaulting or validation of
 object schemas.
@@ -68,7 +74,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import attrs
-from kmock import KubernetesEmulator, ResourceInfo, action, method, resource, subresource
+from kmock import KubernetesEmulator, ResourceInfo, Response, action, method, resource, subresource
 from kmock._internal.k8s import (
     KubernetesError,
     KubernetesObjectConflictError,
@@ -85,7 +91,7 @@ from .selectors import SelectorError, field_selector, label_selector, structured
 RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("", "v1", "nodes"): ("Node", False, ("status",)),
     ("", "v1", "namespaces"): ("Namespace", False, ("status",)),
-    ("", "v1", "pods"): ("Pod", True, ("status", "eviction")),
+    ("", "v1", "pods"): ("Pod", True, ("status", "eviction", "log")),
     ("", "v1", "events"): ("Event", True, ()),
     ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True, ("status",)),
     ("", "v1", "serviceaccounts"): ("ServiceAccount", True, ("token",)),
@@ -93,6 +99,9 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("", "v1", "secrets"): ("Secret", True, ()),
     ("", "v1", "configmaps"): ("ConfigMap", True, ()),
     ("", "v1", "persistentvolumeclaims"): ("PersistentVolumeClaim", True, ("status",)),
+    ("", "v1", "persistentvolumes"): ("PersistentVolume", False, ("status",)),
+    ("storage.k8s.io", "v1", "storageclasses"): ("StorageClass", False, ()),
+    ("batch", "v1", "jobs"): ("Job", True, ("status",)),
     ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True, ()),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True, ()),
     ("egs.io", "v1", "gpuprovisionrequests"): ("GpuProvisionRequest", True, ("status",)),
@@ -104,7 +113,6 @@ DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("apps", "v1", "deployments"): ("Deployment", True),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("apps", "v1", "daemonsets"): ("DaemonSet", True),
-    ("batch", "v1", "jobs"): ("Job", True),
     ("networking.k8s.io", "v1", "networkpolicies"): ("NetworkPolicy", True),
     ("rbac.authorization.k8s.io", "v1", "clusterroles"): ("ClusterRole", False),
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
@@ -186,6 +194,8 @@ class ClusterEmulator(KubernetesEmulator):
     # and block every later write.
     _changed: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
     issued: dict[str, IssuedToken] = attrs.field(factory=dict, init=False)
+    # A pod's log by (namespace, name), as its container printed it; tests set it.
+    pod_logs: dict[tuple[str, str], str] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         # kmock's discovery routes, without KubernetesEmulator's object handlers: these replace them.
@@ -200,6 +210,7 @@ class ClusterEmulator(KubernetesEmulator):
             )
         self.fallback[method.POST, subresource("eviction")] << self._serve_eviction
         self.fallback[method.POST, subresource("token")] << self._serve_token
+        self.fallback[method.GET, subresource("log")] << self._serve_log
         self.fallback[method.PUT] << self._serve_replace
         self.fallback[action.WATCH] << self._serve_watch
         self.fallback[action.LIST] << self._serve_list
@@ -307,6 +318,26 @@ class ClusterEmulator(KubernetesEmulator):
         """Let every issued token expire now."""
         past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
         self.issued = {t: dataclasses.replace(i, expires=past) for t, i in self.issued.items()}
+
+    # Pod logs
+
+    async def _serve_log(self, request) -> Response:
+        if request.resource != PODS:
+            raise _status(404, "NotFound", "only pods have the log subresource")
+        self._existing(request)
+        text = self.pod_logs.get((request.namespace, request.name), "")
+        try:
+            tail = request.params.get("tailLines")
+            limit = request.params.get("limitBytes")
+            if tail is not None:
+                lines = text.splitlines(keepends=True)
+                text = "".join(lines[-int(tail) :] if int(tail) > 0 else [])
+            body = text.encode()
+            if limit is not None:
+                body = body[: int(limit)]
+        except ValueError:
+            raise _status(400, "BadRequest", "tailLines and limitBytes must be integers") from None
+        return Response(payload=body, headers={"Content-Type": "text/plain"})
 
     # Outage and log compaction, for tests of reconnection
 

@@ -127,3 +127,46 @@ async def test_wrong_token_is_unauthorized(cluster, emulator):
     with pytest.raises(client.ApiException) as denied:
         await cluster.core.list_node()
     assert denied.value.status == 401
+
+
+async def test_jobs_have_a_status_subresource(cluster):
+    namespace = await cluster.add_namespace("checks")
+    batch = client.BatchV1Api(cluster.api)
+    body = {"metadata": {"name": "j"}, "spec": {"template": {"spec": {"containers": []}}}, "status": {"active": 1}}
+    await batch.create_namespaced_job(namespace, body)
+    done = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+    await batch.patch_namespaced_job("j", namespace, {"status": done})  # the main resource keeps its status
+    assert (await batch.read_namespaced_job("j", namespace)).status.conditions is None
+    await batch.patch_namespaced_job_status("j", namespace, {"status": done})
+    job = await batch.read_namespaced_job("j", namespace)
+    assert [c.type for c in job.status.conditions] == ["Complete"] and job.status.succeeded == 1
+    await batch.delete_namespaced_job("j", namespace, propagation_policy="Background")
+    assert (await batch.list_namespaced_job(namespace)).items == []
+
+
+async def test_volumes_and_storage_classes_are_cluster_scoped(cluster):
+    storage = client.StorageV1Api(cluster.api)
+    await storage.create_storage_class(
+        {"metadata": {"name": "local"}, "provisioner": "x", "volumeBindingMode": "WaitForFirstConsumer"}
+    )
+    assert (await storage.read_storage_class("local")).volume_binding_mode == "WaitForFirstConsumer"
+    volume = {"metadata": {"name": "pv-1", "namespace": "ignored"}, "spec": {"capacity": {"storage": "1Gi"}}}
+    await cluster.core.create_persistent_volume(volume)
+    read = await cluster.core.read_persistent_volume("pv-1")
+    assert read.metadata.namespace is None and read.spec.capacity == {"storage": "1Gi"}
+    await cluster.core.patch_persistent_volume_status("pv-1", {"status": {"phase": "Bound"}})
+    assert [v.status.phase for v in (await cluster.core.list_persistent_volume()).items] == ["Bound"]
+
+
+async def test_a_pod_log_is_the_text_set_served_as_text(cluster, emulator):
+    namespace = await cluster.add_namespace("checks")
+    await cluster.add_pod(namespace, pod("p"))
+    raw = await cluster.core.read_namespaced_pod_log("p", namespace, _preload_content=False)
+    assert (raw.status, raw.content_type, await raw.text()) == (200, "text/plain", "")
+    emulator.pod_logs[(namespace, "p")] = "one\ntwo\nthree\n"
+    assert await cluster.core.read_namespaced_pod_log("p", namespace) == "one\ntwo\nthree\n"
+    assert await cluster.core.read_namespaced_pod_log("p", namespace, tail_lines=2) == "two\nthree\n"
+    assert await cluster.core.read_namespaced_pod_log("p", namespace, tail_lines=2, limit_bytes=3) == "two"
+    with pytest.raises(client.ApiException) as missing:
+        await cluster.core.read_namespaced_pod_log("gone", namespace)
+    assert missing.value.status == 404

@@ -345,9 +345,10 @@ class DCGMHub:
 
 
 @contextmanager
-def dcgm_hub(data_dir, db_url: str | None = None) -> Iterator[DCGMHub]:
-    """egs-hub whose GPUs are the node of the recorded DCGM-exporter exposition (inventory_dcgm.yaml),
-    read through a real Prometheus scraping it; SQLite in ``data_dir`` unless ``db_url``."""
+def dcgm_hub(data_dir, db_url: str | None = None, inventory: str = "inventory_dcgm.yaml") -> Iterator[DCGMHub]:
+    """egs-hub whose GPUs are the node of the recorded DCGM-exporter exposition (inventory_dcgm.yaml, or
+    ``inventory`` with more nodes), read through a real Prometheus scraping it; SQLite in ``data_dir``
+    unless ``db_url``."""
     exporter = ExpositionServer(read_recorded_exposition()).start()
     prometheus = start_prometheus(str(data_dir), [exporter.address])
     try:
@@ -355,7 +356,7 @@ def dcgm_hub(data_dir, db_url: str | None = None) -> Iterator[DCGMHub]:
             str(data_dir),
             db_url or f"sqlite:///{data_dir}/egs.sqlite",
             free_port(),
-            inventory="inventory_dcgm.yaml",
+            inventory=inventory,
             env={"EGS_PROMETHEUS_URL": prometheus.url},
         )
         try:

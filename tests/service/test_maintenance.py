@@ -70,3 +70,40 @@ def test_nothing_is_planned_across_a_maintenance_and_holders_are_told(admin, mak
     until_status(as_alice, waiting["id"], "provisioned")
     for gpr_id in (held["id"], waiting["id"]):
         as_alice.post(f"gprs/{gpr_id}/release", expect=200)
+
+
+def test_the_slices_policy_shortens_or_moves_windows_that_cross_a_maintenance(admin, make_slice, user):
+    alice, as_alice = user("alice")
+    cluster = local_cluster(admin)
+    now = datetime.now(UTC)
+
+    # shorten: the window now ends when the maintenance starts, decided when it is planned.
+    short = make_slice(members=(alice,), policy={"maintenance_crossing": "shorten"})["name"]
+    held = as_alice.post("gprs", {"slice": short, "gpus": 1, "shape": "A100", "duration": "2h"}, expect=201)
+    until_status(as_alice, held["id"], "provisioned")
+    start = now + timedelta(minutes=30)
+    admin.post(f"nodes/{cluster}/a100-a/maintenance", {"start": iso(start), "end": iso(now + timedelta(hours=3))})
+    shortened = as_alice.get(f"gprs/{held['id']}")
+    assert datetime.fromisoformat(shortened["window_end"]) == start
+    assert "window-shortened" in [kind for kind, _ in event_kinds(as_alice, held["id"])]
+    admin.call("DELETE", f"nodes/{cluster}/a100-a/maintenance", expect=204)
+    as_alice.post(f"gprs/{held['id']}/release", expect=200)
+
+    # move: when the maintenance starts, the GPR's GPUs there move to a healthy node free for the rest of it.
+    mover = make_slice(members=(alice,), policy={"maintenance_crossing": "move"})["name"]
+    gpr = as_alice.post("gprs", {"slice": mover, "gpus": 2, "shape": "H100", "duration": "1h"}, expect=201)
+    (node,) = until_status(as_alice, gpr["id"], "provisioned")["bound_nodes"]
+    other = {"h100-a": "h100-b", "h100-b": "h100-a"}[node]
+    window = {"start": iso(now - timedelta(minutes=1)), "end": iso(now + timedelta(hours=2)), "reason": "PSU swap"}
+    assert admin.post(f"nodes/{cluster}/{node}/maintenance", window, expect=201)["crossing"] == [gpr["id"]]
+    moved = wait_for(lambda: (g := as_alice.get(f"gprs/{gpr['id']}"))["bound_nodes"] == [other] and g, 15, "the move")
+    assert moved["status"] == "provisioned"
+    reasons = {
+        kind: e for kind, e in [(e["kind"], e["reason"]) for e in as_alice.get(f"events?gpr={gpr['id']}")["events"]]
+    }
+    assert (
+        f"node {node} was replaced by {other}" in reasons["node-replaced"]
+        and "maintenance started" in reasons["node-replaced"]
+    )
+    admin.call("DELETE", f"nodes/{cluster}/{node}/maintenance", expect=204)
+    as_alice.post(f"gprs/{gpr['id']}/release", expect=200)

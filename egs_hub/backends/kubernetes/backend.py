@@ -33,12 +33,13 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from ... import __version__
 from ...core import checks
-from ...core.checks import Verdict
+from ...core.checks import CheckTarget, Verdict
 from ...core.model import GPR, Event, SlicePolicy
 from ...core.requests import CheckSpec
 from .. import BindError, Inventory, ServerRef, UnbindError
 from . import objects
 from .api import API_ERRORS, describe_error, json_of
+from .checks import CheckJob, run_pvc_check
 from .drain import drain_node
 from .events import Notice, create_event, namespace_event, node_event
 from .gpr_api import GPRResourceAPI
@@ -77,11 +78,14 @@ class KubernetesBackend:
         on_change: Callable[[], None] | None = None,
         role_templates: Mapping[str, RoleTemplate] = DEFAULT_ROLE_TEMPLATES,
         kubeconfig_server: str | None = None,
+        checks_namespace: str = "egs-checks",
     ):
         """``kubeconfig`` None means the default ($KUBECONFIG or ~/.kube/config); ``in_cluster`` uses the pod's
         ServiceAccount instead. ``on_change`` is called whenever the inventory changes (nodes appear,
         change or disappear). ``role_templates`` become the Roles in every slice namespace (roles.py);
-        ``kubeconfig_server`` is the API server URL written into slice kubeconfigs (default: the one used here)."""
+        ``kubeconfig_server`` is the API server URL written into slice kubeconfigs (default: the one used here).
+        ``checks_namespace`` holds the Jobs of nccl and custom checks (checks.py); it is created when missing
+        and must not be a slice's namespace."""
         if in_cluster and (kubeconfig or context):
             raise ValueError(f"cluster {cluster}: in_cluster=True takes no kubeconfig or context")
         self.cluster = cluster
@@ -95,6 +99,7 @@ class KubernetesBackend:
         self.on_change = on_change
         self.role_templates = role_templates
         self.kubeconfig_server = kubeconfig_server
+        self.checks_namespace = checks_namespace
         self._api: client.ApiClient | None = None
         self._reflector: NodeReflector | None = None
         self._last: NodeInventory | None = None
@@ -359,12 +364,24 @@ class KubernetesBackend:
 
     # Checks and quarantine (core/checks.py)
 
-    check_kinds = frozenset({"rdma"})
+    check_kinds = frozenset({"rdma", "pvc", "nccl", "custom"})
 
-    async def run_check(
-        self, spec: CheckSpec, node: str, gpus: tuple[str, ...], phase: str, gpr_id: int | None
-    ) -> Verdict:
-        """rdma: from the node's Node Feature Discovery labels."""
+    async def run_check(self, spec: CheckSpec, target: CheckTarget) -> Verdict:
+        """rdma: from the node's Node Feature Discovery labels; pvc: the slice's volume claims; nccl and
+        custom: in a Job on the node, in ``checks_namespace`` (checks.py)."""
+        if spec.kind == "rdma":
+            return await self._check_rdma(target)
+        try:
+            api = await self._client()
+        except ClusterUnavailable as e:
+            return Verdict(checks.CheckStatus.FAILED, str(e))
+        if spec.kind == "pvc":
+            return await run_pvc_check(api, spec, target, self.request_timeout)
+        job = CheckJob(api, spec, target, namespace=self.checks_namespace, request_timeout=self.request_timeout)
+        return await job.run()
+
+    async def _check_rdma(self, target: CheckTarget) -> Verdict:
+        node = target.node
         try:
             obj = await self._read(await self._core(), node)
         except API_ERRORS as e:

@@ -19,9 +19,10 @@ A node that failed its exit checks is *quarantined*: cordoned (noted if we did) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 
-from .nodes import FREE, GPR_LABEL, SLICE_LABEL
+from .nodes import FREE, GPR_LABEL, GPU_RESOURCE, SLICE_LABEL
 
 TAINT_EFFECT = "NoSchedule"
 # When exit began (ISO 8601), and whether exit cordoned the node (so only then does it uncordon).
@@ -105,3 +106,108 @@ def clear_patch(obj: Mapping) -> dict:
 
 def eviction(name: str, namespace: str) -> dict:
     return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+
+
+# A check's Job (checks.py): one run of a nccl or custom check on one node, in the checks namespace.
+#
+# | Job field                      | from                                                             |
+# |--------------------------------|------------------------------------------------------------------|
+# | metadata.name                  | egs-<check>-<node>-<suffix> (check_job_name), unique per run     |
+# | labels                         | egs.io/check, egs.io/node, egs.io/gpr (for a GPR), managed-by    |
+# | backoffLimit                   | 0: a check runs once, its failure is the verdict                 |
+# | activeDeadlineSeconds          | the check's timeout                                              |
+# | ttlSecondsAfterFinished        | CHECK_JOB_TTL: gone even when the backend could not delete it    |
+# | node affinity                  | matchFields metadata.name In [node]: that node, no other         |
+# | tolerations                    | egs.io/slice (any slice or free) and node.kubernetes.io/         |
+# |                                | unschedulable: a cordoned or quarantined node is checked too      |
+# | container image, command       | the check's image; its command (or the kind's default)           |
+# | limits nvidia.com/gpu          | the number of GPUs checked                                       |
+# | env                            | EGS_NODE, EGS_CLUSTER, EGS_PHASE, EGS_GPUS, EGS_GPR (for a GPR)  |
+
+CHECK_LABEL = "egs.io/check"
+NODE_LABEL = "egs.io/node"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+CHECK_CONTAINER = "check"
+CHECK_JOB_TTL = 600  # seconds a finished check's Job is kept when the backend could not delete it
+_NAME_MAX = 63  # a Job's name is its pods' job-name label value: a DNS-1123 label
+
+
+def _dns_label(text: str) -> str:
+    """``text`` lowercased, with every run of characters a DNS-1123 label cannot hold as one dash."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def check_job_name(check: str, node: str, suffix: str) -> str:
+    """``egs-<check>-<node>-<suffix>`` as a DNS-1123 label of at most 63 characters (the node's part cut
+    to fit); ``suffix`` (lowercase letters and digits) tells runs apart."""
+    stem = _dns_label(f"egs-{check}-{node}")[: _NAME_MAX - len(suffix) - 1].rstrip("-")
+    return f"{stem}-{suffix}"
+
+
+def label_value(text: str) -> str:
+    """``text`` as a label value: at most 63 characters, beginning and ending with a letter or digit."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", text)[:_NAME_MAX].strip("-._")
+
+
+def check_job_labels(check: str, node: str, gpr_id: int | None) -> dict[str, str]:
+    labels = {CHECK_LABEL: check, NODE_LABEL: label_value(node), "app.kubernetes.io/managed-by": "egs-hub"}
+    if gpr_id is not None:
+        labels[GPR_LABEL] = str(gpr_id)
+    return labels
+
+
+def check_job(
+    name: str,
+    namespace: str,
+    *,
+    check: str,
+    node: str,
+    image: str,
+    command: Sequence[str],
+    gpus: int,
+    env: Mapping[str, str],
+    timeout_s: int,
+    gpr_id: int | None = None,
+) -> dict:
+    """The batch/v1 Job that runs ``command`` in ``image`` once on ``node`` with ``gpus`` GPUs (table above)."""
+    labels = check_job_labels(check, node, gpr_id)
+    on_node = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    container = {
+        "name": CHECK_CONTAINER,
+        "image": image,
+        "command": list(command),
+        "env": [{"name": key, "value": value} for key, value in env.items()],
+        "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
+    }
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,  # a check has no business with the API
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [on_node]}}
+        },
+        "tolerations": [
+            {"key": SLICE_LABEL, "operator": "Exists"},
+            {"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": TAINT_EFFECT},
+        ],
+        "containers": [container],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": max(1, timeout_s),
+            "ttlSecondsAfterFinished": CHECK_JOB_TTL,
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
+
+
+def checks_namespace(name: str) -> dict:
+    """The namespace check Jobs run in; no egs.io/slice label: it is no slice's."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "egs-hub"}},
+    }

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import pynvml
 
-from ...core.checks import Verdict
+from ...core.checks import CheckTarget, Verdict
 from ...core.model import GPR, GPU, Event, Node, Shape, SlicePolicy
 from ...core.requests import CheckSpec
 from .. import BindError, Inventory, ServerRef, UnbindError
@@ -130,10 +130,8 @@ class LocalBackend:
                 )
         return events
 
-    async def run_check(
-        self, spec: CheckSpec, node: str, gpus: tuple[str, ...], phase: str, gpr_id: int | None
-    ) -> Verdict:
-        return await checks.run_check(spec, self.cluster, node, gpus, phase, gpr_id)
+    async def run_check(self, spec: CheckSpec, target: CheckTarget) -> Verdict:
+        return await checks.run_check(spec, target)
 
     async def quarantine(self, node: str, reason: str) -> None:
         """Nothing more to do: only egs-hub hands this host's GPUs out, and it plans nothing on the node."""

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 
 from ...core import checks
-from ...core.checks import Verdict
+from ...core.checks import CheckTarget, Verdict
 from ...core.requests import CheckSpec
 
 DEFAULT_COMMANDS = {
@@ -41,20 +41,19 @@ async def run(argv: Sequence[str], env: dict[str, str], timeout: float) -> tuple
     return process.returncode, output.decode(errors="replace")
 
 
-async def run_check(
-    spec: CheckSpec, cluster: str, node: str, gpus: Sequence[str], phase: str, gpr_id: int | None
-) -> Verdict:
-    argv = checks.argv(spec, DEFAULT_COMMANDS.get(spec.kind, ()), len(gpus))
+async def run_check(spec: CheckSpec, target: CheckTarget) -> Verdict:
+    node = target.node
+    argv = checks.argv(spec, DEFAULT_COMMANDS.get(spec.kind, ()), len(target.gpus))
     env = {
         **os.environ,
-        "CUDA_VISIBLE_DEVICES": ",".join(gpus),
+        "CUDA_VISIBLE_DEVICES": ",".join(target.gpus),
         "EGS_NODE": node,
-        "EGS_CLUSTER": cluster,
-        "EGS_PHASE": phase,
-        "EGS_GPUS": str(len(gpus)),
+        "EGS_CLUSTER": target.cluster,
+        "EGS_PHASE": target.phase,
+        "EGS_GPUS": str(len(target.gpus)),
     }
-    if gpr_id is not None:
-        env["EGS_GPR"] = str(gpr_id)
+    if target.gpr_id is not None:
+        env["EGS_GPR"] = str(target.gpr_id)
     try:
         code, output = await run(argv, env, spec.timeout.total_seconds())
     except FileNotFoundError:

@@ -1,7 +1,8 @@
 """Clusters: GET /clusters (everyone logged in), POST /clusters and DELETE /clusters/{name} (admins);
 GET /role-templates (admins): what a slice's namespaces get on every Kubernetes cluster;
 GET /clusters/{name}/prices (everyone logged in) and PUT (admins): its prices per GPU-hour (core/cost.py);
-GET /clusters/{name}/checks (everyone logged in) and PUT (admins): its nodes' checklist (core/checks.py).
+GET /clusters/{name}/checks (everyone logged in), PUT and DELETE (admins: back to the default): its nodes'
+checklist (core/checks.py).
 
 A cluster is the local host or a Kubernetes cluster (service/clusters.py); each
 answer says how it is reached, whether it answers (``health``) and what it holds.
@@ -173,12 +174,32 @@ class ClusterChecksHandler(APIHandler):
         """Replace the checklist: each check of a kind the cluster runs (422 naming it otherwise)."""
         kinds = self.runs_here(name)
         checklist = parse_body(ClusterChecks, self.json_body()).checks
+        in_jobs = self.egs.registry.backends[name].kind == "kubernetes"
         for i, spec in enumerate(checklist):
             if spec.kind not in kinds:
                 raise PolicyViolation(
                     f"checks.{i}.kind",
                     f"cluster {name!r} cannot run {spec.kind} checks; it runs: {', '.join(sorted(kinds))}",
                 )
+            if spec.kind in ("nccl", "custom") and in_jobs != (spec.image is not None):
+                raise PolicyViolation(
+                    f"checks.{i}.image",
+                    f"cluster {name!r} runs {spec.kind} checks in a Job on the node: give its image"
+                    if in_jobs
+                    else f"cluster {name!r} runs {spec.kind} checks as commands on the host, not images",
+                )
+        self.set_checklist(name, checklist)
+        self.answer(name, kinds)
+
+    @needs_scope(ADMIN_SCOPE)
+    def delete(self, name: str) -> None:
+        kinds = self.runs_here(name)
+        self.set_checklist(name, None)
+        self.answer(name, kinds)
+
+    def set_checklist(self, name: str, checklist: tuple | None) -> None:
+        """Record the cluster's checklist (None: the default), with its event."""
+        said = DEFAULT_CHECKLIST if checklist is None else checklist
         with transaction(self.egs.sessions) as session:
             queries.set_cluster_checklist(session, name, checklist)
             queries.add_event(
@@ -187,9 +208,9 @@ class ClusterChecksHandler(APIHandler):
                     kind="checks-set",
                     actor=self.user_name,
                     reason=f"cluster {name}: checks "
-                    + (", ".join(f"{spec.name} at {' and '.join(spec.at)}" for spec in checklist) or "none"),
+                    + (", ".join(f"{spec.name} at {' and '.join(spec.at)}" for spec in said) or "none")
+                    + (" (the default)" if checklist is None else ""),
                     time=self.now(),
-                    data={"cluster": name, "checks": [spec.name for spec in checklist]},
+                    data={"cluster": name, "checks": [spec.name for spec in said]},
                 ),
             )
-        self.answer(name, kinds)

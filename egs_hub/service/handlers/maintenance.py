@@ -3,8 +3,10 @@ service from ``start`` to ``end`` (201); GET lists its windows that have not end
 
 The planner plans no window across one (core/planner.py closes the node over it). The holders of
 windows already running past its start are told (an event on each GPR, which the sidebar and the
-portal show), and named in the answer's ``crossing``; what happens to them at the start is for the
-admin to decide (release them, or move the maintenance). Overlapping windows of one node are a 409.
+portal show), and named in the answer's ``crossing``; their slice's ``maintenance_crossing`` policy
+says what happens to them: "shorten" ends their window when it starts (decided now), "move" moves
+them to a healthy node then (service/maintenance.py), "ask" leaves it to the admin (release them, or
+move the maintenance). Overlapping windows of one node are a 409.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
+from ...core import lifecycle
 from ...core import model as core
 from ...core.errors import Conflict
 from ...core.requests import MaintenanceCreate, parse_body
@@ -90,22 +93,38 @@ class MaintenanceHandler(APIHandler):
             )
             for gpr in held:
                 if gpr.id in told:
-                    queries.add_event(
-                        session,
-                        core.Event(
-                            kind="maintenance-ahead",
-                            actor=self.user_name,
-                            reason=f"{when}, before this GPR's window ends ({format_time(gpr.window_end)}): "
-                            "save your work; an admin may end the window then",
-                            time=now,
-                            gpr_id=gpr.id,
-                            slice=gpr.spec.slice,
-                            data={"cluster": cluster, "node": node, "maintenance": row.id},
-                        ),
-                    )
+                    crossing_policy = queries.slice_policy(queries.get_slice(session, gpr.spec.slice))
+                    self.warn(session, gpr, crossing_policy.maintenance_crossing, row, when, now)
             view = maintenance_resource(row, told)
         self.egs.reconciler.wake()  # the next plan plans around it
         self.write_json(view, 201)
+
+    def warn(self, session, gpr: core.GPR, crossing_policy: str, row: MaintenanceRow, when: str, now: datetime) -> None:
+        """Tell the holders of a GPR crossing the maintenance what will happen, by their slice's policy;
+        "shorten" shortens its window to end when the maintenance starts, now."""
+        then = {
+            "ask": "save your work; an admin may end the window then",
+            "shorten": f"its window now ends then, at {format_time(max(row.start, now))} (the slice's policy)",
+            "move": "then its GPUs there move to a healthy node if one is free (else its window ends then)",
+        }[crossing_policy]
+        queries.add_event(
+            session,
+            core.Event(
+                kind="maintenance-ahead",
+                actor=self.user_name,
+                reason=f"{when}, before this GPR's window ends ({format_time(gpr.window_end)}): {then}",
+                time=now,
+                gpr_id=gpr.id,
+                slice=gpr.spec.slice,
+                data={"cluster": row.cluster, "node": row.node, "maintenance": row.id},
+            ),
+        )
+        if crossing_policy == "shorten":
+            gpr_row = queries.get_gpr_row(session, gpr.id, lock=True)
+            if gpr_row is not None and gpr_row.status == core.Status.PROVISIONED:
+                reason = f"{when}: the slice's policy ends windows that cross it when it starts"
+                change = lifecycle.shorten(queries.to_gpr(gpr_row), row.start, self.user_name, reason, now)
+                queries.apply(session, gpr_row, change)
 
     @needs_scope(ADMIN_SCOPE)
     def delete(self, cluster: str, node: str) -> None:

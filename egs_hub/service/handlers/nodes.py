@@ -1,4 +1,5 @@
-"""Nodes and their health (admins): ``GET /nodes`` (``?cluster=``, ``?health=``), ``GET /nodes/{cluster}/{name}``
+"""Nodes and their health: ``GET /nodes`` (``?cluster=``, ``?health=``; admins see every node, members the
+nodes their slices hold, with only their slices' GPRs as holders), ``GET /nodes/{cluster}/{name}`` (admins)
 with its GPUs, holders, maintenance and the last run of each of its checks; ``POST .../quarantine``
 {reason} takes a node out of planning, ``POST .../clear`` {reason} puts it back, and ``POST .../checks``
 runs the cluster's entry checks on it now (202; a quarantined node whose checks all pass is cleared).
@@ -14,22 +15,30 @@ from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ..parameters import NodesQuery, read
 from ..serialize import node_health, node_resource
-from .base import APIHandler, needs_scope
+from .base import APIHandler, authenticated, needs_scope
 
 
 class NodesHandler(APIHandler):
-    @needs_scope(ADMIN_SCOPE)
+    @authenticated
     def get(self) -> None:
         query = read(NodesQuery, self)
+        mine = None if self.is_admin else self.slices_of_caller(self.planning_state().groups)
         with self.egs.sessions() as session:
-            rows = queries.node_rows(session, query.cluster)
             held = queries.node_holders(session)
+            if mine is not None:
+                held = {key: {g: s for g, s in gprs.items() if s in mine} for key, gprs in held.items()}
+                held = {key: gprs for key, gprs in held.items() if gprs}
+            rows = [
+                (cluster, row)
+                for cluster, row in queries.node_rows(session, query.cluster)
+                if (mine is None or (cluster, row.name) in held)
+                and (query.health is None or node_health(row) == query.health)
+            ]
             maintenance = queries.maintenance_by_node(session, self.now())
             runs = queries.last_check_runs(session, query.cluster)
             views = [
-                node_resource(row, cluster, held.get(key, ()), maintenance.get(key, ()), runs.get(key, ()))
+                node_resource(row, cluster, held.get(key, {}), maintenance.get(key, ()), runs.get(key, ()))
                 for cluster, row in rows
-                if query.health is None or node_health(row) == query.health
                 for key in [(cluster, row.name)]
             ]
         self.write_json(Nodes(nodes=views))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
+from ...core.resources import NODE_HEALTH
 from ...roles import ADMIN_SCOPE
 from .base import APIHandler
 
@@ -43,6 +44,7 @@ ADMIN_PAGES = (
     Page("admin/schedule", "schedule.html", "Inventory schedule", admin=True, view="admin"),
     Page("admin/slices", "slices.html", "Slices", admin=True, view="admin"),
     Page("admin/clusters", "clusters.html", "Clusters", admin=True, view="admin"),
+    Page("admin/nodes", "nodes.html", "Nodes", admin=True, view="admin"),
     Page("admin/workloads", "workloads.html", "AI workloads", admin=True, view="admin"),
     Page("admin/events", "events.html", "Events", admin=True, view="admin"),
     Page("admin/cost", "cost.html", "Cost and usage", admin=True, view="admin"),
@@ -69,7 +71,8 @@ class PageHandler(APIHandler):
                 f"The admin pages need the JupyterHub scope {ADMIN_SCOPE}, which {self.user_name} does not have. "
                 "Ask a hub admin for the egs-admin role, or use the pages in the menu above.",
             )
-        self.finish(self._render(self.page.template, page=self.page))
+        # node_health: the Nodes page's health filter offers what GET /nodes?health= takes
+        self.finish(self._render(self.page.template, page=self.page, node_health=NODE_HEALTH))
 
     def _render(self, template: str, **context) -> str:
         prefix = self.egs.prefix

@@ -40,6 +40,7 @@ function sliceBody(f, create) {
     share: number("share"), idle_timeout: text("idle_timeout"), max_idle_timeout: text("max_idle_timeout"),
     eviction: f.eviction.value, requeue_evicted: f.requeue_evicted.checked, restart_servers: f.restart_servers.checked,
     reject_over_limits: f.reject_over_limits.checked, bind_failure: f.bind_failure.value,
+    remediation: f.remediation.value, maintenance_crossing: f.maintenance_crossing.value,
     auto_gpr: text("auto_gpr"), home_volume_class: text("home_volume_class"),
   };
   if (!blank("max_priority")) policy.max_priority = number("max_priority");
@@ -70,6 +71,8 @@ function edit(name) {
     "home_volume_class"]) f[name].value = s.policy[name] ?? "";
   f.eviction.value = s.policy.eviction;
   f.bind_failure.value = s.policy.bind_failure;
+  f.remediation.value = s.policy.remediation;
+  f.maintenance_crossing.value = s.policy.maintenance_crossing;
   for (const name of ["requeue_evicted", "restart_servers", "reject_over_limits"]) f[name].checked = s.policy[name];
   f.namespaces.value = namespacesText(s.namespaces);
   heading.textContent = `Edit workspace ${s.name}`;
@@ -99,6 +102,10 @@ function limits(s) {
     `max ${p.max_active_gprs} active GPR(s)`, `eviction ${p.eviction}`,
     p.requeue_evicted ? "evicted GPRs re-queued" : "evicted GPRs end",
     p.bind_failure === "move" ? "moved off nodes failing pre-checks" : "failed when nodes fail pre-checks",
+    { replace: "a failing GPU's node replaced", notify: "told of a failing GPU", off: "failing GPUs: alert only" }[
+      p.remediation],
+    { ask: null, shorten: "windows crossing a maintenance end at its start", move: "moved off nodes under maintenance" }[
+      p.maintenance_crossing],
     p.idle_timeout ? `idle timeout ${span(p.idle_timeout)}` : null,
     p.restart_servers ? "servers restarted on GPU changes" : null,
     p.reject_over_limits ? "over-limit GPRs rejected" : null,

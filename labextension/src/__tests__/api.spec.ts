@@ -2,7 +2,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import { EgsApi } from '../api';
 import { EgsError, NOT_INSTALLED_MESSAGE } from '../handler';
-import { gpr } from './builders';
+import { checkRun, gpr } from './builders';
 
 const BASE = 'http://localhost:8888/user/ann/';
 
@@ -75,6 +75,13 @@ describe('EgsApi', () => {
       'egs/api/events?limit=3',
       'egs/api/events?limit=1&cursor=older'
     ]);
+  });
+
+  it('reads a GPR’s checklist from egs/api/gprs/{id}/checks', async () => {
+    const { api, seen } = stubbed(() => json({ gpr: 3, checks: [checkRun({ gpr: 3 })] }));
+    const runs = await api.gprChecks(3);
+    expect(runs.map(r => [r.gpr, r.name, r.status])).toEqual([[3, 'gpu-health', 'passed']]);
+    expect(seen.map(s => `${s.method} ${s.url}`)).toEqual([`GET ${BASE}egs/api/gprs/3/checks`]);
   });
 
   it('posts a GPR request as JSON', async () => {

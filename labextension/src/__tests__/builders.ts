@@ -1,5 +1,5 @@
 /** Builders of API answers for the tests: a valid default, changed by what a test names. */
-import { IGpr, IGpu, IGpuSample, ISlice } from '../tokens';
+import { ICheckRun, IGpr, IGpu, IGpuSample, ISlice } from '../tokens';
 
 export const NOW = Date.parse('2024-05-14T12:00:00Z');
 
@@ -99,6 +99,24 @@ export function gpu(change: Partial<IGpu> = {}): IGpu {
     slice: 'ml',
     gpr: 1,
     sample: sample(),
+    ...change
+  };
+}
+
+export function checkRun(change: Partial<ICheckRun> = {}): ICheckRun {
+  return {
+    id: 1,
+    gpr: 1,
+    cluster: 'local',
+    node: 'node-1',
+    name: 'gpu-health',
+    kind: 'gpu-health',
+    phase: 'entry',
+    status: 'passed',
+    started_at: iso(-600),
+    duration: 0.42,
+    values: { max_temperature_c: 61 },
+    log: '',
     ...change
   };
 }

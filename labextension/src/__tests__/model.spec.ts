@@ -1,8 +1,10 @@
 import { EgsApi } from '../api';
 import { EgsError } from '../handler';
 import { EgsModel } from '../model';
-import { IEgsConfig, IGpr, IGpus } from '../tokens';
-import { gpr, gpu, NOW, provisioned, slice } from './builders';
+import { ICheckRun, IEgsConfig, IGpr, IGpus } from '../tokens';
+import { checkRun, gpr, gpu, NOW, provisioned, slice } from './builders';
+
+const NOW_ISO = new Date(NOW).toISOString();
 
 /** An EgsApi answering from fields a test sets; ``failWith`` makes every call fail. */
 class FakeApi extends EgsApi {
@@ -10,6 +12,8 @@ class FakeApi extends EgsApi {
   gpuList: IGpus = { source: { name: 'nvml', interval: 10, sampled_at: null, error: null }, gpus: [gpu()] };
   failWith: Error | null = null;
   metricsAsked: string[] = [];
+  checkRuns: { [id: number]: ICheckRun[] } = {};
+  checksAsked: number[] = [];
 
   private answer<T>(value: T): Promise<T> {
     return this.failWith ? Promise.reject(this.failWith) : Promise.resolve(value);
@@ -38,6 +42,10 @@ class FakeApi extends EgsApi {
   gpuMetrics(uuid: string, since: string, step: number) {
     this.metricsAsked.push(`${uuid} ${since} ${step}`);
     return this.answer({ uuid, step, source: this.gpuList.source, points: [] });
+  }
+  gprChecks(id: number) {
+    this.checksAsked.push(id);
+    return this.answer(this.checkRuns[id] ?? []);
   }
   releaseGpr(id: number) {
     return this.answer(provisioned({ id, status: 'releasing' }));
@@ -85,6 +93,27 @@ describe('EgsModel', () => {
     await model.refresh();
     expect(api.metricsAsked).toHaveLength(1);
     expect(model.state.series).toEqual({});
+  });
+
+  it('asks for the checklists of GPRs holding or having held nodes, again while one runs or the GPR changed', async () => {
+    const held = provisioned({ id: 2 });
+    api.gprList = [gpr({ id: 1, queue_position: 1 }), held, gpr({ id: 3, status: 'cancelled', ended_at: NOW_ISO })];
+    api.checkRuns = { 2: [checkRun({ gpr: 2, status: 'running', duration: null })] };
+    await model.refresh();
+    expect(api.checksAsked).toEqual([2]); // not the queued GPR, nor the cancelled one (never held nodes)
+    expect(model.state.checks[2].map(r => r.status)).toEqual(['running']);
+
+    api.checkRuns = { 2: [checkRun({ gpr: 2, status: 'passed' })] };
+    await model.refresh();
+    expect(api.checksAsked).toEqual([2, 2]); // a check was running
+    expect(model.state.checks[2].map(r => r.status)).toEqual(['passed']);
+    await model.refresh();
+    expect(api.checksAsked).toEqual([2, 2]); // all ended, the GPR unchanged: the last answer holds
+
+    api.gprList = [{ ...held, status: 'complete', updated_at: NOW_ISO, ended_at: NOW_ISO }];
+    await model.refresh();
+    expect(api.checksAsked).toEqual([2, 2, 2]); // it ended: its exit checks
+    expect(Object.keys(model.state.checks)).toEqual(['2']);
   });
 
   it('shows an action’s answer at once', async () => {

@@ -28,7 +28,7 @@ def upgrade() -> None:
         sa.Column("phase", sa.String(length=8), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("started_at", sa.DateTime(), nullable=True),
-        sa.Column("ended_at", sa.DateTime(), nullable=True),
+        sa.Column("finished_at", sa.DateTime(), nullable=True),
         sa.Column("values", sa.JSON(), nullable=False),
         sa.Column("log", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_check_runs")),
