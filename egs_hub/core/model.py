@@ -207,9 +207,19 @@ class GPRSpec:
 
 
 @dataclass(frozen=True)
+class NodeReplacement:
+    """A failed node of a provisioned GPR replaced by a healthy one at ``at`` (core/remediation.py)."""
+
+    failed_node: str
+    node: str
+    at: datetime
+
+
+@dataclass(frozen=True)
 class GPR:
     """A GPU Provision Request with its lifecycle state. ``avoid_nodes``: the (cluster, node)
-    pairs that failed its pre-checks; it is not placed on them again."""
+    pairs that failed its pre-checks; it is not placed on them again. ``replaced``: the nodes
+    replaced during its window, oldest first."""
 
     id: int
     spec: GPRSpec
@@ -225,6 +235,7 @@ class GPR:
     bound_gpus: tuple[str, ...] = ()
     bound_nodes: tuple[str, ...] = ()
     avoid_nodes: tuple[tuple[str, str], ...] = ()
+    replaced: tuple[NodeReplacement, ...] = ()
     price_per_gpu_hour: float | None = None  # from when its window started (core/cost.py)
 
 

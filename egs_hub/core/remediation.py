@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from .checks import FATAL_XIDS
-from .model import GPR, Event, Status
+from .model import GPR, Event, NodeReplacement, Status
 from .samples import GpuSample
 from .units import format_time
 
@@ -69,4 +69,5 @@ def replaced(
         slice=gpr.spec.slice,
         data={"failed_node": failed_node, "node": node, "old_gpus": list(old), "new_gpus": list(new)},
     )
-    return replace(gpr, bound_gpus=gpus, bound_nodes=nodes, updated_at=now), event
+    replaced = (*gpr.replaced, NodeReplacement(failed_node, node, now))
+    return replace(gpr, bound_gpus=gpus, bound_nodes=nodes, replaced=replaced, updated_at=now), event

@@ -443,6 +443,12 @@ class NodeRef(Resource):
     node: str
 
 
+class NodeReplacement(Resource):
+    failed_node: str
+    node: str
+    at: Time
+
+
 class GPR(Resource):
     id: int
     name: str | None
@@ -471,6 +477,9 @@ class GPR(Resource):
     bound_nodes: Names
     avoid_nodes: tuple[NodeRef, ...] = Field(
         description="nodes that failed this GPR's pre-checks: it is not placed on them again"
+    )
+    replaced: tuple[NodeReplacement, ...] = Field(
+        description="failed nodes replaced by healthy ones during its window, oldest first"
     )
     end_reason: str | None
     created_at: Time

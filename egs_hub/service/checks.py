@@ -100,7 +100,9 @@ class Checklists:
                 )
                 for node in sorted(nodes)
             ]
-            return [(target, [self._pending(session, spec, target) for spec in specs]) for target in targets]
+            rows = {target.node: [self._pending(session, spec, target) for spec in specs] for target in targets}
+            queries.note_check_runs(session, [row for pending in rows.values() for row in pending])
+            return [(t, [(spec, row.id) for spec, row in zip(specs, rows[t.node], strict=True)]) for t in targets]
 
     async def _finish(
         self, cluster: str, runs: list[tuple[CheckTarget, list[tuple[CheckSpec, int]]]]
@@ -110,7 +112,7 @@ class Checklists:
         return {target.node: problems for (target, _), problems in zip(runs, failed, strict=True) if problems}
 
     @staticmethod
-    def _pending(session: Session, spec: CheckSpec, target: CheckTarget) -> tuple[CheckSpec, int]:
+    def _pending(session: Session, spec: CheckSpec, target: CheckTarget) -> CheckRun:
         row = CheckRun(
             gpr_id=target.gpr_id,
             cluster=target.cluster,
@@ -124,7 +126,7 @@ class Checklists:
         )
         session.add(row)
         session.flush()
-        return spec, row.id
+        return row
 
     async def _run_node(
         self, backend: Backend | None, target: CheckTarget, runs: list[tuple[CheckSpec, int]]
@@ -189,9 +191,7 @@ class Checklists:
             )
         self.on_change()
         await self._tell(cluster, node, Notice("Warning", "Quarantined", f"egs-hub quarantined the node: {reason}"))
-        backend = self.backends.get(cluster)
-        if backend is not None:
-            await backend.quarantine(node, reason)
+        await self._on_backend(cluster, node, "quarantine", reason)
 
     async def clear(self, cluster: str, node: str, actor: str, reason: str) -> None:
         now = self.clock()
@@ -211,10 +211,19 @@ class Checklists:
                 ),
             )
         self.on_change()
-        backend = self.backends.get(cluster)
-        if backend is not None:
-            await backend.clear(node)
+        await self._on_backend(cluster, node, "clear")
         await self._tell(cluster, node, Notice("Normal", "QuarantineCleared", f"egs-hub: {reason}"))
+
+    async def _on_backend(self, cluster: str, node: str, action: str, *args) -> None:
+        """Quarantine or clear the node on its cluster too; a failure is logged (the planner's quarantine
+        holds either way), and the admin sees the node's state there."""
+        backend = self.backends.get(cluster)
+        if backend is None:
+            return
+        try:
+            await getattr(backend, action)(node, *args)
+        except Exception as e:
+            log.warning("node %s (%s): %s on the cluster failed: %s", node, cluster, action, e)
 
     async def _tell(self, cluster: str, node: str, notice: Notice) -> None:
         if self.kube_events is not None:

@@ -77,6 +77,7 @@ def gpr_resource(
         bound_gpus=gpr.bound_gpus,
         bound_nodes=gpr.bound_nodes,
         avoid_nodes=[api.NodeRef(cluster=cluster, node=node) for cluster, node in gpr.avoid_nodes],
+        replaced=[api.NodeReplacement(failed_node=r.failed_node, node=r.node, at=r.at) for r in gpr.replaced],
         end_reason=gpr.end_reason.value if gpr.end_reason else None,
         created_at=gpr.created_at,
         updated_at=gpr.updated_at,

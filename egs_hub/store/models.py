@@ -217,6 +217,8 @@ class GPRRow(Base):
     price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
     # [cluster, node] pairs that failed this GPR's pre-checks (core.model.GPR.avoid_nodes)
     avoid_nodes: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")
+    # [failed node, node, ISO time] of each node replaced during its window (core.model.GPR.replaced)
+    replaced: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     allocations: Mapped[list[Allocation]] = relationship(cascade="all, delete-orphan", order_by="Allocation.position")
@@ -311,6 +313,18 @@ class CheckRun(Base):
     values: Mapped[dict] = mapped_column(JSON, default=dict)
     log: Mapped[str] = mapped_column(Text, default="")
     __table_args__ = (Index("ix_check_runs_cluster_node", "cluster", "node"),)
+
+
+class LastCheckRun(Base):
+    """The last run of each check of each node, per phase (GET /nodes reads these, not every run); apart
+    from ``nodes`` so that recording a run changes nothing the planning state reads."""
+
+    __tablename__ = "last_check_runs"
+    cluster: Mapped[str] = mapped_column(String(63), primary_key=True)
+    node: Mapped[str] = mapped_column(String(253), primary_key=True)
+    phase: Mapped[str] = mapped_column(String(8), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    run_id: Mapped[int] = mapped_column(Integer)
 
 
 class WorkspaceRequestRow(Base):

@@ -35,6 +35,7 @@ from .models import (
     GPRRow,
     GPRTemplateRow,
     GPRUtilization,
+    LastCheckRun,
     MaintenanceWindow,
     Node,
     Price,
@@ -95,6 +96,9 @@ def _gpr_of(row, allocations: list[tuple[str, str]]) -> core.GPR:
         bound_gpus=tuple(gpu for gpu, _ in allocations),
         bound_nodes=tuple(dict.fromkeys(node for _, node in allocations)),
         avoid_nodes=tuple((cluster, node) for cluster, node in row.avoid_nodes or ()),
+        replaced=tuple(
+            core.NodeReplacement(failed, node, datetime.fromisoformat(at)) for failed, node, at in row.replaced or ()
+        ),
         price_per_gpu_hour=row.price_per_gpu_hour,
     )
 
@@ -158,6 +162,7 @@ def write_gpr(session: Session, row: GPRRow, gpr: core.GPR) -> None:
     row.ended_at = gpr.ended_at
     row.end_reason = gpr.end_reason.value if gpr.end_reason else None
     row.avoid_nodes = [list(pair) for pair in gpr.avoid_nodes]
+    row.replaced = [[r.failed_node, r.node, r.at.isoformat()] for r in gpr.replaced]
     row.updated_at = gpr.updated_at
     if tuple(a.gpu_uuid for a in row.allocations) != gpr.bound_gpus:
         node_of = dict(
@@ -721,16 +726,21 @@ def last_check_runs(
     session: Session, cluster: str | None = None, node: str | None = None
 ) -> dict[tuple[str, str], list[CheckRun]]:
     """The last run of each check of each node (of ``cluster``; ``node`` only), per phase, by (cluster, node)."""
-    latest = select(func.max(CheckRun.id)).group_by(CheckRun.cluster, CheckRun.node, CheckRun.name, CheckRun.phase)
+    query = select(CheckRun).join(LastCheckRun, LastCheckRun.run_id == CheckRun.id)
     if cluster is not None:
-        latest = latest.where(CheckRun.cluster == cluster)
+        query = query.where(LastCheckRun.cluster == cluster)
     if node is not None:
-        latest = latest.where(CheckRun.node == node)
-    query = select(CheckRun).where(CheckRun.id.in_(latest)).order_by(CheckRun.name, CheckRun.phase)
+        query = query.where(LastCheckRun.node == node)
     found: dict[tuple[str, str], list[CheckRun]] = {}
-    for row in session.scalars(query):
-        found.setdefault((row.cluster, row.node), []).append(row)
+    for run in session.scalars(query.order_by(CheckRun.name, CheckRun.phase)):
+        found.setdefault((run.cluster, run.node), []).append(run)
     return found
+
+
+def note_check_runs(session: Session, runs: Iterable[CheckRun]) -> None:
+    """Make ``runs`` (flushed) the last of their nodes' checks."""
+    for run in runs:
+        session.merge(LastCheckRun(cluster=run.cluster, node=run.node, phase=run.phase, name=run.name, run_id=run.id))
 
 
 # Usage (core/usage.py)

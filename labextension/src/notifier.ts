@@ -55,6 +55,12 @@ export class Notifier {
           actions: [{ label: RESTART_LABEL, callback: () => this.restart(), displayType: 'accent' }]
         });
         break;
+      case 'replaced':
+        Notification.warning(notice.message, {
+          autoClose: false,
+          actions: [{ label: RESTART_LABEL, callback: () => this.restart(), displayType: 'accent' }]
+        });
+        break;
       case 'ending':
       case 'idle-released':
         Notification.warning(notice.message, { autoClose: false });

@@ -12,6 +12,8 @@ export const WAITING: readonly GprStatus[] = ['pending-approval', 'queued'];
 export const HISTORY_LENGTH = 5;
 /** How long before a window ends its owner is warned. */
 export const ENDING_SOON_SECONDS = 10 * 60;
+/** A node replaced this recently is told about (a page opened later shows it in the GPR's events). */
+export const REPLACED_RECENT_SECONDS = 30 * 60;
 
 export const isHolding = (gpr: IGpr): boolean => HOLDING.includes(gpr.status);
 export const isWaiting = (gpr: IGpr): boolean => WAITING.includes(gpr.status);
@@ -161,7 +163,7 @@ export function hottestFirst(gpus: IGpu[]): IGpu[] {
   return [...gpus].sort(byKey(key));
 }
 
-export type NoticeKind = 'provisioned' | 'ending' | 'evicted' | 'idle-released' | 'failed';
+export type NoticeKind = 'provisioned' | 'ending' | 'evicted' | 'idle-released' | 'failed' | 'replaced';
 
 export interface INotice {
   /** ``<gpr id>:<kind>``: a notice is given once per GPR and kind. */
@@ -171,9 +173,24 @@ export interface INotice {
   message: string;
 }
 
-/** The notice about ``gpr`` now, if any, and whether it tells of something that already happened. */
-function noticeFor(gpr: IGpr, now: number): { kind: NoticeKind; message: string; past: boolean } | null {
+/** The notice about ``gpr`` now, if any, and whether it tells of something that already happened;
+ * ``tag`` tells one notice of a kind from the next (each replaced node is told once). */
+function noticeFor(
+  gpr: IGpr,
+  now: number
+): { kind: NoticeKind; message: string; past: boolean; tag?: string } | null {
   const what = `GPR ${gpr.id} (${askedFor(gpr)} in ${gpr.slice})`;
+  const replaced = gpr.replaced?.[gpr.replaced.length - 1];
+  if (gpr.status === 'provisioned' && replaced && -secondsUntil(replaced.at, now) <= REPLACED_RECENT_SECONDS) {
+    return {
+      kind: 'replaced',
+      message:
+        `${what}: node ${replaced.failed_node} was replaced by ${replaced.node} at ` +
+        `${formatClock(replaced.at, now)}; restart from your checkpoint.`,
+      past: false,
+      tag: replaced.at
+    };
+  }
   if (gpr.status === 'failed') {
     return { kind: 'failed', message: `${what} failed: ${gpr.status_reason || 'no reason given'}`, past: true };
   }
@@ -231,7 +248,7 @@ export function dueNotices(
     if (notice === null) {
       continue;
     }
-    const key = `${gpr.id}:${notice.kind}`;
+    const key = notice.tag ? `${gpr.id}:${notice.kind}:${notice.tag}` : `${gpr.id}:${notice.kind}`;
     if (given.has(key)) {
       continue;
     }

@@ -20,6 +20,12 @@ export type GprStatus =
 
 export type EndReason = 'window-ended' | 'released-early' | 'idle-released' | 'evicted';
 
+export interface INodeReplacement {
+  failed_node: string;
+  node: string;
+  at: string;
+}
+
 export interface IGpr {
   id: number;
   name: string | null;
@@ -45,6 +51,8 @@ export interface IGpr {
   window_end: string | null;
   bound_gpus: string[];
   bound_nodes: string[];
+  /** Failed nodes replaced by healthy ones during its window, oldest first (absent from older services). */
+  replaced?: INodeReplacement[];
   end_reason: EndReason | null;
   created_at: string | null;
   updated_at: string | null;

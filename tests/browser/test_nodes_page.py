@@ -29,7 +29,6 @@ from ..service.hub import Hub, until_status
 from .test_admin_pages import Watched, open_page
 from .test_walkthrough_browser import ADMIN_PASSWORD, log_in, sign_up
 
-DEFAULT_CHECKLIST = [{"name": "gpu-health", "kind": "gpu-health", "at": ["entry", "exit"]}]
 # A check that takes a moment, so that the page shows it running before it ends.
 SMOKE = {
     "name": "smoke",
@@ -55,7 +54,7 @@ def cluster(hub: Hub) -> Iterator[str]:
         yield name
     finally:
         try:
-            admin.call("PUT", f"clusters/{name}/checks", {"checks": DEFAULT_CHECKLIST}, expect=200)
+            admin.call("DELETE", f"clusters/{name}/checks", expect=200)
         finally:
             for node in admin.get("nodes", expect=200)["nodes"]:
                 path = f"nodes/{node['cluster']}/{node['name']}"
@@ -180,6 +179,12 @@ def test_an_admin_quarantines_clears_and_checks_a_node_and_sets_a_checklist(hub:
     expect(cells(row).nth(2)).to_have_text("healthy")  # its checks passed: out of quarantine
     expect(row.get_by_role("button", name="Run checks on node a100-a")).to_be_enabled()
     page.screenshot(path=artifacts / "admin-nodes-checked.png", full_page=True)
+
+    # The default checklist again.
+    card.get_by_role("button", name="Use the default").click()
+    expect(notice).to_have_text(f"Checklist of {cluster}: egs-hub's default again (gpu-health)")
+    expect(card).to_contain_text("egs-hub's default checklist")
+    expect(card.get_by_role("button", name="Use the default")).to_have_count(0)
     assert watched.errors == []
 
 

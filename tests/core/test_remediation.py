@@ -58,6 +58,7 @@ def test_a_swap_keeps_the_window_and_the_gpus_order():
     swapped, event = remediation.replaced(held, gpus_of(A, 0, 1), gpus_of(C, 2, 3), "a", "c", "XID 79", NOW)
     assert swapped.bound_gpus == gpus_of(C, 2, 3) + gpus_of(B, 0) and swapped.bound_nodes == ("c", "b")
     assert swapped.window_end == held.window_end and swapped.status is Status.PROVISIONED
+    assert [(r.failed_node, r.node, r.at) for r in swapped.replaced] == [("a", "c", NOW)]
     assert event.kind == "node-replaced" and event.reason.startswith("node a was replaced by c at ")
     assert "restart from your checkpoint" in event.reason and event.data["old_gpus"] == list(gpus_of(A, 0, 1))
     with pytest.raises(ValueError):

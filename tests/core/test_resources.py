@@ -41,6 +41,7 @@ GPR_FIELDS = {
     "bound_gpus": (),
     "bound_nodes": (),
     "avoid_nodes": (),
+    "replaced": (),
     "end_reason": None,
     "created_at": T0,
     "updated_at": T0,

@@ -54,6 +54,8 @@ def test_a_failed_gpu_quarantines_its_node_and_the_gpr_moves_to_a_healthy_one(sp
         lambda: (g := carol.get(f"gprs/{gpr['id']}"))["bound_nodes"] == ["gpu-node-2"] and g, 40, "the GPR to move"
     )
     assert moved["status"] == "provisioned" and moved["window_end"] == held["window_end"]
+    (replacement,) = moved["replaced"]
+    assert (replacement["failed_node"], replacement["node"]) == ("gpu-node-1", "gpu-node-2")
     assert len(moved["bound_gpus"]) == 2 and not set(moved["bound_gpus"]) & set(held["bound_gpus"])
 
     events = {e["kind"]: e for e in carol.get(f"events?gpr={gpr['id']}")["events"]}

@@ -21,7 +21,9 @@ export function when(gpr) {
   }
   if (gpr.status === "provisioning" || gpr.status === "provisioned") {
     const left = (new Date(gpr.window_end) - Date.now()) / 1000;
-    return `${localTime(gpr.window_start)} → ${localTime(gpr.window_end)} (${span(left)} left)`;
+    const last = gpr.replaced.at(-1);
+    const moved = last ? ` · node ${last.failed_node} replaced by ${last.node} at ${localTime(last.at)}: restart from your checkpoint` : "";
+    return `${localTime(gpr.window_start)} → ${localTime(gpr.window_end)} (${span(left)} left)${moved}`;
   }
   if (gpr.status === "pending-approval") return gpr.status_reason;
   return gpr.ended_at ? `ended ${localTime(gpr.ended_at)}${gpr.end_reason ? " · " + gpr.end_reason : ""}` : "";

@@ -36,7 +36,7 @@ function healthCell(n) {
   const why = n.health === "quarantined"
     ? `since ${localTime(n.quarantined_at)}${n.quarantine_reason ? `: ${n.quarantine_reason}` : ""}`
     : n.health === "unhealthy" ? (n.schedulable ? "a GPU is failing or missing" : "not schedulable (cordoned)")
-      : ["gone", "unknown"].includes(n.health) ? "not found in its cluster now" : null;
+      : n.health === "unknown" ? "not found in its cluster now" : null;
   return el("td", {}, el("span", { class: `badge health-${n.health}` }, n.health),
     why ? el("div", { class: "muted reason" }, why) : null);
 }
@@ -121,13 +121,13 @@ function follow(nodes) {
   }
 }
 
-// PUT /clusters/{name}/checks; a refusal keeps its message and the field it names apart.
-async function putChecklist(cluster, checks) {
+// PUT /clusters/{name}/checks (DELETE: the default again); a refusal keeps its message and the field it names apart.
+async function putChecklist(cluster, checks, method = "PUT") {
   const response = await fetch(`${page.api}clusters/${encodeURIComponent(cluster)}/checks`, {
-    method: "PUT",
+    method,
     credentials: "same-origin",
     headers: { "Content-Type": "application/json", "X-XSRFToken": page.xsrf },
-    body: JSON.stringify({ checks }),
+    body: method === "PUT" ? JSON.stringify({ checks }) : undefined,
   });
   const data = await response.json().catch(() => ({}));
   if (!response.ok) {
@@ -198,7 +198,19 @@ function checklistCard(answer) {
         area.value = area.defaultValue;
         refusals.delete(name);
         refresh();
-      } }, "Reset"))));
+      } }, "Reset"),
+      answer.default ? null : el("button", { type: "button", onclick: () => useDefault(name) }, "Use the default"))));
+}
+
+async function useDefault(cluster) {
+  try {
+    const saved = await putChecklist(cluster, null, "DELETE");
+    refusals.delete(cluster);
+    notify(`Checklist of ${cluster}: egs-hub's default again (${saved.checks.map((c) => c.name).join(", ")})`);
+  } catch (e) {
+    notify(`The checklist of ${cluster} was not reset: ${e.message}`, true);
+  }
+  refresh();
 }
 
 function drawFilterChoices(clusters) {

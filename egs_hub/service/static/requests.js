@@ -98,6 +98,7 @@ const DETAIL_FIELDS = [
   ["Window", (g) => (g.window_start ? `${localTime(g.window_start)} → ${localTime(g.window_end)}` : "")],
   ["Bound nodes", (g) => g.bound_nodes.join(" ")], ["End reason", (g) => g.end_reason],
   ["Avoided nodes", (g) => g.avoid_nodes.map((n) => `${n.cluster}/${n.node}`).join(" ")],
+  ["Replaced nodes", (g) => g.replaced.map((r) => `${r.failed_node} → ${r.node} at ${localTime(r.at)}`).join("; ")],
   ["Submitted", (g) => localTime(g.created_at)], ["Updated", (g) => localTime(g.updated_at)],
 ];
 

@@ -152,6 +152,27 @@ describe('dueNotices', () => {
     );
   });
 
+  it('tells of each replaced node once, on page load too, with a restart', () => {
+    const moved = provisioned({
+      id: 5,
+      window_end: iso(3600),
+      replaced: [{ failed_node: 'gpu-node-1', node: 'gpu-node-2', at: iso(-60) }]
+    });
+    const first = dueNotices([moved], NOW, new Set(), true);
+    expect(first.notices.map(n => [n.key, n.kind])).toEqual([[`5:replaced:${iso(-60)}`, 'replaced']]);
+    expect(first.notices[0].message).toBe(
+      'GPR 5 (2 GPUs in ml): node gpu-node-1 was replaced by gpu-node-2 at 13:59; restart from your checkpoint.'
+    );
+    expect(keys(dueNotices([moved], NOW, first.sent, false))).toEqual([]);
+    const again = provisioned({
+      ...moved,
+      replaced: [...(moved.replaced ?? []), { failed_node: 'gpu-node-2', node: 'gpu-node-3', at: iso(-5) }]
+    });
+    expect(keys(dueNotices([again], NOW, first.sent, false))).toEqual([`5:replaced:${iso(-5)}`]);
+    const old = provisioned({ id: 6, window_end: iso(3600), replaced: [{ failed_node: 'a', node: 'b', at: iso(-3600) }] });
+    expect(keys(dueNotices([old], NOW, new Set(), false))).toEqual(['6:provisioned']);
+  });
+
   it('says nothing about a window that is over but not yet released', () => {
     expect(keys(dueNotices([provisioned({ window_end: iso(-1) })], NOW, new Set(), false))).toEqual([]);
   });
