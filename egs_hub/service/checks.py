@@ -148,7 +148,7 @@ class Checklists:
 
     async def _judge(self, backend: Backend | None, spec: CheckSpec, target: CheckTarget) -> Verdict:
         if spec.kind == "gpu-health":
-            samples, alerts = await self.telemetry.read_now()
+            samples, alerts = await self.telemetry.read_now(self.clock())
             with self.sessions() as session:
                 identities = queries.gpu_identities(session, target.gpus)
             gpus = [identities[g] for g in target.gpus if g in identities]

@@ -115,10 +115,13 @@ class Telemetry:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._runner
 
-    async def read_now(self) -> tuple[dict[str, GpuSample], dict[str, frozenset[str]]]:
-        """``health`` after a pass now when a source is set (core/checks.py judges gpu-health with it)."""
+    async def read_now(self, since: datetime) -> tuple[dict[str, GpuSample], dict[str, frozenset[str]]]:
+        """``health`` after a pass that sampled at ``since`` or later, when a source is set (core/checks.py
+        judges gpu-health with it): checks that wait together share the pass one of them made."""
         if self.source is not None:
-            await self.tick()
+            async with self._passing:
+                if self.sampled_at is None or self.sampled_at < since:
+                    await self._pass()
         return self.health()
 
     def health(self) -> tuple[dict[str, GpuSample], dict[str, frozenset[str]]]:

@@ -9,6 +9,7 @@ their own tests in tests/metrics); the store, the reconcile loop and the webhook
 # ruff: noqa: F811  (the fixtures world and slack are imported from the modules that define them)
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -220,3 +221,24 @@ async def test_the_bound_gpus_readings_add_up_per_gpr_and_day(world):
     assert list(found.values()) == [(160.0, 2)]
     (day,) = (d for _, d in found)
     assert day == clock.now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+async def test_checks_waiting_together_share_one_pass_that_began_after_they_did(world):
+    _, clock, _, _ = world
+    source = ScriptedSource(readings={NODE.gpus[0]: {"temperature_c": 40.0}})
+    passes = []
+    sample = source.sample
+
+    async def counted(now):
+        passes.append(now)
+        await asyncio.sleep(0)  # the others arrive while it samples
+        return await sample(now)
+
+    source.sample = counted
+    loop = telemetry(world, source)
+    asked = clock()
+    answers = await asyncio.gather(*(loop.read_now(asked) for _ in range(5)))
+    assert len(passes) == 1 and all(samples[NODE.gpus[0]].temperature_c == 40.0 for samples, _ in answers)
+    clock.advance(seconds=1)
+    await loop.read_now(clock())  # asked after that pass: a new one
+    assert len(passes) == 2
