@@ -76,6 +76,20 @@ class CheckTarget:
     namespaces: tuple[str, ...] = ()
 
 
+def environment(target: CheckTarget) -> dict[str, str]:
+    """What a command or Job check is told of where it runs: EGS_NODE, EGS_CLUSTER, EGS_PHASE, EGS_GPUS
+    (how many) and EGS_GPR (when for a GPR)."""
+    env = {
+        "EGS_NODE": target.node,
+        "EGS_CLUSTER": target.cluster,
+        "EGS_PHASE": target.phase,
+        "EGS_GPUS": str(len(target.gpus)),
+    }
+    if target.gpr_id is not None:
+        env["EGS_GPR"] = str(target.gpr_id)
+    return env
+
+
 def skipped(reason: str) -> Verdict:
     return Verdict(CheckStatus.SKIPPED, reason)
 
@@ -104,6 +118,7 @@ class GpuIdentity:
     uuid: str
     node: str
     index: int
+    cluster: str
 
 
 def match_samples(gpus: Sequence[GpuIdentity], samples: Iterable[GpuSample]) -> dict[str, GpuSample]:

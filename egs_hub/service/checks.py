@@ -171,18 +171,34 @@ class Checklists:
     async def quarantine(self, cluster: str, node: str, reason: str, actor: str, gpr: GPR | None = None) -> None:
         """Take the node out of planning until it is cleared; tell the admins (and ``gpr``'s holders, when
         the node is quarantined after it)."""
+        said = f"node {node} ({cluster}) is quarantined: {reason}"
+        if self._mark(cluster, node, reason, "node-quarantined", said, actor, gpr):
+            await self._tell(cluster, node, Notice("Warning", "Quarantined", f"egs-hub quarantined the node: {reason}"))
+            await self._on_backend(cluster, node, "quarantine", reason)
+
+    async def clear(self, cluster: str, node: str, actor: str, reason: str) -> None:
+        said = f"node {node} ({cluster}) is out of quarantine: {reason}"
+        if self._mark(cluster, node, None, "node-cleared", said, actor, None):
+            await self._on_backend(cluster, node, "clear")
+            await self._tell(cluster, node, Notice("Normal", "QuarantineCleared", f"egs-hub: {reason}"))
+
+    def _mark(
+        self, cluster: str, node: str, reason: str | None, kind: str, said: str, actor: str, gpr: GPR | None
+    ) -> bool:
+        """Quarantine the node for ``reason`` (None: clear it) with its event; False when it is not there or
+        (clearing) not quarantined."""
         now = self.clock()
         with transaction(self.sessions) as session:
             row = queries.find_node(session, cluster, node)
-            if row is None:
-                return
-            row.quarantined_at, row.quarantine_reason = now, reason
+            if row is None or (reason is None and row.quarantined_at is None):
+                return False
+            row.quarantined_at, row.quarantine_reason = (None, None) if reason is None else (now, reason)
             queries.add_event(
                 session,
                 Event(
-                    kind="node-quarantined",
+                    kind=kind,
                     actor=actor,
-                    reason=f"node {node} ({cluster}) is quarantined: {reason}",
+                    reason=said,
                     time=now,
                     gpr_id=gpr.id if gpr is not None else None,
                     slice=gpr.spec.slice if gpr is not None else None,
@@ -190,29 +206,7 @@ class Checklists:
                 ),
             )
         self.on_change()
-        await self._tell(cluster, node, Notice("Warning", "Quarantined", f"egs-hub quarantined the node: {reason}"))
-        await self._on_backend(cluster, node, "quarantine", reason)
-
-    async def clear(self, cluster: str, node: str, actor: str, reason: str) -> None:
-        now = self.clock()
-        with transaction(self.sessions) as session:
-            row = queries.find_node(session, cluster, node)
-            if row is None or row.quarantined_at is None:
-                return
-            row.quarantined_at, row.quarantine_reason = None, None
-            queries.add_event(
-                session,
-                Event(
-                    kind="node-cleared",
-                    actor=actor,
-                    reason=f"node {node} ({cluster}) is out of quarantine: {reason}",
-                    time=now,
-                    data={"cluster": cluster, "node": node},
-                ),
-            )
-        self.on_change()
-        await self._on_backend(cluster, node, "clear")
-        await self._tell(cluster, node, Notice("Normal", "QuarantineCleared", f"egs-hub: {reason}"))
+        return True
 
     async def _on_backend(self, cluster: str, node: str, action: str, *args) -> None:
         """Quarantine or clear the node on its cluster too; a failure is logged (the planner's quarantine

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 _REST = 2.0  # after a plan of p seconds, the next pass waits at least _REST * p
 
 
-def _server_refs(rows) -> list[ServerRef]:
+def server_refs(rows) -> list[ServerRef]:
     return [ServerRef(user=s.user, name=s.server_name, gpus=tuple(s.gpus)) for s in rows]
 
 
@@ -265,7 +265,7 @@ class Reconciler:
             cluster = queries.bound_cluster(session, gpr_id)
             slice_row = queries.get_slice(session, gpr.spec.slice)
             policy = queries.slice_policy(slice_row)
-            servers = _server_refs(queries.slice_servers(session, gpr.spec.slice))
+            servers = server_refs(queries.slice_servers(session, gpr.spec.slice))
             on_nodes = queries.gpus_by_node(session, gpr.bound_gpus)
         backend = self.backends.get(cluster)
         if backend is None:
@@ -356,7 +356,7 @@ class Reconciler:
             if gpr is None:
                 return
             cluster = queries.bound_cluster(session, gpr_id)
-            holders = _server_refs(queries.servers_holding(session, gpr.bound_gpus))
+            holders = server_refs(queries.servers_holding(session, gpr.bound_gpus))
             on_nodes = queries.gpus_by_node(session, gpr.bound_gpus)
             slice_row = queries.get_slice(session, gpr.spec.slice)
             requeue = (

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..backends import Backend, ServerRef, UnbindError
+from ..backends import Backend, UnbindError
 from ..core import checks, planner, remediation
 from ..core.model import GPR, Event, Status
 from ..core.units import format_time
@@ -31,14 +31,11 @@ from . import kube_events as notices
 from .checks import Checklists
 from .kube_events import KubeEvents
 from .planning import Planning
+from .reconcile import server_refs
 from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 ACTOR = remediation.ACTOR
-
-
-def _refs(rows) -> list[ServerRef]:
-    return [ServerRef(user=s.user, name=s.server_name, gpus=tuple(s.gpus)) for s in rows]
 
 
 class Remediation:
@@ -64,6 +61,8 @@ class Remediation:
         self.on_change = on_change
         self._avoid: dict[int, set[str]] = {}  # GPR -> nodes that failed their entry checks as its replacement
         self._exits: dict[tuple[int, str, str], GPR] = {}  # failed nodes not yet taken back: the GPR with their GPUs
+        # (GPR, cluster, node) failures acted on for good this run (told, or moved): not read again each pass
+        self._settled: set[tuple[int, str, str]] = set()
         self._lock = asyncio.Lock()
 
     async def check(self) -> None:
@@ -81,25 +80,31 @@ class Remediation:
             with self.sessions() as session:
                 holders = queries.gpu_holders(session)
                 identities = queries.gpu_identities(session, holders)
-                places = queries.gpu_places(session, holders)
             matched = checks.match_samples(list(identities.values()), samples.values())
             failed = remediation.failed_gpus(sorted(holders), matched, alerts)
             found: dict[tuple[int, str, str], list[str]] = {}
             for uuid, why in failed.items():
-                if uuid in places:
-                    found.setdefault((holders[uuid][1], *places[uuid]), []).append(f"GPU {uuid}: {why}")
-            for (gpr_id, cluster, node), reasons in sorted(found.items()):
+                gpu = identities.get(uuid)
+                if gpu is not None:
+                    found.setdefault((holders[uuid][1], gpu.cluster, gpu.node), []).append(f"GPU {uuid}: {why}")
+            self._settled &= found.keys()  # a failure that is over (GPR ended, GPU back) is forgotten
+            for key, reasons in sorted(found.items()):
+                if key in self._settled:
+                    continue
+                gpr_id, cluster, node = key
                 try:
-                    await self._handle(gpr_id, cluster, node, "; ".join(reasons))
+                    if await self._handle(gpr_id, cluster, node, "; ".join(reasons)):
+                        self._settled.add(key)
                 except Exception:
                     log.exception("GPR %s: the failed node %s (%s) could not be handled", gpr_id, node, cluster)
 
-    async def _handle(self, gpr_id: int, cluster: str, node: str, why: str) -> None:
+    async def _handle(self, gpr_id: int, cluster: str, node: str, why: str) -> bool:
+        """Act on a failed node of a GPR; whether that is done (nothing is left to try at the next pass)."""
         now = self.clock()
         with self.sessions() as session:
             row = queries.get_gpr_row(session, gpr_id)
             if row is None or row.status != Status.PROVISIONED:
-                return
+                return True
             gpr = queries.to_gpr(row)
             policy = queries.slice_policy(queries.get_slice(session, gpr.spec.slice))
             node_row = queries.find_node(session, cluster, node)
@@ -108,7 +113,7 @@ class Remediation:
         if not quarantined:
             await self.checklists.quarantine(cluster, node, f"a GPU failed in GPR {gpr_id}: {why}", ACTOR, gpr)
         if policy.remediation == "off":
-            return
+            return True
         if not told:
             then = (
                 "its GPUs there are being replaced by a healthy node's"
@@ -116,19 +121,21 @@ class Remediation:
                 else "save your work: the GPR keeps the node until it is released"
             )
             self._tell(gpr, cluster, node, "gpu-failed", f"node {node} failed ({why}); {then}", now)
-        if policy.remediation == "replace" and not await self._move(gpr, policy, cluster, node, why):
-            with self.sessions() as session:
-                waiting = queries.has_gpr_event(session, gpr.id, "replacement-waiting", cluster=cluster, node=node)
-            if not waiting:
-                self._tell(
-                    gpr,
-                    cluster,
-                    node,
-                    "replacement-waiting",
-                    f"no healthy node like {node} is free until the window ends ({format_time(gpr.window_end)}); "
-                    "it is replaced as soon as one is",
-                    now,
-                )
+        if policy.remediation != "replace" or await self._move(gpr, policy, cluster, node, why):
+            return True
+        with self.sessions() as session:
+            waiting = queries.has_gpr_event(session, gpr.id, "replacement-waiting", cluster=cluster, node=node)
+        if not waiting:
+            self._tell(
+                gpr,
+                cluster,
+                node,
+                "replacement-waiting",
+                f"no healthy node like {node} is free until the window ends ({format_time(gpr.window_end)}); "
+                "it is replaced as soon as one is",
+                now,
+            )
+        return False
 
     def _tell(self, gpr: GPR, cluster: str, node: str, kind: str, reason: str, now: datetime) -> None:
         with transaction(self.sessions) as session:
@@ -156,8 +163,8 @@ class Remediation:
     async def _move(self, gpr: GPR, policy, cluster: str, node: str, why: str) -> bool:
         now = self.clock()
         with self.sessions() as session:
-            places = queries.gpu_places(session, gpr.bound_gpus)
-        old = [g for g in gpr.bound_gpus if places.get(g) == (cluster, node)]
+            places = queries.gpu_identities(session, gpr.bound_gpus)
+        old = [g for g in gpr.bound_gpus if g in places and (places[g].cluster, places[g].node) == (cluster, node)]
         snapshot, plan, _ = await self.planning.current(self.sessions, now)
         placement = planner.replacement(plan, snapshot, gpr, (cluster, node), len(old), now)
         if placement is None or placement.nodes[0] in self._avoid.get(gpr.id, ()):
@@ -172,7 +179,7 @@ class Remediation:
         if swapped is None or backend is None:
             return False
         with self.sessions() as session:
-            servers = _refs(queries.slice_servers(session, gpr.spec.slice))
+            servers = server_refs(queries.slice_servers(session, gpr.spec.slice))
         events = await backend.bind(swapped, policy, servers, self.clock())
         self._record(events)
         gone = dataclasses.replace(gpr, bound_gpus=tuple(old), bound_nodes=(node,))
@@ -203,7 +210,7 @@ class Remediation:
         if backend is None:
             return True
         with self.sessions() as session:
-            holders = _refs(queries.servers_holding(session, gone.bound_gpus))
+            holders = server_refs(queries.servers_holding(session, gone.bound_gpus))
         try:
             events = await backend.unbind(gone, holders, self.clock())
         except UnbindError as e:

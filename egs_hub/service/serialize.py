@@ -378,15 +378,8 @@ def maintenance_resource(row: MaintenanceWindow, crossing: list[int]) -> api.Mai
 
 
 def check_item(spec: CheckSpec) -> api.CheckItem:
-    return api.CheckItem(
-        name=spec.name,
-        kind=spec.kind,
-        at=spec.at,
-        timeout=spec.timeout,
-        thresholds=spec.thresholds,
-        command=spec.command,
-        image=spec.image,
-    )
+    """A check as the body gave it (the same fields)."""
+    return api.CheckItem(**{name: getattr(spec, name) for name in api.CheckItem.model_fields})
 
 
 def check_run_resource(row: CheckRun) -> api.CheckRun:

@@ -655,20 +655,14 @@ def set_cluster_checklist(session: Session, cluster: str, checklist: Sequence[Ch
 
 
 def gpu_identities(session: Session, uuids: Iterable[str]) -> dict[str, GpuIdentity]:
-    """Each GPU of ``uuids`` with its node and index, by UUID."""
-    query = select(GPU.uuid, Node.name, GPU.index).join(Node, Node.id == GPU.node_id).where(GPU.uuid.in_(list(uuids)))
-    return {uuid: GpuIdentity(uuid, node, index) for uuid, node, index in session.execute(query)}
-
-
-def gpu_places(session: Session, uuids: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """Each GPU of ``uuids`` with its (cluster, node), by UUID."""
+    """Each GPU of ``uuids`` with its node, index and cluster, by UUID."""
     query = (
-        select(GPU.uuid, Cluster.name, Node.name)
+        select(GPU.uuid, Node.name, GPU.index, Cluster.name)
         .join(Node, Node.id == GPU.node_id)
         .join(Cluster, Cluster.id == Node.cluster_id)
         .where(GPU.uuid.in_(list(uuids)))
     )
-    return {uuid: (cluster, node) for uuid, cluster, node in session.execute(query)}
+    return {row[0]: GpuIdentity(*row) for row in session.execute(query)}
 
 
 def has_gpr_event(session: Session, gpr_id: int, kind: str, **data) -> bool:

@@ -98,7 +98,10 @@ def test_a_gpu_fails_exactly_when_a_reading_is_past_its_limit(readings, phase, a
 
 
 def test_samples_match_gpus_by_uuid_or_by_node_and_index():
-    gpus = [GpuIdentity("c/n0/0", "n0", 0), GpuIdentity("GPU-1", "n0", 1), GpuIdentity("c/n1/0", "n1", 0)]
+    gpus = [
+        GpuIdentity(uuid, node, index, "c")
+        for uuid, node, index in [("c/n0/0", "n0", 0), ("GPU-1", "n0", 1), ("c/n1/0", "n1", 0)]
+    ]
     by_place = GpuSample(uuid="GPU-real", time=NOW, node="n0", index=0)
     by_uuid = GpuSample(uuid="GPU-1", time=NOW, node="elsewhere", index=9)
     assert checks.match_samples(gpus, [by_place, by_uuid]) == {"c/n0/0": by_place, "GPU-1": by_uuid}

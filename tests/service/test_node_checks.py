@@ -116,8 +116,8 @@ def test_a_failed_exit_check_quarantines_the_node_until_it_is_cleared(admin, che
     refused = as_alice.post("gprs", {"slice": team, "gpus": 1, "shape": "A100", "duration": "1h"}, expect=422)
     assert "unhealthy or on quarantined nodes" in refused["message"]
 
-    # Its checks fail again when an admin runs them (the exit checks do not run at entry: none run, so it
-    # passes); an admin clears it and it is planned on again.
+    # An admin runs its checks: they are the entry checks, and the failing ones are exit checks, so none
+    # runs, which clears it; quarantined again by hand and cleared, it is planned on again.
     assert admin.post("nodes/local/a100-a/checks", expect=202)["health"] == "quarantined"
     wait_for(lambda: admin.get("nodes/local/a100-a")["health"] == "healthy", 15, "its checks to clear it")
     admin.post("nodes/local/a100-a/quarantine", {"reason": "fan noise"}, expect=200)
@@ -141,7 +141,7 @@ def test_the_python_client_reads_and_acts_on_nodes_and_checks(hub, checklist, ma
         assert egs.cluster_checks("local").default is True
         mine = egs.set_cluster_checks("local", [{"name": "ok", "kind": "custom", "command": ["true"], "at": ["exit"]}])
         assert [(c.name, c.at) for c in mine.checks] == [("ok", ("exit",))]
-        (runs,) = [egs.gpr_checks(gpr["id"])]
+        runs = egs.gpr_checks(gpr["id"])
         assert [(r.name, r.status) for r in runs] == [("gpu-health", "skipped")]  # the hub has no GPU metrics
         assert "no metric source" in runs[0].log and runs[0].finished_at >= runs[0].started_at
         assert {n.name for n in egs.nodes(cluster="local")} == {"h100-a", "h100-b", "a100-a"}

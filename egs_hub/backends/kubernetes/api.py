@@ -31,3 +31,13 @@ async def json_of(response: aiohttp.ClientResponse) -> dict:
         return body
     finally:
         response.release()
+
+
+async def json_or_none(call) -> dict | None:
+    """``json_of`` the response a raw read (a coroutine) returns; None when the object is not found."""
+    try:
+        return await json_of(await call)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise

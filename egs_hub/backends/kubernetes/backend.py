@@ -28,7 +28,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from ... import __version__
@@ -38,7 +37,7 @@ from ...core.model import GPR, Event, SlicePolicy
 from ...core.requests import CheckSpec
 from .. import BindError, Inventory, ServerRef, UnbindError
 from . import objects
-from .api import API_ERRORS, describe_error, json_of
+from .api import API_ERRORS, describe_error, json_or_none
 from .checks import CheckJob, run_pvc_check
 from .drain import drain_node
 from .events import Notice, create_event, namespace_event, node_event
@@ -189,14 +188,7 @@ class KubernetesBackend:
         return counts
 
     async def _read(self, core: client.CoreV1Api, name: str) -> dict | None:
-        try:
-            return await json_of(
-                await core.read_node(name, _preload_content=False, _request_timeout=self.request_timeout)
-            )
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        return await json_or_none(core.read_node(name, _preload_content=False, _request_timeout=self.request_timeout))
 
     async def bind(self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime) -> list[Event]:
         """Enter every node of the GPR into its slice once all pass their pre-checks; BindError names those that fail.

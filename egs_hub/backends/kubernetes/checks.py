@@ -28,7 +28,7 @@ from ...core.checks import CheckStatus, CheckTarget, Claim, Verdict
 from ...core.requests import CheckSpec
 from ..local.checks import DEFAULT_COMMANDS
 from . import objects
-from .api import API_ERRORS, describe_error, json_of
+from .api import API_ERRORS, describe_error, json_of, json_or_none
 from .nodes import SLICE_LABEL
 
 log = logging.getLogger(__name__)
@@ -56,16 +56,6 @@ async def _text_of(response) -> str:
         response.release()
 
 
-async def _missing_is_none(call) -> dict | None:
-    """The object a raw read returns; None when it is not found."""
-    try:
-        return await json_of(await call)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-
-
 # pvc
 
 
@@ -78,7 +68,7 @@ async def run_pvc_check(api: client.ApiClient, spec: CheckSpec, target: CheckTar
     core, storage = client.CoreV1Api(api), client.StorageV1Api(api)
     options = {"_preload_content": False, "_request_timeout": request_timeout}
     try:
-        node = await _missing_is_none(core.read_node(target.node, **options))
+        node = await json_or_none(core.read_node(target.node, **options))
         if node is None:
             return _failed(f"node {target.node} no longer exists")
         labels = (node.get("metadata") or {}).get("labels") or {}
@@ -92,7 +82,7 @@ async def run_pvc_check(api: client.ApiClient, spec: CheckSpec, target: CheckTar
                 phase = (item.get("status") or {}).get("phase") or "Pending"  # no status yet: just made
                 if phase == "Bound":
                     volume_name = claim_spec.get("volumeName")
-                    volume = volume_name and await _missing_is_none(core.read_persistent_volume(volume_name, **options))
+                    volume = volume_name and await json_or_none(core.read_persistent_volume(volume_name, **options))
                     if not volume:  # its volume is gone: the PV controller marks such a claim Lost
                         claims.append(Claim(name, "Lost", None))
                         continue
@@ -104,7 +94,7 @@ async def run_pvc_check(api: client.ApiClient, spec: CheckSpec, target: CheckTar
                     claims.append(Claim(name, phase, admits))
                 elif phase == "Pending" and (class_name := claim_spec.get("storageClassName")):
                     if class_name not in classes:
-                        classes[class_name] = await _missing_is_none(storage.read_storage_class(class_name, **options))
+                        classes[class_name] = await json_or_none(storage.read_storage_class(class_name, **options))
                     mode = (classes[class_name] or {}).get("volumeBindingMode")
                     claims.append(Claim(name, phase, None, waits_for_consumer=mode == WAITS_FOR_CONSUMER))
                 else:
@@ -117,18 +107,6 @@ async def run_pvc_check(api: client.ApiClient, spec: CheckSpec, target: CheckTar
 
 
 # nccl and custom: a Job on the node
-
-
-def _env(target: CheckTarget) -> dict[str, str]:
-    env = {
-        "EGS_NODE": target.node,
-        "EGS_CLUSTER": target.cluster,
-        "EGS_PHASE": target.phase,
-        "EGS_GPUS": str(len(target.gpus)),
-    }
-    if target.gpr_id is not None:
-        env["EGS_GPR"] = str(target.gpr_id)
-    return env
 
 
 def finished(job: Mapping) -> tuple[str, str] | None:
@@ -201,14 +179,14 @@ class CheckJob:
             image=spec.image,
             command=checks.argv(spec, DEFAULT_COMMANDS.get(spec.kind, ()), len(target.gpus)),
             gpus=len(target.gpus),
-            env=_env(target),
+            env=checks.environment(target),
             timeout_s=int(spec.timeout.total_seconds()),
             gpr_id=target.gpr_id,
         )
 
     async def _ensure_namespace(self) -> str | None:
         """Create the checks namespace when missing; what is wrong with it, if anything."""
-        found = await _missing_is_none(self.core.read_namespace(self.namespace, **self.options))
+        found = await json_or_none(self.core.read_namespace(self.namespace, **self.options))
         if found is None:
             try:
                 await json_of(

@@ -44,16 +44,7 @@ async def run(argv: Sequence[str], env: dict[str, str], timeout: float) -> tuple
 async def run_check(spec: CheckSpec, target: CheckTarget) -> Verdict:
     node = target.node
     argv = checks.argv(spec, DEFAULT_COMMANDS.get(spec.kind, ()), len(target.gpus))
-    env = {
-        **os.environ,
-        "CUDA_VISIBLE_DEVICES": ",".join(target.gpus),
-        "EGS_NODE": node,
-        "EGS_CLUSTER": target.cluster,
-        "EGS_PHASE": target.phase,
-        "EGS_GPUS": str(len(target.gpus)),
-    }
-    if target.gpr_id is not None:
-        env["EGS_GPR"] = str(target.gpr_id)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(target.gpus), **checks.environment(target)}
     try:
         code, output = await run(argv, env, spec.timeout.total_seconds())
     except FileNotFoundError:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
-
 from ...core import lifecycle
 from ...core import model as core
 from ...core.errors import Conflict
@@ -24,7 +22,6 @@ from ...core.units import format_time
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
-from ...store.models import Cluster, Node
 from ...store.models import MaintenanceWindow as MaintenanceRow
 from ..serialize import maintenance_resource
 from .base import APIHandler, needs_scope
@@ -37,9 +34,7 @@ def crossing(held: list[core.GPR], start: datetime) -> list[int]:
 
 class MaintenanceHandler(APIHandler):
     def check_node(self, session, cluster: str, node: str) -> None:
-        query = select(Node.id).join(Cluster, Cluster.id == Node.cluster_id)
-        found = session.scalar(query.where(Cluster.name == cluster, Node.name == node))
-        if found is None:
+        if queries.find_node(session, cluster, node) is None:
             raise self.not_found(f"node {node!r} in cluster {cluster!r}")
 
     @needs_scope(ADMIN_SCOPE)
