@@ -169,7 +169,10 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--nodes", type=int, default=None, metavar="N", help="nodes of one shape")
     sim.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node of that shape")
     sim.add_argument(
-        "--cluster", default=None, metavar="FILE", help="YAML of shapes and clusters (egs_hub/sim/cluster.py)"
+        "--cluster",
+        default=None,
+        metavar="FILE",
+        help="YAML of shapes, clusters and node pools (egs_hub/sim/cluster.py)",
     )
     sim.add_argument(
         "--load", type=float, default=None, metavar="L", help="scale the node count so the offered load is L"

@@ -61,6 +61,9 @@ class Backend(Protocol):
     kind: str
     # The kinds of check (core/checks.py) it runs on its nodes; the service judges gpu-health itself.
     check_kinds: frozenset[str]
+    # Whether its cluster's autoscaler grows dynamic node pools (core/node_pools.py): then it has grow_pool,
+    # pool_requests, end_pool_request, keep_pool_node and give_back_pool_node (backends/kubernetes/pools.py).
+    scales_pools: bool
 
     async def discover(self) -> Inventory: ...
 

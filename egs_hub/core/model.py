@@ -104,7 +104,9 @@ class Node:
 
     ``whole``: the node is bound to one GPR at a time, whatever number of its GPUs
     that GPR asked for (a Kubernetes node carries one slice label); otherwise each
-    GPU is bound on its own (the local host).
+    GPU is bound on its own (the local host). ``pool``: the dynamic node pool it belongs to
+    (core/node_pools.py); ``joins_at``: set on a pool's node that has not joined yet (the planner
+    counts it from then and never binds it).
     """
 
     name: str
@@ -114,6 +116,8 @@ class Node:
     schedulable: bool = True
     declared: bool = False
     whole: bool = False
+    pool: str | None = None
+    joins_at: datetime | None = None
 
     @property
     def key(self) -> tuple[str, str]:

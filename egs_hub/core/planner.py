@@ -431,7 +431,7 @@ class _Pass:
         later: set = set()
         for booking in snapshot.bookings:
             self._book(booking, later)
-        self._close_for_maintenance(self.timeline, later)
+        self._close_unavailable(self.timeline, later)
         Pool.summarize(later)
         self.estimates: dict[int, Estimate] = {}
         self.after_band: dict[int, Timeline] = {}
@@ -452,16 +452,23 @@ class _Pass:
         later: set = set()
         for booking in self.snapshot.bookings:
             self._unbook(timeline, booking, 1, later)
-        self._close_for_maintenance(timeline, later)
+        self._close_unavailable(timeline, later)
         Pool.summarize(later)
         return timeline
 
-    def _close_for_maintenance(self, timeline: Timeline, later: set) -> None:
+    def _close_unavailable(self, timeline: Timeline, later: set) -> None:
         """Take every GPU of a node under maintenance over its window, so nothing is planned across it
-        (a window already held across it overlaps: the node is overcommitted there, and nothing more fits)."""
-        for m in self.snapshot.maintenance:
-            where = timeline.where.get((m.cluster, m.node))
-            start, end = max(self.seconds(m.start), 0.0), self.seconds(m.end)
+        (a window already held across it overlaps: the node is overcommitted there, and nothing more fits);
+        and of a pool's node that has not joined until it joins (core/node_pools.py), so none starts now."""
+        snapshot = self.snapshot
+        closed = [(m.cluster, m.node, max(self.seconds(m.start), 0), self.seconds(m.end)) for m in snapshot.maintenance]
+        closed += [
+            (n.cluster, n.name, 0.0, max(self.seconds(n.joins_at), _JUST_AFTER_S))
+            for n in snapshot.nodes
+            if n.joins_at is not None
+        ]
+        for cluster, node, start, end in closed:
+            where = timeline.where.get((cluster, node))
             if where is not None and end > start:
                 pool, i = where
                 pool.reserve(((i, pool.capacity[i]),), start, end, 1, later)

@@ -46,7 +46,9 @@ from .model import (
     REMEDIATIONS,
     GPRSpec,
     Project,
+    Shape,
 )
+from .node_pools import ATOMIC_SCALE_UP, NodePool
 from .templates import GPRTemplate, check_template, fill
 from .units import (
     DURATION_PATTERN,
@@ -351,6 +353,77 @@ class MaintenanceCreate(Body):
     def check(self) -> None:
         if self.end <= self.start:
             raise InvalidRequest("end", "end must be after start")
+
+
+POOL_SHAPE = re.compile(r"^(?P<model>[A-Za-z0-9][-A-Za-z0-9_.]{0,62})-(?P<memory>[0-9]{1,4})GB x(?P<gpus>[0-9]{1,3})$")
+
+
+def parse_pool_shape(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not POOL_SHAPE.match(value):
+        raise InvalidRequest(
+            field, f'{field} must name a node shape as "<model>-<memory>GB x<GPUs>" ("H100-80GB x8"), not {value!r}'
+        )
+    return value
+
+
+ProvisioningClass = Literal[
+    "best-effort-atomic-scale-up.autoscaling.x-k8s.io", "check-capacity.autoscaling.x-k8s.io"
+]  # core.node_pools.PROVISIONING_CLASSES
+PROVISIONING_CLASS_HELP = (
+    "the ProvisioningRequest class the cluster autoscaler grows it with: best-effort-atomic-scale-up adds "
+    "all the nodes asked for at once or none; check-capacity only books capacity the cluster has"
+)
+
+
+class PoolCreate(Body):
+    """POST /clusters/{name}/pools: a dynamic node pool (core/node_pools.py), the nodes labelled
+    ``egs.io/pool=<name>`` that the cluster's autoscaler adds when egs-hub asks and removes when it gives
+    them back."""
+
+    name: Annotated[str, Field(pattern=SLICE_NAME_PATTERN, max_length=40, description="unique in its cluster")]
+    shape: Annotated[
+        str,
+        BeforeValidator(parsed(parse_pool_shape)),
+        Field(
+            max_length=80,
+            pattern=POOL_SHAPE.pattern,
+            description='its nodes\' shape as GET /inventory names it, e.g. "H100-80GB x8"',
+        ),
+    ]
+    min_nodes: Annotated[int, Field(ge=0, le=10_000, description="nodes kept even when idle"), Whole] = 0
+    max_nodes: Annotated[int, Field(ge=1, le=10_000, description="nodes it may grow to"), Whole]
+    scale_up_delay: Annotated[
+        Duration, Field(description="how long a node takes to join once asked for (the planner counts it)")
+    ] = timedelta(minutes=10)
+    scale_down_idle: Annotated[Duration, Field(description="a node beyond min_nodes idle this long is given back")] = (
+        timedelta(minutes=30)
+    )
+    provisioning_class: Annotated[ProvisioningClass, Field(description=PROVISIONING_CLASS_HELP)] = ATOMIC_SCALE_UP
+
+    def check(self) -> None:
+        if self.min_nodes > self.max_nodes:
+            raise InvalidRequest(
+                "min_nodes", f"min_nodes ({self.min_nodes}) must not exceed max_nodes ({self.max_nodes})"
+            )
+        for field in ("scale_up_delay", "scale_down_idle"):
+            if getattr(self, field) < timedelta(seconds=1):
+                raise InvalidRequest(field, f"{field} must be at least 1 second")
+
+    def pool(self, cluster: str) -> NodePool:
+        found = POOL_SHAPE.match(self.shape)
+        shape = Shape(found["model"], int(found["memory"]), int(found["gpus"]))
+        if shape.gpus_per_node == 0:
+            raise InvalidRequest("shape", f"shape {self.shape!r} has no GPUs")
+        return NodePool(
+            cluster,
+            self.name,
+            shape,
+            self.min_nodes,
+            self.max_nodes,
+            self.scale_up_delay,
+            self.scale_down_idle,
+            self.provisioning_class,
+        )
 
 
 class Reason(Body):
@@ -980,6 +1053,7 @@ BODIES: tuple[type[Body], ...] = (
     ClusterCreate,
     ClusterUpdate,
     MaintenanceCreate,
+    PoolCreate,
     ClusterChecks,
     Reason,
     EvictionConfirm,

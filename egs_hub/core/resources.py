@@ -357,6 +357,39 @@ class MaintenanceWindows(Resource):
     maintenance: tuple[MaintenanceWindow, ...]
 
 
+# Dynamic node pools (core/node_pools.py)
+
+
+class PoolMember(Resource):
+    name: str
+    schedulable: bool
+    idle_since: Time | None = Field(description="null while a GPR holds it")
+
+
+class NodePool(Resource):
+    """Nodes the cluster's autoscaler adds when egs-hub asks and removes when egs-hub gives them back."""
+
+    cluster: str
+    name: str
+    shape: str
+    min_nodes: int
+    max_nodes: int
+    scale_up_delay: Seconds
+    scale_down_idle: Seconds
+    provisioning_class: str
+    nodes: tuple[PoolMember, ...] = Field(description="its nodes that joined and were not given back")
+    coming: int = Field(description="nodes asked for that have not joined")
+    asked_at: Time | None = Field(description="when nodes were last asked for")
+    retry_at: Time | None = Field(description="after a failed ask: none is asked before then")
+    last_error: str | None = Field(description="why the last ask failed")
+    created_by: str
+    created_at: Time
+
+
+class NodePools(Resource):
+    pools: tuple[NodePool, ...]
+
+
 # Node checks and health (core/checks.py)
 
 CHECK_STATUSES = ("pending", "running", "passed", "failed", "skipped")
@@ -864,6 +897,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     Inventory,
     Schedule,
     MaintenanceWindows,
+    NodePool,
+    NodePools,
     ClusterChecklist,
     GPRChecks,
     Node,

@@ -89,7 +89,8 @@ class Timeline:
         projects: Mapping[str, str] | None = None,
     ):
         groups: dict[tuple[str, Shape], list[Node]] = defaultdict(list)
-        for node in sorted(nodes, key=lambda n: n.key):
+        # by key, a pool's joining nodes after the joined ones: the first of equal fits is a node that is there
+        for node in sorted(nodes, key=lambda n: (n.cluster, n.joins_at is not None, n.name)):
             if node.schedulable:
                 groups[(node.cluster, node.shape)].append(node)
         self.pools = [

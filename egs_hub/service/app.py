@@ -52,6 +52,7 @@ from .handlers import (
     maintenance,
     nodes,
     pages,
+    pools,
     projects,
     prometheus,
     queue,
@@ -68,6 +69,7 @@ from .leadership import Leadership
 from .maintenance import MaintenanceStarts
 from .notify import SlackNotifier
 from .planning import Planning
+from .pools import PoolScaler
 from .reconcile import Reconciler
 from .remediation import Remediation
 from .slice_setup import SliceSetup
@@ -105,6 +107,8 @@ API_ROUTES = [
     (r"nodes/([^/]+)/([^/]+)/checks", nodes.NodeChecksHandler),
     (r"clusters/([^/]+)/prices", clusters.ClusterPricesHandler),
     (r"clusters/([^/]+)/checks", clusters.ClusterChecksHandler),
+    (r"clusters/([^/]+)/pools", pools.PoolsHandler),
+    (r"clusters/([^/]+)/pools/([^/]+)", pools.PoolHandler),
     (r"role-templates", clusters.RoleTemplatesHandler),
     (r"templates", gpr_templates.TemplatesHandler),
     (r"templates/([^/]+)", gpr_templates.TemplateHandler),
@@ -650,6 +654,9 @@ class EGSService(Application):
         self.maintenance = MaintenanceStarts(
             self.sessions, self.remediation, self.clock, self.reconcile_interval, on_change=self.reconciler.wake
         )
+        self.pools = PoolScaler(
+            self.sessions, self.planning, self.registry.backends, self.clock, self.reconcile_interval
+        )
         self.commands = Commands(
             self.sessions, self.planning, self.clock, self.reconciler.wake, max_start_after=self.max_start_after
         )
@@ -710,6 +717,7 @@ class EGSService(Application):
         self.registry.start()
         self.gpr_sync.start()
         self.maintenance.start()
+        self.pools.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
         lost, stopping = asyncio.ensure_future(leadership.hold()), asyncio.ensure_future(stopped.wait())
         await asyncio.wait([lost, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -719,6 +727,7 @@ class EGSService(Application):
             hooks.stop()
         await self.gpr_sync.stop()
         await self.maintenance.stop()
+        await self.pools.stop()
         await self.slice_setup.stop()
         await self.telemetry.stop()
         await self.reconciler.stop()

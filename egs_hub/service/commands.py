@@ -111,7 +111,7 @@ class Commands:
         project = state.project_policies.get(project_name)
         priced = policy.max_cost_month is not None or (project is not None and project.max_cost_month is not None)
         cost = (
-            estimated_cost(session, state.nodes, spec, servability.gpus, state.cluster_projects, project_name)
+            estimated_cost(session, state.servable_nodes, spec, servability.gpus, state.cluster_projects, project_name)
             if priced
             else None
         )

@@ -79,6 +79,7 @@ SLICE_NAME = _path("name", SliceName)
 CLUSTER_NAME = SLICE_NAME  # clusters are named as slices are
 USER = _path("user", UserName)
 TEMPLATE_NAME = _path("name", TemplateName)
+POOL_NAME = _path("pool", SliceName)  # pools are named as slices are
 REQUEST_ID = _path("id", GPRId)  # ids are whole numbers from 1, as a GPR's
 
 
@@ -378,6 +379,31 @@ def _paths() -> dict:
             "delete": {
                 "summary": "Give a cluster egs-hub's default checklist again (admin)",
                 "responses": _responses("its checklist now", _ref("ClusterChecklist"), "401", "403", "404"),
+            },
+        },
+        "/clusters/{name}/pools": {
+            "parameters": [CLUSTER_NAME],
+            "get": {
+                "summary": "A cluster's dynamic node pools, with their nodes and what was asked of them",
+                "responses": _responses("its pools", _ref("NodePools"), "401", "404"),
+            },
+            "post": {
+                "summary": "Add a dynamic node pool that the cluster's autoscaler grows and egs-hub shrinks (admin)",
+                "requestBody": _body("PoolCreate"),
+                "responses": _responses(
+                    "added", _ref("NodePool"), "400", "401", "403", "404", "409", "422", status="201"
+                ),
+            },
+        },
+        "/clusters/{name}/pools/{pool}": {
+            "parameters": [CLUSTER_NAME, POOL_NAME],
+            "get": {
+                "summary": "One dynamic node pool",
+                "responses": _responses("the pool", _ref("NodePool"), "401", "404"),
+            },
+            "delete": {
+                "summary": "Delete a node pool and its requests to the autoscaler; its nodes stay (admin)",
+                "responses": _responses("deleted", None, "401", "403", "404", "503", status="204"),
             },
         },
         "/role-templates": {

@@ -22,6 +22,7 @@ from ..store.models import (
     EventRow,
     MaintenanceWindow,
     Node,
+    NodePoolRow,
     Project,
     Slice,
     WorkspaceRequestRow,
@@ -374,6 +375,28 @@ def maintenance_resource(row: MaintenanceWindow, crossing: list[int]) -> api.Mai
         created_by=row.created_by,
         created_at=row.created_at,
         crossing=crossing,
+    )
+
+
+def pool_resource(row: NodePoolRow, members: Sequence[Node]) -> api.NodePool:
+    pool, state = queries.to_pool(row), queries.pool_state(row)
+    live = [n for n in members if n.schedulable]
+    return api.NodePool(
+        cluster=pool.cluster,
+        name=pool.name,
+        shape=pool.shape.name,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+        scale_up_delay=pool.scale_up_delay,
+        scale_down_idle=pool.scale_down_idle,
+        provisioning_class=pool.provisioning_class,
+        nodes=[api.PoolMember(name=n.name, schedulable=n.schedulable, idle_since=n.idle_since) for n in members],
+        coming=max(state.target - len(live), 0),
+        asked_at=state.asked_at,
+        retry_at=state.retry_at,
+        last_error=row.last_error,
+        created_by=row.created_by,
+        created_at=row.created_at,
     )
 
 

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from ..core import fairshare, planner
 from ..core import model as core
+from ..core.node_pools import NodePool, PoolState, all_joining
 from ..core.snapshot import Booking, Estimate, Maintenance, Request, Snapshot
 from ..store import queries
 from ..store.models import (
@@ -38,6 +39,7 @@ from ..store.models import (
     GPRRow,
     MaintenanceWindow,
     Node,
+    NodePoolRow,
     Price,
     Project,
     Slice,
@@ -82,7 +84,7 @@ def changes_of(objects: Iterable[object], into: Changes) -> None:
             into.gprs.add(obj.id)
         elif isinstance(obj, Allocation):
             into.gprs.add(obj.gpr_id)
-        elif isinstance(obj, Node | GPU | Cluster | Price | MaintenanceWindow):
+        elif isinstance(obj, Node | GPU | Cluster | Price | MaintenanceWindow | NodePoolRow):
             into.inventory = True
         elif isinstance(obj, Slice | SliceNamespace | Project):
             into.slices = True
@@ -103,6 +105,8 @@ class PlanningState:
         self.prices: dict[tuple[str, str], float] = {}  # (cluster, shape) -> price per GPU-hour (core/cost.py)
         self.cluster_projects: dict[str, str] = {}  # cluster -> its project, where not the default one
         self.maintenance: tuple[Maintenance, ...] = ()  # nodes' maintenance windows (ended ones drop off at a read)
+        self.pools: tuple[tuple[NodePool, PoolState], ...] = ()  # dynamic node pools (core/node_pools.py)
+        self.servable_nodes: tuple[core.Node, ...] = ()
         self.policies: dict[str, core.SlicePolicy] = {}
         self.groups: dict[str, str] = {}  # every slice's hub group (who may see its GPRs)
         self.projects: dict[str, str] = {}  # every slice's project
@@ -167,6 +171,9 @@ class PlanningState:
                 self.prices = queries.prices(session)
                 self.cluster_projects = queries.cluster_projects(session)
                 self.maintenance = queries.maintenance_ahead(session, now)
+                self.pools = queries.pools(session)
+                # what may ever serve a request: the nodes and every pool's room to grow
+                self.servable_nodes = self.nodes + all_joining(self.pools, self.nodes, now)
                 self._servability.clear()
             if unread.slices:
                 rows = queries.all_slices(session)
@@ -220,7 +227,7 @@ class PlanningState:
         """The planner's input at ``now``, with ``previous`` (the promises)."""
         self.current(session, now)
         return Snapshot(
-            nodes=self.nodes,
+            nodes=self.nodes + all_joining(self.pools, self.nodes, now),
             bookings=tuple(self._bookings.values()),
             queue=tuple(self._queue.values()),
             pending=tuple(self._pending.values()),
@@ -263,9 +270,10 @@ class PlanningState:
             if len(self._servability) >= _SERVABILITIES:
                 self._servability.clear()
             field = "nodes" if spec.nodes is not None else "gpus"
-            if not planner.eligible_nodes(self.nodes, spec, owners, project):
+            nodes = self.servable_nodes
+            if not planner.eligible_nodes(nodes, spec, owners, project):
                 field = "shape" if spec.shape else "cluster" if spec.cluster else field
-            reason = planner.unservable_reason(spec, self.nodes, self.unhealthy, owners, project)
-            count = planner.gpu_count(spec, self.nodes, owners, project)
+            reason = planner.unservable_reason(spec, nodes, self.unhealthy, owners, project)
+            count = planner.gpu_count(spec, nodes, owners, project)
             found = self._servability[key] = Servability(reason, field, count)
         return found

@@ -1,7 +1,8 @@
 """Trace-driven simulator over core/: replay GPU jobs in virtual time through the planner.
 
 Vocabulary (modules): a *trace* (trace.py, philly.py) is the jobs to submit; an
-*inventory* (cluster.py) the nodes they run on; a *scenario* (scenario.py) both,
+*inventory* (cluster.py) the nodes they run on, fixed node groups and dynamic
+node pools (pools.py keeps a replay's pools); a *scenario* (scenario.py) both,
 from the command's options; a *replay* (engine.py) runs one *policy* of the
 planner over a scenario; *figures* (metrics.py) summarize a replay; the report
 (report.py, plot.py) shows policies side by side. ``egs-hub simulate`` and

@@ -1,8 +1,11 @@
-"""The simulated inventory: node groups, built from flags or a YAML file, scaled to a load.
+"""The simulated inventory: node groups and node pools, built from flags or a YAML file, scaled to a load.
 
-Vocabulary: a *node group* is ``count`` nodes of one GPU shape in one cluster;
-*capacity* is the inventory's GPUs; the *offered load* of a trace on an
-inventory is the GPU-seconds its jobs really use over capacity x span.
+Vocabulary: a *node group* is ``count`` nodes of one GPU shape in one cluster, there
+throughout; a *pool* is a dynamic node pool (core/node_pools.py) of one shape in one
+cluster, from ``min`` to ``max`` nodes, which the replay grows and gives back
+(sim/pools.py); *capacity* is the inventory's *standing* GPUs: its node groups' and
+its pools' ``min`` nodes; the *offered load* of a trace on an inventory is the
+GPU-seconds its jobs really use over capacity x span.
 
 YAML (``--cluster FILE``)::
 
@@ -22,20 +25,44 @@ YAML (``--cluster FILE``)::
       research:             #   fair share is two-level, projects first (a slice in none: "default")
         share: 3
         slices: [team-a, team-b]
+    pools:                  # optional: dynamic node pools, pool name -> pool
+      burst:                #   a Kubernetes label value: letters, digits, "-", "_", "." (63 at most)
+        cluster: east       #   a cluster under 'clusters' (``east: {}`` names one without fixed nodes)
+        shape: a100         #   a shape under 'shapes'
+        min: 0              #   nodes it never goes below; they are there from the start (default 0)
+        max: 8              #   nodes it never goes above (at least 1 and min)
+        scale_up_delay: 10m #   from an ask to its nodes joining: seconds or "1h30m", above 0 (default 10m)
+        scale_down_idle: 30m  # a node idle this long is given back (the same, default 30m)
+
+A pool's nodes are whole (one GPR at a time, as on Kubernetes, and as the planner
+counts a pool's joining nodes); a node group's share their GPUs among GPRs. The
+standing capacity must have a node. ``--load`` scales the node groups only: pools
+keep their ``min`` and ``max`` as given, and the load is offered to the standing
+capacity (a pool's ``min`` nodes count, what it may add does not).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 
 import yaml
 
+from ..core.errors import InvalidRequest
 from ..core.model import DEFAULT_PROJECT, Node, Project, Shape
+from ..core.node_pools import NodePool
+from ..core.units import parse_duration
 from .trace import Job, SimInputError, Trace
 
 DEFAULT_SHAPE = ("GPU", 80)  # model and memory of the shape that --gpus-per-node makes
+DEFAULT_SCALE_UP_DELAY = timedelta(minutes=10)
+DEFAULT_SCALE_DOWN_IDLE = timedelta(minutes=30)
+POOL_FIELDS = ("cluster", "shape", "min", "max", "scale_up_delay", "scale_down_idle")
+# A pool's name is the value of its nodes' egs.io/pool label; "+" would clash with joining nodes' names.
+POOL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -51,25 +78,40 @@ class Inventory:
     shares: dict[str, float] = field(default_factory=dict)
     projects: dict[str, str] = field(default_factory=dict)  # slice -> project (missing: the default project)
     project_policies: dict[str, Project] = field(default_factory=dict)
+    pools: tuple[NodePool, ...] = ()
 
     def project_of(self, slice_name: str) -> str:
         return self.projects.get(slice_name, DEFAULT_PROJECT)
 
     @property
-    def capacity(self) -> int:
+    def fixed_capacity(self) -> int:
+        """The node groups' GPUs."""
         return sum(g.count * g.shape.gpus_per_node for g in self.groups)
 
     @property
+    def capacity(self) -> int:
+        """The standing GPUs: the node groups' and the pools' ``min`` nodes'."""
+        return self.fixed_capacity + sum(p.min_nodes * p.shape.gpus_per_node for p in self.pools)
+
+    @property
+    def max_capacity(self) -> int:
+        """The GPUs with every pool at its ``max``."""
+        return self.fixed_capacity + sum(p.max_nodes * p.shape.gpus_per_node for p in self.pools)
+
+    @property
     def node_count(self) -> int:
-        return sum(g.count for g in self.groups)
+        """The standing nodes: the node groups' and the pools' ``min``."""
+        return sum(g.count for g in self.groups) + sum(p.min_nodes for p in self.pools)
 
     @property
     def gpus_per_node(self) -> int:
-        """The largest node's GPUs: what a ``nodes`` job is counted with."""
-        return max((g.shape.gpus_per_node for g in self.groups), default=0)
+        """The largest node's GPUs (pools' included): what a ``nodes`` job is counted with."""
+        shapes = [g.shape for g in self.groups] + [p.shape for p in self.pools]
+        return max((s.gpus_per_node for s in shapes), default=0)
 
     def nodes(self) -> tuple[Node, ...]:
-        """Nodes named ``<cluster>-n<i>`` with GPUs ``<node>-g<i>``."""
+        """The node groups' nodes, named ``<cluster>-n<i>`` with GPUs ``<node>-g<i>``; a pool's
+        are made as they join (sim/pools.py)."""
         made = []
         for group in self.groups:
             for _ in range(group.count):
@@ -80,7 +122,10 @@ class Inventory:
 
     def describe(self) -> str:
         parts = [f"{g.count} x {g.shape.name} in {g.cluster}" for g in self.groups if g.count]
-        return f"{', '.join(parts)} ({self.capacity} GPUs)"
+        parts += [f"pool {p.name}: {p.min_nodes}-{p.max_nodes} x {p.shape.name} in {p.cluster}" for p in self.pools]
+        if not self.pools:
+            return f"{', '.join(parts)} ({self.capacity} GPUs)"
+        return f"{', '.join(parts)} ({self.capacity} GPUs standing, up to {self.max_capacity})"
 
 
 def one_shape(nodes: int, gpus_per_node: int, cluster: str = "sim") -> Inventory:
@@ -90,7 +135,8 @@ def one_shape(nodes: int, gpus_per_node: int, cluster: str = "sim") -> Inventory
 
 
 def read_inventory(path: str | Path) -> Inventory:
-    """Node groups from a YAML file in the format of this module's docstring."""
+    """The inventory (node groups, fair-share weights, projects, pools) from a YAML file in the
+    format of this module's docstring."""
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -116,8 +162,9 @@ def read_inventory(path: str | Path) -> Inventory:
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 raise SimInputError(f"{path}: {where} must be a whole number of nodes, got {count!r}")
             groups.append(NodeGroup(str(cluster), shapes[str(shape_name)], count))
-    if not any(g.count for g in groups):
-        raise SimInputError(f"{path}: the clusters have no nodes")
+    pools = _pools(path, doc.get("pools") or {}, shapes, {str(c) for c in doc["clusters"]})
+    if not any(g.count for g in groups) and not any(p.min_nodes for p in pools):
+        raise SimInputError(f"{path}: the clusters have no nodes: give a node group nodes, or a pool a min above 0")
     slices = doc.get("slices") or {}
     if not isinstance(slices, dict):
         raise SimInputError(f"{path}: 'slices' must map slice names to fair-share weights")
@@ -127,7 +174,73 @@ def read_inventory(path: str | Path) -> Inventory:
             raise SimInputError(f"{path}: slices.{name} must be a non-negative number, got {weight!r}")
         shares[str(name)] = float(weight)
     projects, project_policies = _projects(path, doc.get("projects") or {})
-    return Inventory(tuple(groups), shares, projects, project_policies)
+    return Inventory(tuple(groups), shares, projects, project_policies, pools)
+
+
+def _pools(path: Path, doc: object, shapes: dict[str, Shape], clusters: set[str]) -> tuple[NodePool, ...]:
+    """``pools:`` as core's NodePools, in the file's order."""
+    if not isinstance(doc, dict):
+        raise SimInputError(f"{path}: 'pools' must map pool names to pools (see egs_hub/sim/cluster.py)")
+    pools = []
+    for name, spec in doc.items():
+        where = f"pools.{name}"
+        if not POOL_NAME.fullmatch(str(name)):
+            raise SimInputError(
+                f"{path}: {where}: a pool's name is a label value: letters, digits, '-', '_' and '.', "
+                "starting and ending with a letter or digit, 63 at most"
+            )
+        if not isinstance(spec, dict):
+            raise SimInputError(f"{path}: {where} must have cluster, shape, max and optional min and delays")
+        unknown = [str(key) for key in spec if key not in POOL_FIELDS]
+        if unknown:
+            raise SimInputError(f"{path}: {where}.{unknown[0]}: unknown field; a pool has {', '.join(POOL_FIELDS)}")
+        for key in ("cluster", "shape", "max"):
+            if key not in spec:
+                raise SimInputError(f"{path}: {where}.{key} is missing")
+        if str(spec["cluster"]) not in clusters:
+            raise SimInputError(f"{path}: {where}.cluster: no cluster {spec['cluster']!r} under 'clusters'")
+        if str(spec["shape"]) not in shapes:
+            raise SimInputError(f"{path}: {where}.shape: no shape {spec['shape']!r} under 'shapes'")
+        low, high = spec.get("min", 0), spec["max"]
+        for key, value in (("min", low), ("max", high)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise SimInputError(f"{path}: {where}.{key} must be a whole number of nodes, got {value!r}")
+        if high < 1:
+            raise SimInputError(f"{path}: {where}.max must be at least 1, got {high}")
+        if low > high:
+            raise SimInputError(f"{path}: {where}.min ({low}) is above its max ({high}): lower min or raise max")
+        pools.append(
+            NodePool(
+                cluster=str(spec["cluster"]),
+                name=str(name),
+                shape=shapes[str(spec["shape"])],
+                min_nodes=low,
+                max_nodes=high,
+                scale_up_delay=_delay(path, f"{where}.scale_up_delay", spec, DEFAULT_SCALE_UP_DELAY),
+                scale_down_idle=_delay(path, f"{where}.scale_down_idle", spec, DEFAULT_SCALE_DOWN_IDLE),
+            )
+        )
+    return tuple(pools)
+
+
+def _delay(path: Path, where: str, spec: dict, default: timedelta) -> timedelta:
+    """A pool's delay: seconds or a duration such as "10m" or "1h30m" (core/units.py), above zero: a
+    node joins at the earliest a pass after it was asked for, and one idle for no time would be given
+    back in the pass that plans a window on it."""
+    value = spec.get(where.rsplit(".", 1)[1], default)
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if math.isfinite(value) and value > 0:
+            return timedelta(seconds=value)
+    elif isinstance(value, str):
+        try:
+            return parse_duration(value.strip(), where)
+        except InvalidRequest:
+            pass
+    raise SimInputError(
+        f'{path}: {where} must be a number of seconds above 0 or a duration such as "10m" or "1h30m", got {value!r}'
+    )
 
 
 def _projects(path: Path, doc: object) -> tuple[dict[str, str], dict[str, Project]]:
@@ -164,22 +277,30 @@ def _shape(path: Path, name: str, spec: object) -> Shape:
 
 
 def offered_load(trace: Trace, inventory: Inventory) -> float:
-    """GPU-seconds the trace's jobs really use / (capacity x span)."""
+    """GPU-seconds the trace's jobs really use / (capacity x span): capacity is the standing one."""
     return trace.asked_gpu_seconds(inventory.gpus_per_node) / (inventory.capacity * trace.span_s)
 
 
 def scale_to_load(inventory: Inventory, trace: Trace, load: float) -> Inventory:
-    """The inventory with every group's node count scaled by one factor so that the trace's
+    """The inventory with every node group's count scaled by one factor so that the trace's
     offered load is ``load`` (to whole nodes), keeping enough nodes in the largest group
-    for the trace's largest job."""
+    for the trace's largest job (less what the pools of its cluster and shape may add) and
+    one node standing. Pools keep their ``min`` and ``max``: their ``min`` nodes count
+    towards the load's capacity, and the node groups make up the rest."""
     if not (math.isfinite(load) and load > 0):
         raise SimInputError(f"--load must be a positive number, got {load}")
+    fixed = inventory.fixed_capacity
+    if not fixed:
+        raise SimInputError("--load scales the node groups under 'clusters', and they have no nodes: leave --load out")
     asked = trace.asked_gpu_seconds(inventory.gpus_per_node)
-    factor = asked / (load * trace.span_s) / inventory.capacity
+    factor = max(asked / (load * trace.span_s) - (inventory.capacity - fixed), 0.0) / fixed
     groups = [replace(g, count=round(g.count * factor)) for g in inventory.groups]
     largest = max(range(len(groups)), key=lambda i: (inventory.groups[i].count, -i))
-    needed = max(nodes_needed(job, groups[largest].shape.gpus_per_node) for job in trace.jobs)
-    groups[largest] = replace(groups[largest], count=max(groups[largest].count, needed))
+    group = groups[largest]
+    pooled = sum(p.max_nodes for p in inventory.pools if (p.cluster, p.shape) == (group.cluster, group.shape))
+    needed = max(nodes_needed(job, group.shape.gpus_per_node) for job in trace.jobs) - pooled
+    standing = 1 if not any(g.count for g in groups) and not any(p.min_nodes for p in inventory.pools) else 0
+    groups[largest] = replace(group, count=max(group.count, needed, standing))
     return replace(inventory, groups=tuple(groups))
 
 

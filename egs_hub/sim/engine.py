@@ -4,15 +4,19 @@ Vocabulary: a *policy* is how the planner fills the inventory, named for the
 report (``planner``: our conservative backfill, ``fifo``: strict order,
 ``easy``: EASY backfill); a *pass* is one call of ``plan()`` with a full
 snapshot; an *event* is a submit, an early release (a job's real end before
-its window ends) or a window end. Virtual time counts whole microseconds from
+its window ends), a window end, or with node pools (sim/pools.py) a node
+joining, an idle node's time to be given back or a planned window's time to
+ask a pool for its node. Virtual time counts whole microseconds from
 ``EPOCH`` so that times compare exactly; ``now`` for the planner is
 ``EPOCH + t``.
 
 One loop, as the control plane runs it (DESIGN.md "Data flows one way"): at
 each distinct event time (1) apply submits and early releases to the
-simulated store, (2) take a snapshot and plan, (3) apply the plan's ends and
-admits. A pass also runs when a queued GPR's estimated start arrives, since a
-start can be due without any other event. Nothing here decides anything: the
+simulated store and let asked pool nodes join, (2) take a snapshot (its nodes:
+the node groups', each pool's joined and joining nodes) and plan, (3) apply the
+plan's ends and admits, ask the pools for the nodes the plan needs and give
+idle ones back. A pass also runs when a queued GPR's estimated start arrives,
+since a start can be due without any other event. Nothing here decides anything: the
 planner does, as it does in the service.
 """
 
@@ -28,6 +32,7 @@ from ..core.model import GPRSpec, SlicePolicy
 from ..core.planner import plan
 from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from .cluster import Inventory
+from .pools import Fleet, PoolEvent
 from .progress import progress_bar
 from .trace import Trace
 
@@ -45,7 +50,9 @@ class Replay:
 
     ``estimate``: the start the first pass after submit estimated (None: not servable);
     ``start``/``bound_end``/``used_end``: None for a GPR that never started.
+    ``placed``: the nodes each GPR ran on (() for one that never started).
     ``samples``: after every pass, (time, queued GPRs, GPUs bound, GPUs used).
+    ``pool_events``: what the node pools did (sim/pools.py); ``end_s``: the last pass's time.
     """
 
     policy: str
@@ -60,6 +67,9 @@ class Replay:
     used_gpus: list[int]
     pass_s: list[float] = field(default_factory=list)
     samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    placed: list[tuple[str, ...]] = field(default_factory=list)
+    pool_events: list[PoolEvent] = field(default_factory=list)
+    end_s: float = 0.0
     wall_s: float = 0.0
 
 
@@ -83,6 +93,7 @@ def replay(
     """Run ``trace`` on ``inventory`` through ``plan(..., backfill=POLICIES[policy])``."""
     backfill = POLICIES[policy]
     nodes = inventory.nodes()
+    fleet = Fleet(inventory.pools)
     policies = slice_policies(trace, inventory)
     jobs = trace.jobs
     n = len(jobs)
@@ -108,15 +119,17 @@ def replay(
         used_end=[None] * n,
         bound_gpus=[0] * n,
         used_gpus=[0] * n,
+        placed=[()] * n,
+        pool_events=fleet.events,
     )
-    store = _Store(out, [j.used_gpus for j in jobs], dict.fromkeys(policies, 0))
+    store = _Store(out, [j.used_gpus for j in jobs], dict.fromkeys(policies, 0), fleet)
     usage: dict[str, float] = {}
     previous: dict = {}
     next_submit, wake, last = 0, None, None
     began = time.perf_counter()
     with progress_bar(total=n, desc=policy, enabled=progress) as bar:
         while True:
-            due = [t for t in (wake, store.next_event()) if t is not None]
+            due = [t for t in (wake, store.next_event(), fleet.next_event()) if t is not None]
             if next_submit < n:
                 due.append(submit_us[next_submit])
             if not due:
@@ -125,17 +138,18 @@ def replay(
             if last is not None and t > last:
                 usage = _accrued(usage, store.held, (t - last) * US, half_life)
             last = t
-            # 1. Apply this instant's events to the store: submits, then early releases.
+            # 1. Apply this instant's events to the store: submits, early releases, nodes joining.
             submitted = []
             while next_submit < n and submit_us[next_submit] == t:
                 store.queue[next_submit + 1] = requests[next_submit]
                 submitted.append(next_submit)
                 next_submit += 1
             store.release_due(t)
+            fleet.join_due(t)
             # 2. Snapshot and plan, as the service's reconcile loop does.
             now = EPOCH + t * US
             snapshot = Snapshot(
-                nodes=nodes,
+                nodes=nodes + fleet.nodes(now) if fleet.pools else nodes,
                 bookings=tuple(store.bookings.values()),
                 queue=tuple(store.queue.values()),
                 policies=policies,
@@ -147,12 +161,13 @@ def replay(
             tick = time.perf_counter()
             decided = plan(snapshot, now, backfill=backfill)
             out.pass_s.append(time.perf_counter() - tick)
-            # 3. Act: end windows, then bind admitted GPRs.
+            # 3. Act: end windows, bind admitted GPRs, then ask the pools for nodes and give idle ones back.
             for gpr_id in decided.ends:
                 store.unbind(gpr_id - 1, t)
             for admitted in decided.admits:
                 i = admitted.gpr_id - 1
                 store.bind(admitted, t, now, actual_us[i])
+            fleet.act(decided.estimates.values(), t, now)
             for i in submitted:
                 estimate = decided.estimates.get(i + 1)
                 if estimate is not None and estimate.start is not None:
@@ -164,16 +179,19 @@ def replay(
                 bar.update(len(decided.admits))
             if len(out.pass_s) % POSTFIX_EVERY == 0:
                 bar.set_postfix(queued=len(store.queue), pass_ms=f"{1000 * out.pass_s[-1]:.1f}", refresh=False)
+    out.end_s = (last or 0) / 1e6
     out.wall_s = time.perf_counter() - began
     return out
 
 
 class _Store:
     """What the service's database would hold during a replay: the queue, the bookings, GPUs
-    bound and used (in total and per slice), and when each held GPR lets go of its GPUs."""
+    bound and used (in total and per slice), and when each held GPR lets go of its GPUs; it tells
+    the pools (``fleet``) which of their nodes are held."""
 
-    def __init__(self, out: Replay, used_gpus: list[int | None], held: dict[str, int]):
+    def __init__(self, out: Replay, used_gpus: list[int | None], held: dict[str, int], fleet: Fleet):
         self.out = out
+        self.fleet = fleet
         self.used_gpus = used_gpus  # per job: GPUs it computes on when it holds more; None = all
         self.queue: dict[int, Request] = {}
         self.bookings: dict[int, Booking] = {}
@@ -205,6 +223,8 @@ class _Store:
         )
         out = self.out
         out.start[i] = t / 1e6
+        out.placed[i] = admitted.placement.nodes
+        self.fleet.hold(admitted.placement.nodes)
         out.bound_gpus[i] = len(gpus)
         out.used_gpus[i] = min(len(gpus), self.used_gpus[i] or len(gpus))
         self.held[request.spec.slice] += len(gpus)
@@ -223,6 +243,7 @@ class _Store:
         self.bound -= out.bound_gpus[i]
         self.used -= out.used_gpus[i]
         out.bound_end[i] = out.used_end[i] = t / 1e6
+        self.fleet.let_go(out.placed[i], t)
 
 
 def _next_start(estimates, queue: dict[int, Request], t: int) -> int | None:

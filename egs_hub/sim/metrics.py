@@ -5,10 +5,15 @@ start the first plan after its submit gave it; the estimate is *kept* when the
 GPR started no later than the estimate plus ``KEPT_SLACK_S``. *Utilization*
 counts GPU-seconds within the trace's span [0, span): *bound* GPUs are held by a
 GPR's window, *used* ones compute (a 12-GPU job holds 16); both are divided by
-capacity x span, as the *offered load* is. *Fairness* is Jain's index over the
-slices of (GPU-seconds received / GPU-seconds asked) within the span, where a
-job asks for its real run starting at submit and receives its real run from
-its start.
+capacity x span, as the *offered load* is. With node pools (sim/pools.py) that
+capacity is the standing one (the node groups and the pools' ``min`` nodes: comparable
+with a run without the pools, and it may pass 100%), and ``util_*_present`` divide by
+the GPU-seconds of the nodes actually there within the span instead. A pool's
+*node-hours* run from each node's join (or the start, for its ``min`` nodes) to its
+give-back or the replay's last pass: what the pool is paid for. *Fairness* is
+Jain's index over the slices of (GPU-seconds received / GPU-seconds asked)
+within the span, where a job asks for its real run starting at submit and
+receives its real run from its start.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from .cluster import offered_load
 from .engine import POLICIES, Replay
+from .pools import ASK, GIVE_BACK, JOIN, sizes_over_time, step_integral, total_steps
 from .trace import asked_gpus
 
 KEPT_SLACK_S = 60.0
@@ -91,6 +97,9 @@ def summarize(run: Replay) -> dict:
         by_slice[trace.jobs[i].slice].append(wait)
         by_project[inventory.project_of(trace.jobs[i].slice)].append(wait)
     passes = run.pass_s
+    sizes = pool_sizes(run)
+    pools = pool_figures(run, sizes)
+    present = inventory.fixed_capacity * span + sum(p["gpu_seconds_in_span"] for p in pools.values())
     figures = {
         "policy": run.policy,
         "backfill": POLICIES[run.policy],
@@ -102,6 +111,8 @@ def summarize(run: Replay) -> dict:
         "estimate_error_p95_s": percentile(errors, 95),
         "util_bound": bound / (capacity * span),
         "util_used": used / (capacity * span),
+        "util_bound_present": bound / present,
+        "util_used_present": used / present,
         "offered_load": offered_load(trace, inventory),
         "jain": jain(_received_over_asked(run).values()),
         "plan_passes": len(passes),
@@ -113,6 +124,14 @@ def summarize(run: Replay) -> dict:
         "span_s": span,
         "capacity_gpus": capacity,
         "nodes": inventory.node_count,
+        "capacity_max_gpus": inventory.max_capacity,
+        "pool_node_hours": sum((p["node_hours"] for p in pools.values()), 0.0),
+        "pool_gpu_hours": sum((p["gpu_hours"] for p in pools.values()), 0.0),
+        "pool_scale_ups": sum(p["scale_ups"] for p in pools.values()),
+        "pool_nodes_added": sum(p["nodes_added"] for p in pools.values()),
+        "pool_give_backs": sum(p["give_backs"] for p in pools.values()),
+        "pool_peak_nodes": max((n for _, n in total_steps(sizes, dict.fromkeys(sizes, 1))), default=0),
+        "pools": {name: {k: v for k, v in p.items() if k != "gpu_seconds_in_span"} for name, p in pools.items()},
         "slices": {name: waits_summary(by_slice.get(name, [])) for name in trace.slices},
         "projects": {
             name: waits_summary(by_project.get(name, []))
@@ -120,6 +139,34 @@ def summarize(run: Replay) -> dict:
         },
     }
     return figures
+
+
+def pool_figures(run: Replay, sizes: dict[str, list[tuple[float, int]]]) -> dict[str, dict]:
+    """Per pool: node- and GPU-hours, asks (``scale_ups``), nodes that joined after an ask
+    (``nodes_added``), ``give_backs``, its ``peak_nodes``, and its GPU-seconds within the span;
+    ``sizes``: ``pool_sizes(run)``."""
+    figures = {}
+    for pool in run.inventory.pools:
+        steps, gpus = sizes[pool.name], pool.shape.gpus_per_node
+        node_s = step_integral(steps, 0.0, run.end_s)
+        events = [e for e in run.pool_events if e.pool == pool.name]
+        figures[pool.name] = {
+            "min": pool.min_nodes,
+            "max": pool.max_nodes,
+            "node_hours": node_s / 3600,
+            "gpu_hours": node_s * gpus / 3600,
+            "scale_ups": sum(1 for e in events if e.kind == ASK),
+            "nodes_added": sum(1 for e in events if e.kind == JOIN),
+            "give_backs": sum(1 for e in events if e.kind == GIVE_BACK),
+            "peak_nodes": max(n for _, n in steps),
+            "gpu_seconds_in_span": step_integral(steps, 0.0, run.trace.span_s) * gpus,
+        }
+    return figures
+
+
+def pool_sizes(run: Replay) -> dict[str, list[tuple[float, int]]]:
+    """Each pool's nodes over time, every pool's (one that never had a node: none throughout)."""
+    return {p.name: [(0.0, 0)] for p in run.inventory.pools} | sizes_over_time(run.pool_events)
 
 
 def _received_over_asked(run: Replay) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The replay plot: three stacked panels over virtual time, one line per policy.
 
-Panels: queued GPRs; GPUs bound (solid) and used (dashed) against capacity;
+Panels: queued GPRs; GPUs bound (solid) and used (dashed) against capacity
+(with node pools: the standing capacity, and each policy's GPUs present, dotted);
 mean wait of the GPRs that started in each time bin. Time counts from the
 trace start, in days, hours, minutes or seconds as fits; a dotted line marks
 the end of the trace's span. Needs matplotlib (the ``sim`` extra), drawn with
@@ -13,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .engine import Replay
+from .metrics import pool_sizes
+from .pools import total_steps
 from .trace import SimInputError
 
 POINTS = 2000  # samples per line: enough for a figure, small enough to draw fast
@@ -52,10 +55,23 @@ def write_plot(runs: Sequence[Replay], path: str | Path) -> None:
         gpus_ax.step(
             days, value[:, 3], where="post", color=color, linestyle="--", alpha=0.7, label=f"{run.policy} used"
         )
+        if run.inventory.pools:
+            gpus = {p.name: p.shape.gpus_per_node for p in run.inventory.pools}
+            present = np.array(total_steps(pool_sizes(run), gpus), dtype=float).reshape(-1, 2)
+            at = np.clip(np.searchsorted(present[:, 0], grid, side="right") - 1, 0, None)
+            gpus_ax.step(
+                days,
+                run.inventory.fixed_capacity + present[at, 1],
+                where="post",
+                color=color,
+                linestyle=":",
+                label=f"{run.policy} GPUs present",
+            )
         centers, waits = binned[n]
         wait_ax.plot(centers / day, waits / hour, color=color, marker=".", markersize=3, label=run.policy)
     capacity = runs[0].inventory.capacity if runs else 0
-    gpus_ax.axhline(capacity, color="black", linewidth=1, label=f"capacity ({capacity})")
+    standing = "standing capacity" if runs and runs[0].inventory.pools else "capacity"
+    gpus_ax.axhline(capacity, color="black", linewidth=1, label=f"{standing} ({capacity})")
     for ax in (queue_ax, gpus_ax, wait_ax):
         ax.axvline(span / day, color="grey", linestyle=":", linewidth=1)
         ax.grid(alpha=0.3)

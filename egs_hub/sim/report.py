@@ -1,7 +1,9 @@
 """The replay report: policies side by side as a text table, and as JSON.
 
 Vocabulary: *figures* are one policy's summary (``metrics.summarize``); a report
-maps each policy's name to its figures, which is also the JSON file's shape.
+maps each policy's name to its figures, which is also the JSON file's shape. An
+inventory with node pools adds ``POOL_ROWS`` after the waits (what the pools cost
+for them) and ``PRESENT_ROWS`` after the utilization (over the GPUs there).
 """
 
 from __future__ import annotations
@@ -58,10 +60,43 @@ ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
 ]
 
 
+def hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+# Rows shown only when the inventory has node pools, after the row named first.
+POOL_ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
+    ("pool node-hours", lambda f: hours(f["pool_node_hours"])),
+    ("pool GPU-hours", lambda f: hours(f["pool_gpu_hours"])),
+    ("pool peak nodes", lambda f: str(f["pool_peak_nodes"])),
+    ("pool scale-ups / nodes added", lambda f: f"{f['pool_scale_ups']} / {f['pool_nodes_added']}"),
+    ("pool give-backs", lambda f: str(f["pool_give_backs"])),
+]
+PRESENT_ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
+    ("utilization bound, GPUs present", lambda f: share(f["util_bound_present"])),
+    ("utilization used, GPUs present", lambda f: share(f["util_used_present"])),
+]
+
+
+def rows_for(report: Mapping[str, Mapping]) -> list[tuple[str, Callable[[Mapping], str]]]:
+    """ROWS, with POOL_ROWS after the waits and PRESENT_ROWS after the utilization when there are pools."""
+    if not any(f.get("pools") for f in report.values()):
+        return ROWS
+    rows = []
+    for label, show in ROWS:
+        rows.append((f"{label}, standing GPUs" if label.startswith("utilization") else label, show))
+        if label == "wait p99":
+            rows += POOL_ROWS
+        elif label == "utilization used":
+            rows += PRESENT_ROWS
+    return rows
+
+
 def table(report: Mapping[str, Mapping]) -> str:
     """Policies as columns: the summary rows, then mean / p95 wait per slice."""
     policies = list(report)
-    lines = _grid(["", *policies], [[label, *(show(report[p]) for p in policies)] for label, show in ROWS])
+    rows = rows_for(report)
+    lines = _grid(["", *policies], [[label, *(show(report[p]) for p in policies)] for label, show in rows])
     slices = next(iter(report.values()))["slices"] if report else {}
     if slices:
         rows = []

@@ -2,7 +2,8 @@
 
 Vocabulary: the *base inventory* is the one the options name (``--nodes`` and
 ``--gpus-per-node``, ``--cluster FILE``, or Philly's own 352 nodes); ``--load``
-then scales its node counts so that the trace's offered load is that number.
+then scales its node groups' counts so that the trace's offered load is that
+number (node pools keep their ``min`` and ``max``: cluster.py).
 """
 
 from __future__ import annotations

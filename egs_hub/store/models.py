@@ -119,6 +119,9 @@ class Node(Base):
     # quarantined (core/checks.py): not planned on until cleared; why, and since when
     quarantined_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     quarantine_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # the dynamic node pool it joined from (core/node_pools.py), and since when no GPR holds it
+    pool: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    idle_since: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     cluster: Mapped[Cluster] = relationship(back_populates="nodes")
     gpus: Mapped[list[GPU]] = relationship(back_populates="node", order_by="GPU.index")
 
@@ -293,6 +296,31 @@ class MaintenanceWindow(Base):
     created_by: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     __table_args__ = (Index("ix_maintenance_windows_cluster_node", "cluster", "node"),)
+
+
+class NodePoolRow(Base):
+    """A dynamic node pool of a cluster (core.node_pools.NodePool) and what egs-hub asked of it
+    (core.node_pools.PoolState); ``last_error``: why the last ask failed."""
+
+    __tablename__ = "node_pools"
+    __table_args__ = (UniqueConstraint("cluster", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(63))
+    gpu_model: Mapped[str] = mapped_column(String(64))
+    gpu_memory_gb: Mapped[int] = mapped_column(Integer)
+    gpus_per_node: Mapped[int] = mapped_column(Integer)
+    min_nodes: Mapped[int] = mapped_column(Integer)
+    max_nodes: Mapped[int] = mapped_column(Integer)
+    scale_up_delay_s: Mapped[int] = mapped_column(Integer)
+    scale_down_idle_s: Mapped[int] = mapped_column(Integer)
+    provisioning_class: Mapped[str] = mapped_column(String(100))
+    target: Mapped[int] = mapped_column(Integer, default=0)
+    asked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class CheckRun(Base):

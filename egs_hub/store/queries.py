@@ -19,6 +19,7 @@ from ..core.alerts import Alert
 from ..core.checks import DEFAULT_CHECKLIST, GpuIdentity
 from ..core.errors import PolicyViolation
 from ..core.fairshare import Use
+from ..core.node_pools import NodePool, PoolState, all_joining
 from ..core.requests import CheckSpec, ClusterCreate
 from ..core.snapshot import Booking, Estimate, Maintenance, Placement, Request, Snapshot
 from ..core.templates import GPRTemplate
@@ -38,6 +39,7 @@ from .models import (
     LastCheckRun,
     MaintenanceWindow,
     Node,
+    NodePoolRow,
     Price,
     Project,
     PromiseRow,
@@ -616,14 +618,17 @@ def set_prices(session: Session, cluster: str, by_shape: Mapping[str, float]) ->
 
 
 def cluster_shapes(session: Session, cluster: str) -> set[str]:
-    """The names of the shapes of ``cluster``'s nodes present now."""
+    """The names of the shapes of ``cluster``'s nodes present now and of its node pools."""
     query = (
         select(Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node)
         .join(Cluster)
         .where(Cluster.name == cluster, Node.present.is_(True))
         .distinct()
     )
-    return {core.Shape(*row).name for row in session.execute(query)}
+    pooled = select(NodePoolRow.gpu_model, NodePoolRow.gpu_memory_gb, NodePoolRow.gpus_per_node).where(
+        NodePoolRow.cluster == cluster
+    )
+    return {core.Shape(*row).name for row in (*session.execute(query), *session.execute(pooled))}
 
 
 def price_of(session: Session, cluster: str, shape: str) -> float | None:
@@ -852,6 +857,7 @@ def to_node(row: Node) -> core.Node:
         schedulable=row.schedulable,
         declared=row.declared,
         whole=row.whole,
+        pool=row.pool,
     )
 
 
@@ -898,6 +904,7 @@ def sync_inventory(
         node_row.schedulable = node.schedulable
         node_row.declared = node.declared
         node_row.whole = node.whole
+        node_row.pool = node.pool
         node_row.present = True
         node_row.updated_at = now
         session.flush()
@@ -1069,6 +1076,70 @@ def node_maintenance(session: Session, cluster: str, node: str, now: datetime) -
     return list(session.scalars(query.order_by(MaintenanceWindow.start)))
 
 
+# Dynamic node pools (core/node_pools.py)
+
+
+def to_pool(row: NodePoolRow) -> NodePool:
+    return NodePool(
+        cluster=row.cluster,
+        name=row.name,
+        shape=core.Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node),
+        min_nodes=row.min_nodes,
+        max_nodes=row.max_nodes,
+        scale_up_delay=timedelta(seconds=row.scale_up_delay_s),
+        scale_down_idle=timedelta(seconds=row.scale_down_idle_s),
+        provisioning_class=row.provisioning_class,
+    )
+
+
+def pool_state(row: NodePoolRow) -> PoolState:
+    return PoolState(row.target, row.asked_at, row.retry_at)
+
+
+def pool_rows(session: Session, cluster: str | None = None) -> list[NodePoolRow]:
+    query = select(NodePoolRow).order_by(NodePoolRow.cluster, NodePoolRow.name)
+    if cluster is not None:
+        query = query.where(NodePoolRow.cluster == cluster)
+    return list(session.scalars(query))
+
+
+def find_pool(session: Session, cluster: str, name: str) -> NodePoolRow | None:
+    return session.scalar(select(NodePoolRow).where(NodePoolRow.cluster == cluster, NodePoolRow.name == name))
+
+
+def pools(session: Session) -> tuple[tuple[NodePool, PoolState], ...]:
+    """Every pool with what was asked of it (the planner counts their joining nodes)."""
+    return tuple((to_pool(row), pool_state(row)) for row in pool_rows(session))
+
+
+def pool_members(session: Session, cluster: str, pool: str) -> list[Node]:
+    """The pool's nodes present now, by name."""
+    query = (
+        select(Node)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .where(Cluster.name == cluster, Node.pool == pool, Node.present.is_(True))
+        .order_by(Node.name)
+    )
+    return list(session.scalars(query))
+
+
+def held_pool_nodes(session: Session, cluster: str, pool: str) -> set[str]:
+    """The pool's nodes a GPR holds GPUs of now (provisioning, provisioned or releasing)."""
+    query = (
+        select(Node.name)
+        .join(GPU, GPU.node_id == Node.id)
+        .join(Allocation, Allocation.gpu_uuid == GPU.uuid)
+        .join(GPRRow, GPRRow.id == Allocation.gpr_id)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .where(
+            Cluster.name == cluster,
+            Node.pool == pool,
+            GPRRow.status.in_([s.value for s in core.HOLDING_STATUSES]),
+        )
+    )
+    return set(session.scalars(query))
+
+
 def find_node(session: Session, cluster: str, node: str) -> Node | None:
     query = select(Node).join(Cluster, Cluster.id == Node.cluster_id).where(Cluster.name == cluster, Node.name == node)
     return session.scalar(query.options(selectinload(Node.gpus)))
@@ -1161,6 +1232,7 @@ def load_snapshot(
     """What the planner needs at ``now``: inventory, GPRs, policies, each slice's decayed
     usage (fair share, with ``half_life``), and ``previous``, the last plan's estimates."""
     nodes, unhealthy = planning_inventory(session)
+    nodes += all_joining(pools(session), nodes, now)
     rows = gpr_rows(
         session,
         statuses=[s.value for s in core.HOLDING_STATUSES] + [core.Status.QUEUED, core.Status.PENDING_APPROVAL],

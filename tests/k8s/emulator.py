@@ -20,7 +20,9 @@ Emulates:
   ResourceQuotas, Secrets and ConfigMaps (helm's ``lookup`` reads them),
   PersistentVolumeClaims (members' home volumes), cluster-scoped PersistentVolumes and
   StorageClasses (``storage.k8s.io/v1``), Jobs (``batch/v1``, with their status subresource) and the
-  custom resource ``gpuprovisionrequests.egs.io/v1`` with its status subresource,
+  custom resource ``gpuprovisionrequests.egs.io/v1`` with its status subresource, PodTemplates and the
+  Cluster Autoscaler's ``provisioningrequests.autoscaling.x-k8s.io/v1`` (with its status subresource; no
+  autoscaler sets it: tests do),
   listed and watched in one namespace or all); others answer 404 as on a real server;
 - ``metadata.generation`` on custom resources: 1 at create, one more whenever
   anything but metadata and status changes (so never through ``status``);
@@ -105,6 +107,8 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True, ()),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True, ()),
     ("egs.io", "v1", "gpuprovisionrequests"): ("GpuProvisionRequest", True, ("status",)),
+    ("", "v1", "podtemplates"): ("PodTemplate", True, ()),
+    ("autoscaling.x-k8s.io", "v1", "provisioningrequests"): ("ProvisioningRequest", True, ("status",)),
 }
 # Listed in API discovery but not served (404), as kinds a real cluster has: helm maps every kind of a
 # chart to its resource through discovery before it renders with --dry-run=server (tests/chart/test_upgrade.py).
@@ -119,7 +123,7 @@ DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"): ("MutatingWebhookConfiguration", False),
 }
 # Custom resources (CRDs installed): they get metadata.generation, as the API server gives them.
-CUSTOM_GROUPS = ("egs.io",)
+CUSTOM_GROUPS = ("egs.io", "autoscaling.x-k8s.io")
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 NAMESPACES = resource("", "v1", "namespaces")
 # kmock reads /api/v1/namespaces[/name] as a namespace prefix (and fails on the bare list); see __call__.

@@ -1,14 +1,19 @@
 """Builders of simulator test data: CSV traces written to a temp dir, small inventories.
 
 A job row is ``row(submit, gpus=..., duration=..., actual=...)`` so that a case's
-table reads as the trace it is.
+table reads as the trace it is; ``pool(...)`` is a node pool of ``inventory()``'s
+shape and cluster, ``with_pools(inventory(...), pool(...))`` an inventory with it.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
-from egs_hub.sim.cluster import Inventory, one_shape
+from egs_hub.core.model import Shape
+from egs_hub.core.node_pools import NodePool
+from egs_hub.sim.cluster import DEFAULT_SHAPE, Inventory, one_shape
 from egs_hub.sim.trace import CSV_COLUMNS, Trace, read_csv
 
 HEADER = ",".join(CSV_COLUMNS)
@@ -39,6 +44,31 @@ def trace(directory: Path, rows: list[str]) -> Trace:
 
 def inventory(nodes: int = 1, gpus_per_node: int = 4) -> Inventory:
     return one_shape(nodes, gpus_per_node)
+
+
+def pool(
+    name: str = "burst",
+    *,
+    min_nodes: int = 0,
+    max_nodes: int = 3,
+    delay: float = 600,
+    idle: float = 1800,
+    gpus_per_node: int = 4,
+    cluster: str = "sim",
+) -> NodePool:
+    """A pool of ``inventory()``'s shape (of ``gpus_per_node``) in its cluster; delays in seconds."""
+    shape = Shape(*DEFAULT_SHAPE, gpus_per_node)
+    return NodePool(cluster, name, shape, min_nodes, max_nodes, timedelta(seconds=delay), timedelta(seconds=idle))
+
+
+def with_pools(base: Inventory, *pools: NodePool) -> Inventory:
+    return replace(base, pools=pools)
+
+
+def write_cluster(directory: Path, text: str, name: str = "cluster.yaml") -> Path:
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 # The hand-checked trace (one node of 4 GPUs, one slice, so fair share does not reorder;

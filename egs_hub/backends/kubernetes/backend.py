@@ -28,16 +28,18 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from ... import __version__
 from ...core import checks
 from ...core.checks import CheckTarget, Verdict
 from ...core.model import GPR, Event, SlicePolicy
+from ...core.node_pools import POOL_LABEL, NodePool
 from ...core.requests import CheckSpec
 from .. import BindError, Inventory, ServerRef, UnbindError
-from . import objects
-from .api import API_ERRORS, describe_error, json_or_none
+from . import objects, pools
+from .api import API_ERRORS, describe_error, json_of, json_or_none
 from .checks import CheckJob, run_pvc_check
 from .drain import drain_node
 from .events import Notice, create_event, namespace_event, node_event
@@ -62,6 +64,7 @@ class ClusterUnavailable(Exception):
 
 class KubernetesBackend:
     kind = "kubernetes"
+    scales_pools = True
 
     def __init__(
         self,
@@ -78,13 +81,15 @@ class KubernetesBackend:
         role_templates: Mapping[str, RoleTemplate] = DEFAULT_ROLE_TEMPLATES,
         kubeconfig_server: str | None = None,
         checks_namespace: str = "egs-checks",
+        pools_namespace: str = "egs-pools",
     ):
         """``kubeconfig`` None means the default ($KUBECONFIG or ~/.kube/config); ``in_cluster`` uses the pod's
         ServiceAccount instead. ``on_change`` is called whenever the inventory changes (nodes appear,
         change or disappear). ``role_templates`` become the Roles in every slice namespace (roles.py);
         ``kubeconfig_server`` is the API server URL written into slice kubeconfigs (default: the one used here).
         ``checks_namespace`` holds the Jobs of nccl and custom checks (checks.py); it is created when missing
-        and must not be a slice's namespace."""
+        and must not be a slice's namespace. ``pools_namespace`` holds the requests that grow node pools (pools.py),
+        created when missing."""
         if in_cluster and (kubeconfig or context):
             raise ValueError(f"cluster {cluster}: in_cluster=True takes no kubeconfig or context")
         self.cluster = cluster
@@ -99,6 +104,7 @@ class KubernetesBackend:
         self.role_templates = role_templates
         self.kubeconfig_server = kubeconfig_server
         self.checks_namespace = checks_namespace
+        self.pools_namespace = pools_namespace
         self._api: client.ApiClient | None = None
         self._reflector: NodeReflector | None = None
         self._last: NodeInventory | None = None
@@ -397,6 +403,82 @@ class KubernetesBackend:
                 await core.patch_node(node, patch(obj), _request_timeout=self.request_timeout)
         except API_ERRORS as e:
             raise self._unavailable(f"{doing} node {node}", e) from None
+
+    # Dynamic node pools (pools.py)
+
+    async def grow_pool(self, pool: NodePool, nodes: int) -> str:
+        """Ask the cluster autoscaler for ``nodes`` more nodes of the pool: a PodTemplate and a
+        ProvisioningRequest in ``pools_namespace``; the request's name. ClusterUnavailable when the API
+        fails (a cluster without the ProvisioningRequest API answers 404: the message says so)."""
+        name = pools.request_name(pool.name)
+        namespace = self.pools_namespace
+        try:
+            api = await self._client()
+            core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+            options = {"_preload_content": False, "_request_timeout": self.request_timeout}
+            if await json_or_none(core.read_namespace(namespace, **options)) is None:
+                await json_of(await core.create_namespace(objects.own_namespace(namespace), **options))
+            template = pools.pod_template(pool, name, namespace)
+            await json_of(await core.create_namespaced_pod_template(namespace, template, **options))
+            body = pools.provisioning_request(pool, name, namespace, nodes)
+            try:
+                await json_of(
+                    await custom.create_namespaced_custom_object(
+                        pools.GROUP, pools.VERSION, namespace, pools.PLURAL, body, **options
+                    )
+                )
+            except ApiException as e:
+                if e.status == 404:
+                    raise ClusterUnavailable(
+                        f"cluster {self.cluster}: no ProvisioningRequest API ({pools.GROUP}/{pools.VERSION}): "
+                        "install a Cluster Autoscaler that serves it to grow node pools"
+                    ) from None
+                raise
+        except API_ERRORS as e:
+            raise self._unavailable(f"ask pool {pool.name} for {nodes} node(s)", e) from None
+        return name
+
+    async def pool_requests(self, pool: str) -> list[pools.PoolRequest]:
+        """The pool's ProvisioningRequests and what became of each; ClusterUnavailable when the API fails."""
+        try:
+            custom = client.CustomObjectsApi(await self._client())
+            listed = await json_or_none(
+                custom.list_namespaced_custom_object(
+                    pools.GROUP,
+                    pools.VERSION,
+                    self.pools_namespace,
+                    pools.PLURAL,
+                    label_selector=f"{POOL_LABEL}={pool}",
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except API_ERRORS as e:
+            raise self._unavailable(f"list the requests of pool {pool}", e) from None
+        return [pools.request_state(item) for item in (listed or {}).get("items") or []]
+
+    async def end_pool_request(self, name: str) -> None:
+        """Delete a ProvisioningRequest and its PodTemplate (either may be gone already)."""
+        try:
+            api = await self._client()
+            options = {"_preload_content": False, "_request_timeout": self.request_timeout}
+            await json_or_none(
+                client.CustomObjectsApi(api).delete_namespaced_custom_object(
+                    pools.GROUP, pools.VERSION, self.pools_namespace, pools.PLURAL, name, **options
+                )
+            )
+            core = client.CoreV1Api(api)
+            await json_or_none(core.delete_namespaced_pod_template(name, self.pools_namespace, **options))
+        except API_ERRORS as e:
+            raise self._unavailable(f"delete the pool request {name}", e) from None
+
+    async def keep_pool_node(self, node: str) -> None:
+        """Keep the cluster autoscaler from removing a pool node: egs-hub decides when it goes."""
+        await self._patch_node(node, "keep pool", lambda _obj: pools.keep_patch())
+
+    async def give_back_pool_node(self, node: str) -> None:
+        """Cordon a pool node and let the cluster autoscaler remove it."""
+        await self._patch_node(node, "give back pool", lambda _obj: pools.give_back_patch())
 
     # Events
 

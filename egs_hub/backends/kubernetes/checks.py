@@ -189,9 +189,7 @@ class CheckJob:
         found = await json_or_none(self.core.read_namespace(self.namespace, **self.options))
         if found is None:
             try:
-                await json_of(
-                    await self.core.create_namespace(objects.checks_namespace(self.namespace), **self.options)
-                )
+                await json_of(await self.core.create_namespace(objects.own_namespace(self.namespace), **self.options))
             except ApiException as e:
                 if e.status != 409:  # made meanwhile (another check): fine
                     raise

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ...core.model import GPU, Node, Shape
+from ...core.node_pools import POOL_LABEL
 from ..local.nvml import gpu_model
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -122,6 +123,7 @@ def read_node(obj: Mapping, cluster: str) -> FoundNode | None:
         shape=shape,
         gpus=tuple(g.uuid for g in gpus),
         schedulable=ready and not cordoned,
+        pool=labels.get(POOL_LABEL),
     )
     return FoundNode(
         node=node,

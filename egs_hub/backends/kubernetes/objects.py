@@ -204,8 +204,8 @@ def check_job(
     }
 
 
-def checks_namespace(name: str) -> dict:
-    """The namespace check Jobs run in; no egs.io/slice label: it is no slice's."""
+def own_namespace(name: str) -> dict:
+    """A namespace of egs-hub's own objects (check Jobs, pool requests); no egs.io/slice label: it is no slice's."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",

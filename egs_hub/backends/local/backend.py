@@ -36,6 +36,7 @@ class ServerControl(Protocol):
 
 class LocalBackend:
     kind = "local"
+    scales_pools = False  # one host: nothing adds nodes
     check_kinds = checks.KINDS
 
     def __init__(
