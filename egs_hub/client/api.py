@@ -37,6 +37,7 @@ from ..core.resources import (
     Inventory,
     MaintenanceWindow,
     Node,
+    NodePool,
     Project,
     QueuedGPR,
     Resource,
@@ -487,6 +488,43 @@ class Operations(ABC):
     def cancel_maintenance(self, cluster: str, node: str) -> None:
         """Admins: cancel the node's maintenance windows that have not ended."""
         return self._send(Call("DELETE", f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance", _nothing))
+
+    # dynamic node pools
+
+    def pools(self, cluster: str) -> list[NodePool]:
+        """The cluster's dynamic node pools, with their nodes and what was asked of them."""
+        return self._send(Call("GET", f"clusters/{_segment(cluster)}/pools", _list_of(NodePool, "pools")))
+
+    def pool(self, cluster: str, name: str) -> NodePool:
+        return self._send(Call("GET", f"clusters/{_segment(cluster)}/pools/{_segment(name)}", _one(NodePool)))
+
+    def add_pool(
+        self,
+        cluster: str,
+        name: str,
+        shape: str,
+        max_nodes: int,
+        *,
+        min_nodes: int = 0,
+        scale_up_delay: Duration | None = None,
+        scale_down_idle: Duration | None = None,
+        provisioning_class: str | None = None,
+    ) -> NodePool:
+        """Admins: a pool of ``shape`` nodes ("H100-80GB x8", labelled ``egs.io/pool=<name>``) that the
+        cluster's autoscaler adds when the queue needs them and egs-hub gives back when idle; the
+        service's defaults where a value is left None."""
+        fields = {
+            "scale_up_delay": scale_up_delay,
+            "scale_down_idle": scale_down_idle,
+            "provisioning_class": provisioning_class,
+        }
+        body = {"name": name, "shape": shape, "min_nodes": min_nodes, "max_nodes": max_nodes}
+        body.update({key: value for key, value in fields.items() if value is not None})
+        return self._send(Call("POST", f"clusters/{_segment(cluster)}/pools", _one(NodePool), body=_encode(body)))
+
+    def delete_pool(self, cluster: str, name: str) -> None:
+        """Admins: delete the pool and its requests to the autoscaler; its nodes stay."""
+        return self._send(Call("DELETE", f"clusters/{_segment(cluster)}/pools/{_segment(name)}", _nothing))
 
     # nodes: health, checks, quarantine
 

@@ -2,7 +2,7 @@
 
 One hub and one emulated cluster, "east" (two 8-GPU nodes), whose API emulator runs on an event
 loop in a thread (tests/service/test_clusters.py); the hub reaches it through a kubeconfig file.
-The two tests share the hub and run in order (the second uses the cluster the first registers).
+The tests share the hub and run in order (the later ones use the cluster the first registers).
 
 1. On the Clusters page the admin registers east (health ok, its nodes, GPUs and shape) and a
    cluster whose API server does not answer (unavailable, with the reason), then removes that one.
@@ -11,6 +11,7 @@ The two tests share the hub and run in order (the second uses the cluster the fi
    downloads its kubeconfig valid for one hour (the emulator issued its token for that long); alice
    downloads hers from her portal's workspace card. Each file loads with
    kubernetes_asyncio's config loader and lists the pods of team's namespace on the emulator.
+3. On the Clusters page the admin adds a node pool to east (refused first, naming why), sees it, deletes it.
 """
 
 from __future__ import annotations
@@ -191,3 +192,51 @@ def test_the_admin_and_a_member_download_the_kubeconfig_of_a_workspace(world, em
     alice.screenshot(path=artifacts / "portal-kubeconfig.png", full_page=True)
     assert emulators.run(pods_seen_with(str(alice_file), NAMESPACE)) == ["trainer"]
     assert admin_watched.errors == [] and alice_watched.errors == []
+
+
+def add_pool(page: Page, cluster: str, min_nodes: str, max_nodes: str) -> None:
+    form = page.get_by_role("form", name="Add a node pool")
+    form.get_by_label("Cluster").select_option(cluster)
+    form.get_by_label("Pool name").fill("burst")
+    form.get_by_label("Shape").fill("H100-80GB x8")
+    form.get_by_label("Min nodes").fill(min_nodes)
+    form.get_by_label("Max nodes").fill(max_nodes)
+    form.get_by_role("button", name="Add pool").click()
+
+
+@pytest.mark.browser
+def test_an_admin_adds_and_deletes_a_node_pool_on_the_clusters_page(world, emulators, new_page, artifacts):
+    """3. On the Clusters page the admin adds a node pool to east: refused with min above max (naming the
+    field) and on this host (no autoscaler); added on east, it shows its size, delays and that nothing
+    was asked yet; deleted, it is gone."""
+    hub: Hub = world["hub"]
+    watched = Watched(new_page())
+    admin = watched.page
+    admin.goto(hub.url + "/")
+    log_in(admin, "admin", ADMIN_PASSWORD)
+    expect(admin).not_to_have_url(re.compile(r"/hub/login"))
+    open_page(admin, hub, "admin/clusters", "Clusters")
+    notice = admin.get_by_role("status")
+    rows = admin.locator("#pools tbody tr")
+    expect(rows).to_have_text(["No node pools."])
+
+    add_pool(admin, "east", "3", "2")
+    expect(notice).to_have_text("Pool burst was not added: min_nodes (3) must not exceed max_nodes (2) (min_nodes)")
+    expect(notice).to_have_class("error")
+    add_pool(admin, "local", "0", "2")
+    expect(notice).to_have_text(re.compile(r"^Pool burst was not added: cluster 'local' \(local\) has no autoscaler"))
+
+    add_pool(admin, "east", "0", "2")
+    expect(notice).to_have_text("Pool burst added to east: up to 2 node(s) of H100-80GB x8")
+    pool = admin.locator("#pools tbody tr[data-pool='east/burst']")
+    expect(pool.locator("th, td")).to_have_text(
+        ["burst", "east", "H100-80GB x8", "0 (min 0, max 2)", "0", "10m", "30m", "never", "Delete"]
+    )
+    assert [p["name"] for p in hub.admin().get("clusters/east/pools")["pools"]] == ["burst"]
+    admin.screenshot(path=artifacts / "admin-clusters-pools.png", full_page=True)
+
+    admin.once("dialog", lambda dialog: dialog.accept())
+    pool.get_by_role("button", name="Delete pool burst").click()
+    expect(notice).to_have_text("Pool burst deleted")
+    expect(rows).to_have_text(["No node pools."])
+    assert watched.errors == []

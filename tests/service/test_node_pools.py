@@ -17,6 +17,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from egs_hub.backends.kubernetes import pools
+from egs_hub.client import EGSClient
 
 from ..k8s.builders import gpu_node
 from .hub import sqlite_hub, until_status, wait_for
@@ -98,15 +99,19 @@ def test_bad_pools_are_refused_with_the_field_named(world):
 
 
 def test_a_long_wait_asks_the_pool_for_a_node(world):
-    admin, member = world["admin"], world["member"]
-    created = admin.post("clusters/kc/pools", POOL, expect=201)
-    assert (created["shape"], created["min_nodes"], created["max_nodes"], created["nodes"], created["coming"]) == (
-        "H100-80GB x8",
-        0,
-        2,
-        [],
-        0,
-    )
+    admin, member, hub = world["admin"], world["member"], world["hub"]
+    with EGSClient(hub.api, hub.admin_token) as egs:  # as a script would
+        created = egs.add_pool(
+            "kc", "burst", "H100-80GB x8", 2, scale_up_delay=timedelta(minutes=10), scale_down_idle="3s"
+        )
+        assert (created.shape, created.min_nodes, created.max_nodes, created.nodes, created.coming) == (
+            "H100-80GB x8",
+            0,
+            2,
+            (),
+            0,
+        )
+        assert created.scale_up_delay == timedelta(minutes=10) and [p.name for p in egs.pools("kc")] == ["burst"]
     admin.post("clusters/kc/pools", POOL, expect=409)
     holder = world["batch"].post("gprs", {"slice": "batch", "gpus": 8, "duration": "1h", "cluster": "kc"}, expect=201)
     until_status(admin, holder["id"], "provisioned")
@@ -185,7 +190,9 @@ def test_a_failed_ask_is_told_and_not_repeated_before_the_retry(world):
 
 def test_deleting_a_pool_deletes_its_requests(world):
     admin = world["admin"]
-    admin.call("DELETE", "clusters/kc/pools/burst", expect=204)
+    with EGSClient(world["hub"].api, world["hub"].admin_token) as egs:
+        egs.delete_pool("kc", "burst")
     admin.get("clusters/kc/pools/burst", expect=404)
+    admin.call("DELETE", "clusters/kc/pools/burst", expect=404)
     assert requests_of(world) == []
     assert "pool-deleted" in event_kinds(world)

@@ -1,7 +1,8 @@
-// Clusters: the registered clusters with health, nodes, GPUs and shapes; register and remove.
+// Clusters: the registered clusters with health, nodes, GPUs and shapes; register and remove. Their
+// dynamic node pools: size, nodes, what was asked of the autoscaler and why it last failed; add and delete.
 "use strict";
 
-import { act, api, el, live, patch } from "./api.js";
+import { act, api, durationText, el, live, localTime, patch } from "./api.js";
 import { registerCluster, removeCluster } from "./kubernetes.js";
 
 const form = document.getElementById("cluster-form");
@@ -82,10 +83,72 @@ form.addEventListener("submit", (e) => {
   });
 });
 
+const poolForm = document.getElementById("pool-form");
+const p = poolForm.elements;
+
+function poolNodes(pool) {
+  const live = pool.nodes.filter((n) => n.schedulable);
+  const text = `${live.length} (min ${pool.min_nodes}, max ${pool.max_nodes})`;
+  if (!pool.nodes.length) return text;
+  return [text, el("ul", { class: "plain" }, pool.nodes.map((n) => el("li", {}, n.name,
+    el("span", { class: "muted" }, !n.schedulable ? " (given back)" : n.idle_since ? ` idle since ${localTime(n.idle_since)}` : " (held)"))))];
+}
+
+function lastAsk(pool) {
+  const asked = pool.asked_at ? localTime(pool.asked_at) : el("span", { class: "muted" }, "never");
+  if (!pool.last_error) return asked;
+  return [asked, el("div", { class: "error", role: "note" }, `failed: ${pool.last_error}`),
+    pool.retry_at ? el("div", { class: "muted" }, `asking again after ${localTime(pool.retry_at)}`) : null];
+}
+
+function deletePool(pool) {
+  if (!confirm(`Delete pool ${pool.name} of ${pool.cluster}? Its requests to the autoscaler go; its nodes stay.`)) return;
+  act(`Pool ${pool.name} deleted`,
+    () => api("DELETE", `clusters/${encodeURIComponent(pool.cluster)}/pools/${encodeURIComponent(pool.name)}`));
+}
+
+function poolRow(pool) {
+  return el("tr", { "data-pool": `${pool.cluster}/${pool.name}` },
+    el("th", { scope: "row" }, pool.name), el("td", {}, pool.cluster), el("td", {}, pool.shape), el("td", {}, poolNodes(pool)),
+    el("td", {}, String(pool.coming)), el("td", {}, durationText(pool.scale_up_delay)), el("td", {}, durationText(pool.scale_down_idle)),
+    el("td", {}, lastAsk(pool)),
+    el("td", { class: "actions" }, el("button", { type: "button", "aria-label": `Delete pool ${pool.name}`,
+      onclick: () => deletePool(pool) }, "Delete")));
+}
+
+poolForm.addEventListener("submit", (e) => {
+  e.preventDefault();
+  const body = { name: p.name.value.trim(), shape: p.shape.value.trim(), min_nodes: Number(p.min_nodes.value || 0),
+    max_nodes: Number(p.max_nodes.value) };
+  for (const field of ["scale_up_delay", "scale_down_idle"]) if (p[field].value.trim()) body[field] = p[field].value.trim();
+  act("", async () => {
+    let made;
+    try {
+      made = await api("POST", `clusters/${encodeURIComponent(p.cluster.value)}/pools`, body);
+    } catch (error) {
+      throw new Error(`Pool ${body.name} was not added: ${error.message}`);
+    }
+    poolForm.reset();
+    return `Pool ${made.name} added to ${made.cluster}: up to ${made.max_nodes} node(s) of ${made.shape}`;
+  });
+});
+
+function drawClusterChoices(clusters) {
+  const chosen = p.cluster.value;
+  patch(p.cluster, clusters.map((c) => el("option", { value: c.name, selected: c.name === chosen }, c.name)));
+}
+
 live(
-  () => Promise.all([api("GET", "clusters"), api("GET", "inventory"), api("GET", "projects")]),
-  ([clusters, inventory, projects]) => {
+  async () => {
+    const [clusters, inventory, projects] = await Promise.all([api("GET", "clusters"), api("GET", "inventory"), api("GET", "projects")]);
+    const pools = await Promise.all(clusters.clusters.map((c) => api("GET", `clusters/${encodeURIComponent(c.name)}/pools`)));
+    return [clusters, inventory, projects, pools.flatMap((answer) => answer.pools)];
+  },
+  ([clusters, inventory, projects, pools]) => {
     patch(document.querySelector("#clusters tbody"),
       clusters.clusters.map((c) => clusterRow(c, inventory.shapes, projects.projects)));
+    patch(document.querySelector("#pools tbody"),
+      pools.length ? pools.map(poolRow) : [el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No node pools."))]);
+    drawClusterChoices(clusters.clusters);
   },
 );
