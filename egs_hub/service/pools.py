@@ -24,8 +24,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend
 from ..backends.kubernetes import ClusterUnavailable
+from ..backends.kubernetes.nodes import FREE, SLICE_LABEL
 from ..core.model import Event
-from ..core.node_pools import NodePool, PoolNode, PoolState, growth, planned_nodes, to_give_back
+from ..core.node_pools import POOL_LABEL, NodePool, PoolNode, PoolState, growth, planned_nodes, to_give_back
 from ..core.units import format_duration
 from ..store import queries
 from ..store.db import transaction
@@ -120,14 +121,23 @@ class PoolScaler:
 
     @staticmethod
     async def _settle_requests(backend: Backend, step: Step) -> None:
-        """A failed request: nothing coming, no ask before the retry; one whose nodes all joined: deleted."""
+        """A failed request: nothing coming, no ask before the retry; one whose nodes all joined: deleted;
+        one whose booking expired (or capacity was revoked) while nodes are still awaited: those nodes never
+        joined the pool (their labels), which fails as the autoscaler's failure does."""
         pool, coming = step.pool, max(step.state.target - step.joined, 0)
         for request in await backend.pool_requests(pool.name):
             if request.state == "failed":
                 step.failed(f"the autoscaler could not add {request.nodes} node(s): {request.message}", request.name)
-                await backend.end_pool_request(request.name)
-            elif request.state in ("provisioned", "expired") and coming == 0:
-                await backend.end_pool_request(request.name)
+            elif request.state == "expired" and coming:
+                step.failed(
+                    f"the autoscaler's request for {request.nodes} node(s) ended ({request.message}) before they "
+                    f"joined: do the node group's nodes carry the labels {POOL_LABEL}={pool.name} and "
+                    f"{SLICE_LABEL}={FREE}?",
+                    request.name,
+                )
+            elif request.state == "pending" or coming:
+                continue
+            await backend.end_pool_request(request.name)
 
     @staticmethod
     async def _grow(backend: Backend, step: Step, on_cluster: list) -> None:
