@@ -1,7 +1,7 @@
 """Dynamic node pools in the simulator: the wait / cost trade-off of growing a pool for a bursty queue.
 
-A synthetic trace of working-day bursts (``--days`` days, 160 jobs a day between 9:00 and 17:00, 1 to 8
-GPUs for 1 to 4 hours, using 30 to 100 % of the window, three teams; seed ``--seed``) is replayed by the
+The synthetic bursty trace (egs_hub/sim/synthetic.py: ``--days`` working days of 160 jobs between 9:00 and
+17:00, 1 to 8 GPUs for 1 to 4 hours, three teams; seed ``--seed``) is replayed by the
 planner on 8 fixed H100 x8 nodes, and on the same nodes with a pool of 0 to N more (N in ``--pools``,
 10 minutes to join, given back after 30 minutes idle). Printed and written (``--json``): each run's
 waits, the pool's node-hours and GPU-hours (what the cloud bills), its peak, asks and give-backs.
@@ -12,7 +12,6 @@ waits, the pool's node-hours and GPU-hours (what the cloud bills), its peak, ask
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import tempfile
 import time
@@ -20,23 +19,10 @@ from pathlib import Path
 
 from egs_hub.sim import Options, build_inventory, load_trace, run_policies
 from egs_hub.sim.report import write_json
+from egs_hub.sim.synthetic import bursty
 
 FIXED_NODES = 8
 SHAPE = "h100: {model: H100, memory_gb: 80, gpus_per_node: 8}"
-
-
-def bursty_trace(days: int, seed: int) -> str:
-    """The trace as CSV (the simulator's format)."""
-    rng = random.Random(seed)
-    rows = []
-    for day in range(days):
-        for _ in range(160):
-            submit = day * 86400 + 9 * 3600 + rng.uniform(0, 8 * 3600)
-            gpus, window = rng.choice([1, 2, 4, 8, 8]), rng.choice([3600, 7200, 14400])
-            rows.append((round(submit), rng.choice("abc"), gpus, window, round(window * rng.uniform(0.3, 1.0))))
-    lines = ["submit_s,slice,gpus,nodes,duration_s,actual_s,priority"]
-    lines += [f"{s},team-{team},{g},,{w},{a}," for s, team, g, w, a in sorted(rows)]
-    return "\n".join(lines) + "\n"
 
 
 def cluster_yaml(pool_max: int) -> str:
@@ -62,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.days} bursty days on {FIXED_NODES} x H100x8, planner\n{header}")
     with tempfile.TemporaryDirectory() as directory:
         csv = Path(directory, "bursty.csv")
-        csv.write_text(bursty_trace(args.days, args.seed))
+        csv.write_text(bursty(args.days, args.seed))
         for size in args.pools:
             cluster = Path(directory, f"cluster-{size}.yaml")
             cluster.write_text(cluster_yaml(size))
