@@ -101,23 +101,25 @@ class PoolScaler:
         if backend is None or not backend.scales_pools:
             return
         step = Step(pool, state, len(live), now, error)
-        await self._settle_requests(backend, step)
-        on_cluster = planned_nodes(estimates, pool.cluster)
-        await self._grow(backend, step, on_cluster)
-        for name in live:
-            if (pool.cluster, name) not in self._kept:
-                await backend.keep_pool_node(name)
-                self._kept.add((pool.cluster, name))
-        given = to_give_back(pool, [PoolNode(name, idle[name]) for name in live], on_cluster, now)
-        for name in given:
-            await backend.give_back_pool_node(name)
-            self._kept.discard((pool.cluster, name))
-            step.tell(
-                "pool-node-given-back", f"node {name} idled {format_duration(now - idle[name])}: given back", node=name
-            )
-        if given:
-            step.state = replace(step.state, target=max(step.state.target, step.joined) - len(given))
-        self._save(pool_id, step, idle, set(given))
+        given: set[str] = set()
+        try:  # what was done is saved even when a later call to the cluster fails (it is not done twice)
+            await self._settle_requests(backend, step)
+            on_cluster = planned_nodes(estimates, pool.cluster)
+            await self._grow(backend, step, on_cluster)
+            for name in live:
+                if (pool.cluster, name) not in self._kept:
+                    await backend.keep_pool_node(name)
+                    self._kept.add((pool.cluster, name))
+            for name in to_give_back(pool, [PoolNode(name, idle[name]) for name in live], on_cluster, now):
+                await backend.give_back_pool_node(name)
+                given.add(name)
+                self._kept.discard((pool.cluster, name))
+                idled = format_duration(now - idle[name])
+                step.tell("pool-node-given-back", f"node {name} idled {idled}: given back", node=name)
+                step.state = replace(step.state, target=max(step.state.target, step.joined) - 1)
+                step.joined -= 1
+        finally:
+            self._save(pool_id, step, idle, given)
 
     @staticmethod
     async def _settle_requests(backend: Backend, step: Step) -> None:
