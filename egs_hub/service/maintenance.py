@@ -10,8 +10,6 @@ holders of their nodes; it keeps nothing between passes, so a restarted service 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -23,13 +21,16 @@ from ..core.model import GPR, SlicePolicy, Status
 from ..core.units import format_time
 from ..store import queries
 from ..store.db import transaction
+from .periodic import Periodic
 from .remediation import Remediation
 
 log = logging.getLogger(__name__)
 ACTOR = "maintenance"
 
 
-class MaintenanceStarts:
+class MaintenanceStarts(Periodic):
+    name = "maintenance pass"
+
     def __init__(
         self,
         sessions: sessionmaker[Session],
@@ -43,25 +44,6 @@ class MaintenanceStarts:
         self.clock = clock
         self.interval = interval
         self.on_change = on_change
-        self._runner: asyncio.Task | None = None
-
-    def start(self) -> None:
-        self._runner = asyncio.ensure_future(self._run())
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-            self._runner = None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.tick()
-            except Exception:
-                log.exception("the maintenance pass failed; trying again in %.0f s", self.interval)
-            await asyncio.sleep(self.interval)
 
     async def tick(self) -> None:
         """One pass: the holders of nodes whose maintenance is under way, by their slices' policy."""

@@ -13,8 +13,6 @@ only (keeping one again is harmless).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -31,13 +29,16 @@ from ..core.units import format_duration
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import NodePoolRow
+from .periodic import Periodic
 from .planning import Planning
 
 log = logging.getLogger(__name__)
 ACTOR = "node-pools"
 
 
-class PoolScaler:
+class PoolScaler(Periodic):
+    name = "node pool pass"
+
     def __init__(
         self,
         sessions: sessionmaker[Session],
@@ -52,25 +53,6 @@ class PoolScaler:
         self.clock = clock
         self.interval = interval
         self._kept: set[tuple[str, str]] = set()
-        self._runner: asyncio.Task | None = None
-
-    def start(self) -> None:
-        self._runner = asyncio.ensure_future(self._run())
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-            self._runner = None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.tick()
-            except Exception:
-                log.exception("the node pool pass failed; trying again in %.0f s", self.interval)
-            await asyncio.sleep(self.interval)
 
     async def tick(self) -> None:
         """One pass over every pool (module doc)."""

@@ -234,6 +234,12 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def not_found(self, what: str) -> web.HTTPError:
         return web.HTTPError(404, f"no {what}")
 
+    def registered_cluster(self, name: str) -> str:
+        """``name``, a cluster the service knows; 404 otherwise."""
+        if name not in self.egs.registry.states:
+            raise self.not_found(f"cluster named {name!r}")
+        return name
+
     def log_exception(self, typ, value, tb) -> None:
         if isinstance(value, tuple(ERROR_STATUS)):
             log.info("%s %s: %s", self.request.method, self.request.path, value)

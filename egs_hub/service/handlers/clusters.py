@@ -77,22 +77,15 @@ class ClusterHandler(APIHandler):
 
     @needs_scope(ADMIN_SCOPE)
     async def delete(self, name: str) -> None:
-        if name not in self.egs.registry.states:
-            raise self.not_found(f"cluster named {name!r}")
-        await self.egs.registry.unregister(name)
+        await self.egs.registry.unregister(self.registered_cluster(name))
         self.set_status(204)
         self.finish()
 
 
 class ClusterPricesHandler(APIHandler):
-    def cluster(self, name: str) -> str:
-        if name not in self.egs.registry.states:
-            raise self.not_found(f"cluster named {name!r}")
-        return name
-
     @authenticated
     def get(self, name: str) -> None:
-        name = self.cluster(name)
+        name = self.registered_cluster(name)
         with self.egs.sessions() as session:
             prices = queries.prices(session, [name])
         self.write_json(ClusterPrices(cluster=name, prices={shape: p for (_, shape), p in sorted(prices.items())}))
@@ -100,7 +93,7 @@ class ClusterPricesHandler(APIHandler):
     @needs_scope(ADMIN_SCOPE)
     def put(self, name: str) -> None:
         """Replace every price of the cluster: each shape one its nodes have now (422 naming it otherwise)."""
-        name = self.cluster(name)
+        name = self.registered_cluster(name)
         prices = parse_body(PriceTable, self.json_body()).root
         with transaction(self.egs.sessions) as session:
             shapes = queries.cluster_shapes(session, name)

@@ -25,11 +25,6 @@ from .base import APIHandler, authenticated, needs_scope
 
 
 class _PoolHandler(APIHandler):
-    def cluster(self, name: str) -> str:
-        if name not in self.egs.registry.states:
-            raise self.not_found(f"cluster named {name!r}")
-        return name
-
     def view(self, session, row: NodePoolRow) -> NodePool:
         return pool_resource(row, queries.pool_members(session, row.cluster, row.name))
 
@@ -37,14 +32,14 @@ class _PoolHandler(APIHandler):
 class PoolsHandler(_PoolHandler):
     @authenticated
     def get(self, name: str) -> None:
-        cluster = self.cluster(name)
+        cluster = self.registered_cluster(name)
         with self.egs.sessions() as session:
             views = [self.view(session, row) for row in queries.pool_rows(session, cluster)]
         self.write_json(NodePools(pools=views))
 
     @needs_scope(ADMIN_SCOPE)
     def post(self, name: str) -> None:
-        cluster = self.cluster(name)
+        cluster = self.registered_cluster(name)
         body = parse_body(PoolCreate, self.json_body())
         pool = body.pool(cluster)
         backend = self.egs.registry.backends.get(cluster)
@@ -101,14 +96,14 @@ class PoolHandler(_PoolHandler):
 
     @authenticated
     def get(self, name: str, pool: str) -> None:
-        cluster = self.cluster(name)
+        cluster = self.registered_cluster(name)
         with self.egs.sessions() as session:
             view = self.view(session, self.find(session, cluster, pool))
         self.write_json(view)
 
     @needs_scope(ADMIN_SCOPE)
     async def delete(self, name: str, pool: str) -> None:
-        cluster = self.cluster(name)
+        cluster = self.registered_cluster(name)
         with self.egs.sessions() as session:
             self.find(session, cluster, pool)
         backend = self.egs.registry.backends.get(cluster)
