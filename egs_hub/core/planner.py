@@ -20,7 +20,11 @@ what was released. Promises that came due and did not start (the service was
 away, a pass came late) move every promise of their band, and of the bands
 below, by as much as the latest of them where that drops fewer, rather than
 let those behind them on their GPUs be dropped: a late start moves an estimate
-by no more than it was late.
+by no more than it was late. A promise that no longer fits because what runs before
+it on its GPUs ends a little later (a window admitted after the plan's now) is held
+that much later on the same GPUs, up to ``SLIP_S``, rather than dropped: dropped, a
+backfilled request would lose its gap and wait for those ahead of it. The plan says
+why each promise was not held where it was (``Plan.moved``).
 
 The wait-time query for a request not yet submitted answers from what the pass
 leaves (``Views``): the start the next pass would give it, wherever it sorts in
@@ -65,6 +69,26 @@ BANDS = (2, 1, 0)
 # at ``now``; they are free for planning right after.
 JUST_AFTER = timedelta(microseconds=1)
 _JUST_AFTER_S = JUST_AFTER.total_seconds()
+# A promise that no longer fits where it was, because what runs before it on its GPUs ends a
+# little later (a window the service admitted after the plan's now: by a plan's time at most), is
+# held that much later on the same GPUs, up to this many seconds, rather than dropped (module doc).
+SLIP_S = 5.0
+
+# A promise is kept when its GPR starts no later than this after it (issue 21); a move later than
+# that is a broken promise, and the service says why in the GPR's events.
+KEPT_SLACK = timedelta(seconds=60)
+
+# Why a promise was not held where it was (Plan.moved), by cause.
+MOVED = {
+    "capacity-lost": "the GPUs it was promised are gone, unhealthy or to be avoided",
+    "taken": (
+        "the GPUs it was promised are not free then (higher-priority work, maintenance, or a GPR holding them longer)"
+    ),
+    "late": "what runs before it on its GPUs started or ends later than planned",
+    "overtaken": (
+        "a GPR queued ahead of it that had no promise (a better fair share, or one that lost its own) took its window"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -180,6 +204,7 @@ def _plan_pass(snapshot: Snapshot, now: datetime, backfill: str, unplaced: tuple
         approvals=approvals,
         evictions=evictions,
         unplaced=unplaced,
+        moved=state.moved,
         views=Views(now, state.after_band, state.placed, state.factors),
     )
 
@@ -438,6 +463,7 @@ class _Pass:
         self.placed: dict[int, list[tuple[Request, Window]]] = {b: [] for b in BANDS}
         self.free_now: dict[tuple[str, str], list[str]] = {}
         self.late = 0.0  # how late the latest promise of the bands planned so far starts
+        self.moved: dict[int, str] = {}  # Plan.moved
         self._pools: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
 
     def _empty_timeline(self) -> Timeline:
@@ -575,6 +601,7 @@ class _Pass:
                 (k for k, p in enumerate(promised) if p and not kept_promise[k] and k < last_held), default=-1
             )
             lost = dropped >= 0
+            self._why_moved([r for _, r in members], holds)
             if dropped > last_ahead:
                 open_ = open_ or self._without(holds.values())
                 last_ahead = dropped
@@ -588,6 +615,8 @@ class _Pass:
                         overtaken = overtaken or (open_ is not None and window is not None)
                     elif overtaken:
                         window = self._keep_or_replan(request, held, open_ if lost else None)
+                        if window is None or window.start > held.start:
+                            self.moved[request.gpr_id] = "overtaken"
                     else:
                         earlier = self._earlier_than_promise(request, held)
                         window, kept = earlier or held, earlier is None
@@ -604,6 +633,20 @@ class _Pass:
                     open_ = None
             later = any(by_band[lower] for lower in BANDS if lower < b)
             self.after_band[b] = self.timeline.copy() if later else self.timeline
+
+    def _why_moved(self, requests: list[Request], holds: Mapping[int, Window]) -> None:
+        """Note the cause of each promise of ``requests`` not held where it was (``holds``): dropped
+        because its GPUs are gone or are not free then, or held later (late starts before it)."""
+        for request in requests:
+            promise = self._promise(request)
+            if promise is None:
+                continue
+            held = holds.get(request.gpr_id)
+            if held is None:
+                gone = self._promised_window(request, promise, 0.0) is None
+                self.moved[request.gpr_id] = "capacity-lost" if gone else "taken"
+            elif held.start > max(0.0, self.seconds(promise.start)) + _JUST_AFTER_S:
+                self.moved[request.gpr_id] = "late"
 
     def _without(self, holds: Iterable[Window]) -> Timeline:
         """A copy of the timeline with the ``holds`` (on it) taken off."""
@@ -727,11 +770,30 @@ class _Pass:
                     # planned after it starts that microsecond early: held later, it is likewise.
                     start = end_of(window.start, _JUST_AFTER_S)
                     window = Window(window.slice, window.pool, window.picks, start, window.end)
-                if window is not None and self.timeline.fits(window):
+                if window is not None and not self.timeline.fits(window):
+                    window = self._slipped(window)
+                if window is not None:
                     self.timeline.put(window, later=later)
                     holds[request.gpr_id] = window
         Pool.summarize(later)
         return holds
+
+    def _slipped(self, window: Window) -> Window | None:
+        """``window`` on the same GPUs at its earliest start up to ``SLIP_S`` later where it fits
+        (its GPUs free, its slice's limits kept); None when there is none."""
+        duration = window.end - window.start
+        use = self.timeline.use(window.slice)
+        profiles = window.pool.profiles
+        t, limit = window.start, window.start + SLIP_S
+        while t <= limit:
+            starts = [profiles[i].earliest_at_least(gpus, duration, t) for i, gpus in window.picks]
+            if use is not None:
+                starts.append(use.earliest(window.gpus, duration, t))
+            latest = max(starts)
+            if latest == t:
+                return Window(window.slice, window.pool, window.picks, t, end_of(t, duration))
+            t = latest
+        return None
 
     def _promise(self, request: Request) -> Estimate | None:
         """The previous plan's estimate for the request, when it gave a start and a place."""

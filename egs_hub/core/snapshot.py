@@ -134,7 +134,8 @@ class Unplaced:
 @dataclass(frozen=True)
 class Plan:
     """``unplaced``: the queued GPRs left out of the plan because placing them raised; the
-    plan is what it would be without them."""
+    plan is what it would be without them. ``moved``: why a queued GPR's promise was not held where
+    it was (planner.MOVED, by cause); whether that made it later, its estimate says."""
 
     admits: tuple[Estimate, ...]
     ends: tuple[int, ...]
@@ -142,6 +143,7 @@ class Plan:
     approvals: tuple[int, ...]
     evictions: tuple[Eviction, ...] = ()
     unplaced: tuple[Unplaced, ...] = ()
+    moved: Mapping[int, str] = field(default_factory=dict)
     # The planner's state after the pass, for wait-time queries (planner.Views).
     views: Any = field(default=None, repr=False, compare=False)
 

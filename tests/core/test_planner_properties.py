@@ -13,6 +13,7 @@ from egs_hub.core.model import PRIORITY_DEFAULT, GPRSpec, Node, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, place_arrival, plan, unservable_reason, wait_times
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
+from . import builders
 from .builders import NOW, at, check_wait_times_match_plan, shape
 
 SHAPES = [shape("H100", 8), shape("H100", 4), shape("A100", 4), shape("L4", 2, memory_gb=24)]
@@ -352,6 +353,59 @@ def test_promises_left_late_by_an_outage_move_by_at_most_its_length(snapshot: Sn
         before, after = first.estimates[request.gpr_id].start, second.estimates[request.gpr_id].start
         if before is not None:
             assert after is not None and after <= before + outage + 2 * JUST_AFTER, request.gpr_id
+
+
+def admitted_late(snapshot: Snapshot, first: Plan, late: timedelta) -> Snapshot:
+    """``snapshot`` after ``first``'s admits were written ``late`` after its ``now`` (the service writes
+    a window when it admits it, after the plan was made): each window starts and ends that much later."""
+    by_id = {r.gpr_id: r for r in snapshot.queue}
+    booked = tuple(
+        Booking(a.gpr_id, by_id[a.gpr_id].spec.slice, a.placement.gpus, a.start + late, a.end + late)
+        for a in first.admits
+    )
+    admitted = {a.gpr_id for a in first.admits}
+    return dataclasses.replace(
+        snapshot,
+        bookings=snapshot.bookings + booked,
+        queue=tuple(r for r in snapshot.queue if r.gpr_id not in admitted),
+        previous=first.estimates,
+    )
+
+
+@SETTINGS
+@given(snapshots(), st.sampled_from([0.001, 0.05, 0.5, 2]))
+def test_windows_admitted_late_move_promises_by_as_much(snapshot: Snapshot, seconds: float):
+    """Admitted windows written ``seconds`` after the plan's now end that much later: the promises
+    planned after them on their GPUs are held that much later (planner.SLIP_S), none is dropped, so
+    a backfilled request keeps its gap too."""
+    first = plan(snapshot, NOW)
+    late = timedelta(seconds=seconds)
+    second = plan(admitted_late(snapshot, first, late), NOW + late)
+    for estimate in second.estimates.values():
+        before = first.estimates[estimate.gpr_id].start
+        if before is not None:
+            assert estimate.start is not None and estimate.start <= before + late, estimate.gpr_id
+
+
+def test_a_backfilled_promise_keeps_its_gap_when_the_window_before_it_was_admitted_late():
+    """A 5-s gap before an 8-GPU request: the 4-GPU request backfilled into it after a window
+    admitted 50 ms late is held 50 ms later, not planned behind the 8-GPU one (issue 18's lost gap)."""
+    second = 1 / 3600
+    n = builders.node("n1")
+    other = Booking(9, "f", n.gpus[4:], NOW - timedelta(hours=1), NOW + timedelta(seconds=10))
+    queue = (
+        Request(1, builders.spec(gpus=4, hours=5 * second, slice="a"), NOW - timedelta(minutes=3)),
+        Request(2, builders.spec(gpus=8, hours=30 * second, slice="b"), NOW - timedelta(minutes=2)),
+        Request(3, builders.spec(gpus=4, hours=5 * second, slice="c"), NOW - timedelta(minutes=1)),
+    )
+    snapshot = Snapshot(nodes=(n,), bookings=(other,), queue=queue)
+    first = plan(snapshot, NOW)
+    assert [a.gpr_id for a in first.admits] == [1]
+    assert first.estimates[3].start == NOW + timedelta(seconds=5)  # backfilled before request 2
+    late = timedelta(milliseconds=50)
+    second_plan = plan(admitted_late(snapshot, first, late), NOW + late)
+    assert second_plan.estimates[3].start == NOW + timedelta(seconds=5) + late
+    assert second_plan.estimates[2].start == NOW + timedelta(seconds=10) + late
 
 
 @SETTINGS
