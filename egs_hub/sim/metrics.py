@@ -2,7 +2,8 @@
 
 Vocabulary: a GPR's *wait* is its start minus its submit; its *estimate* is the
 start the first plan after its submit gave it; the estimate is *kept* when the
-GPR started no later than the estimate plus ``KEPT_SLACK_S``. *Utilization*
+GPR started no later than the estimate plus ``KEPT_SLACK_S``, else *broken* by its start minus
+the estimate. *Utilization*
 counts GPU-seconds within the trace's span [0, span): *bound* GPUs are held by a
 GPR's window, *used* ones compute (a 12-GPU job holds 16); both are divided by
 capacity x span, as the *offered load* is. With node pools (sim/pools.py) that
@@ -22,12 +23,13 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from ..core.planner import KEPT_SLACK
 from .cluster import offered_load
 from .engine import POLICIES, Replay
 from .pools import ASK, GIVE_BACK, JOIN, sizes_over_time, step_integral, total_steps
 from .trace import asked_gpus
 
-KEPT_SLACK_S = 60.0
+KEPT_SLACK_S = KEPT_SLACK.total_seconds()
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -66,6 +68,12 @@ def kept_share(estimates: Sequence[float | None], starts: Sequence[float], slack
     return kept / len(starts)
 
 
+def broken_by(estimates: Sequence[float | None], starts: Sequence[float], slack: float = KEPT_SLACK_S) -> list[float]:
+    """How late each broken estimate's GPR started: its start minus its estimate, for every started
+    GPR that started later than its estimate + ``slack`` (one with no estimate is not counted)."""
+    return [s - e for e, s in zip(estimates, starts, strict=True) if e is not None and s > e + slack]
+
+
 def overlap(start: float, end: float, low: float, high: float) -> float:
     return max(0.0, min(end, high) - max(start, low))
 
@@ -89,6 +97,7 @@ def summarize(run: Replay) -> dict:
     estimates = [run.estimate[i] for i in started]
     starts = [run.start[i] for i in started]
     errors = [abs(s - e) for e, s in zip(estimates, starts, strict=True) if e is not None]
+    broken = broken_by(estimates, starts)
     bound = sum(run.bound_gpus[i] * overlap(run.start[i], run.bound_end[i], 0.0, span) for i in started)
     used = sum(run.used_gpus[i] * overlap(run.start[i], run.used_end[i], 0.0, span) for i in started)
     by_slice: dict[str, list[float]] = defaultdict(list)
@@ -109,6 +118,10 @@ def summarize(run: Replay) -> dict:
         "estimate_kept_share": kept_share(estimates, starts),
         "estimate_error_p50_s": percentile(errors, 50),
         "estimate_error_p95_s": percentile(errors, 95),
+        "estimate_broken": len(broken),
+        "estimate_broken_by_p50_s": percentile(broken, 50),
+        "estimate_broken_by_p95_s": percentile(broken, 95),
+        "estimate_broken_by_max_s": max(broken, default=None),
         "util_bound": bound / (capacity * span),
         "util_used": used / (capacity * span),
         "util_bound_present": bound / present,

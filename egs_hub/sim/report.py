@@ -38,6 +38,14 @@ def number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def broken(figures: Mapping) -> str:
+    """How many estimates were broken, and by how much."""
+    if not figures["estimate_broken"]:
+        return "0"
+    by = " / ".join(duration(figures[f"estimate_broken_by_{p}_s"]) for p in ("p50", "p95", "max"))
+    return f"{figures['estimate_broken']}, by {by}"
+
+
 # Row label -> how to show it from one policy's figures.
 ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
     ("GPRs started / submitted", lambda f: f"{f['started']} / {f['gprs']}"),
@@ -47,6 +55,7 @@ ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
     ("wait p95", lambda f: duration(f["wait_p95_s"])),
     ("wait p99", lambda f: duration(f["wait_p99_s"])),
     ("started by estimate +60 s", lambda f: share(f["estimate_kept_share"])),
+    ("estimates broken, by p50 / p95 / max", broken),
     ("estimate error p50", lambda f: duration(f["estimate_error_p50_s"])),
     ("estimate error p95", lambda f: duration(f["estimate_error_p95_s"])),
     ("utilization bound", lambda f: share(f["util_bound"])),

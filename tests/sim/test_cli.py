@@ -22,6 +22,8 @@ REQUIRED_KEYS = {
     "estimate_kept_share",
     "estimate_error_p50_s",
     "estimate_error_p95_s",
+    "estimate_broken",
+    "estimate_broken_by_p95_s",
     "util_bound",
     "util_used",
     "offered_load",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from egs_hub.sim.metrics import jain, kept_share, overlap, percentile
+from egs_hub.sim.metrics import broken_by, jain, kept_share, overlap, percentile
 
 PERCENTILES = {
     "empty": ([], 50, None),
@@ -54,6 +54,19 @@ KEPT = {
 @pytest.mark.parametrize("estimates,starts,want", KEPT.values(), ids=KEPT.keys())
 def test_kept_share(estimates, starts, want):
     assert kept_share(estimates, starts) == want
+
+
+BROKEN = {
+    "none started": ([], [], []),
+    "kept ones do not count": ([10.0, 10.0], [10.0, 70.0], []),
+    "by how late it started": ([10.0, 0.0], [70.5, 200.0], [60.5, 200.0]),
+    "no estimate is not counted": ([None], [500.0], []),
+}
+
+
+@pytest.mark.parametrize("estimates,starts,want", BROKEN.values(), ids=BROKEN.keys())
+def test_broken_by(estimates, starts, want):
+    assert broken_by(estimates, starts) == want
 
 
 OVERLAP = {
