@@ -58,7 +58,7 @@ from typing import NamedTuple
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..core import cost, fairshare, lifecycle, planner, quota, usage
+from ..core import cost, fairshare, lifecycle, planner, promises, quota, usage
 from ..core import model as core
 from ..core.errors import Conflict
 from ..core.queue import band
@@ -106,6 +106,12 @@ class Planning:
         self._promises: dict[int, Estimate] = {}
         self._bands: dict[int, int] = {}
         self._first_starts: dict[int, datetime] = {}
+        # Broken promises (core/promises.py): the start each queued GPR was told when it is not its
+        # first, the cause the plans named last, the GPRs to tell afresh (edited), the events to write.
+        self._told: dict[int, datetime] = {}
+        self._causes: dict[int, str] = {}
+        self._retell: set[int] = set()
+        self._broken: list[core.Event] = []
         self._saved: dict[int, tuple[Estimate, int, datetime | None]] = {}
         self.pass_seconds = 0.0  # how long the last plan took
         self.reuse_for: timedelta | None = None  # None: never reused (not watching a store)
@@ -168,11 +174,16 @@ class Planning:
         self._promises = {gpr_id: estimate for gpr_id, (estimate, _, _) in saved.items()}
         self._bands = {gpr_id: b for gpr_id, (_, b, _) in saved.items()}
         self._first_starts = {gpr_id: first for gpr_id, (_, _, first) in saved.items() if first is not None}
+        self._told = queries.last_moves(session)
         self._saved = saved
         self._version += 1
 
     def save(self, session: Session) -> None:
-        """Store the promises when they changed since the last save (in the caller's transaction)."""
+        """Store the promises when they changed since the last save, and the events of the promises
+        broken since (in the caller's transaction)."""
+        for broken in self._broken:
+            queries.add_event(session, broken)
+        self._broken = []
         current = {
             gpr_id: (estimate, self._bands.get(gpr_id, 0), self._first_starts.get(gpr_id))
             for gpr_id, estimate in self._promises.items()
@@ -310,12 +321,40 @@ class Planning:
         for estimate in (*made.estimates.values(), *made.admits):
             if estimate.start is not None:
                 self._first_starts.setdefault(estimate.gpr_id, estimate.start)
+        self._note_broken(taken, made)
         planned = Planned(taken.snapshot, made, taken.now)
         later, self._arrivals = self._arrivals[taken.arrivals :], []
         self._last = (taken.version, planned)
         self._current_at = taken.now
         self._place(made, later, taken.now)
         return planned
+
+    def _note_broken(self, taken: Taken, made: Plan) -> None:
+        """Queue an ``estimate-moved`` event for each queued GPR whose estimate in ``made`` breaks the
+        start it was told, with the cause the plans named last; it is told the new start."""
+        queued = self._bands
+        self._causes = {i: c for i, c in (*self._causes.items(), *made.moved.items()) if i in queued}
+        self._told = {i: t for i, t in self._told.items() if i in queued}
+        broken, retold = [], set()
+        for gpr_id, estimate in made.estimates.items():
+            if gpr_id not in queued or estimate.start is None:
+                continue
+            if gpr_id in self._retell:  # told afresh by the first plan made after its edit
+                if gpr_id not in self._dropped:
+                    self._told[gpr_id] = estimate.start
+                    retold.add(gpr_id)
+                continue
+            told = self._told.get(gpr_id) or self._first_starts.get(gpr_id)
+            if told is not None and promises.broken(told, estimate.start):
+                broken.append((gpr_id, told, estimate.start))
+                self._told[gpr_id] = estimate.start
+        self._retell = {i for i in self._retell - retold if i in queued or i in self._dropped}
+        if broken:
+            slices = {r.gpr_id: r.spec.slice for r in taken.snapshot.queue}
+            self._broken += [
+                promises.moved_event(i, slices[i], told, start, self._causes.get(i, promises.UNRECORDED), taken.now)
+                for i, told, start in broken
+            ]
 
     def _place(self, current: Plan, gprs: list[core.GPR], now: datetime) -> None:
         """Place each arrival on ``current`` (``_place_on``), and count it placed on the last plan."""
@@ -341,11 +380,14 @@ class Planning:
     def forget(self, gpr_ids: Iterable[int] = (), bands: Iterable[int] = ()) -> None:
         """Drop the promises of these GPRs and of every GPR in these bands, so the next
         plan orders them afresh (an admin changed a priority, an owner edited a GPR)."""
-        drop = set(gpr_ids)
+        named = set(gpr_ids)
+        drop = set(named)
         bands = set(bands)
         drop.update(gpr_id for gpr_id, b in self._bands.items() if b in bands)
         for gpr_id in drop:
             self._promises.pop(gpr_id, None)
+        self._retell |= named
+        self._causes.update(dict.fromkeys(drop - named, promises.REORDERED))
         self._dropped |= drop
         self._version += 1
 

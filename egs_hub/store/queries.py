@@ -20,6 +20,7 @@ from ..core.checks import DEFAULT_CHECKLIST, GpuIdentity
 from ..core.errors import PolicyViolation
 from ..core.fairshare import Use
 from ..core.node_pools import NodePool, PoolState, all_joining
+from ..core.promises import ESTIMATE_MOVED
 from ..core.requests import CheckSpec, ClusterCreate
 from ..core.snapshot import Booking, Estimate, Maintenance, Placement, Request, Snapshot
 from ..core.templates import GPRTemplate
@@ -1299,6 +1300,17 @@ def load_promises(session: Session) -> list[tuple[Estimate, int, datetime | None
         (Estimate(r.gpr_id, r.position, r.start, r.end, _placement(r.placement)), r.band, r.first_start)
         for r in session.scalars(select(PromiseRow).order_by(PromiseRow.gpr_id))
     ]
+
+
+def last_moves(session: Session) -> dict[int, datetime]:
+    """For each GPR with a promise, the start its last ``estimate-moved`` event moved it to (where it had one)."""
+    moved = (
+        select(EventRow.gpr_id, EventRow.data)
+        .join(PromiseRow, PromiseRow.gpr_id == EventRow.gpr_id)
+        .where(EventRow.kind == ESTIMATE_MOVED)
+        .order_by(EventRow.id)
+    )
+    return {gpr_id: datetime.fromisoformat(data["to"]) for gpr_id, data in session.execute(moved)}
 
 
 def save_promises(

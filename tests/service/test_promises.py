@@ -16,8 +16,9 @@ from egs_hub.core import model as core
 from egs_hub.service.planning import Planning
 from egs_hub.service.reconcile import Reconciler
 from egs_hub.store import queries
+from egs_hub.store.models import EventRow
 
-from .test_reconcile import START, settle, status, submit, world  # noqa: F401
+from .test_reconcile import START, settle, status, submit, submit_spec, world  # noqa: F401
 
 
 def starts(planning: Planning, sessions, now, *gpr_ids: int) -> list:
@@ -74,3 +75,39 @@ async def test_promises_of_gprs_no_longer_queued_are_dropped(world):
     await settle(reconciler)
     assert status(sessions, queued).status is core.Status.PROVISIONED
     assert stored(sessions) == []
+
+
+def moves(sessions, gpr_id: int) -> list[tuple[str, dict]]:
+    with sessions() as session:
+        rows = session.query(EventRow).filter_by(gpr_id=gpr_id, kind="estimate-moved").order_by(EventRow.id)
+        return [(row.reason, row.data) for row in rows]
+
+
+async def test_a_broken_promise_says_why_in_the_gprs_events(world):
+    """Higher-priority work takes the window X was promised: X's estimate moves 30 min later, and an
+    ``estimate-moved`` event on X says by how much, to when and why; a move within a minute says nothing."""
+    sessions, clock, _, reconciler = world
+    holder = submit(sessions, "a", 4, 60, clock.now)
+    x = submit(sessions, "b", 4, 30, clock.now)
+    await settle(reconciler)
+    assert status(sessions, holder).status is core.Status.PROVISIONED
+    assert starts(reconciler.planning, sessions, clock.now, x) == [START + timedelta(minutes=60)]
+    assert moves(sessions, x) == []
+
+    urgent = core.GPRSpec(slice="a", duration=timedelta(minutes=30), gpus=4, priority=250)
+    submit_spec(sessions, urgent, clock.now)
+    await settle(reconciler)
+    assert starts(reconciler.planning, sessions, clock.now, x) == [START + timedelta(minutes=90)]
+    [(reason, data)] = moves(sessions, x)
+    assert data == {
+        "from": (START + timedelta(minutes=60)).isoformat(),
+        "to": (START + timedelta(minutes=90)).isoformat(),
+        "by_s": 1800.0,
+        "cause": "taken",
+    }
+    assert reason.startswith("estimated start moved 30m later") and "higher-priority work" in reason, reason
+
+    # Told the new start, X is not told again while it holds.
+    clock.advance(minutes=5)
+    await settle(reconciler)
+    assert len(moves(sessions, x)) == 1
