@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import UTC, datetime
 
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
@@ -64,6 +65,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .sim.plot import write_plot
     from .sim.report import table, write_json
 
+    if args.from_db is not None:
+        return _simulate_history(args)
     options = Options(
         trace=args.trace,
         csv=args.csv,
@@ -92,6 +95,62 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.plot:
             write_plot(runs, args.plot)
             print(f"wrote {args.plot}")
+    except SimInputError as e:
+        print(f"egs-hub simulate: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _simulate_history(args: argparse.Namespace) -> int:
+    """``simulate --from-db``: the service's history replayed on its nodes, and on them changed."""
+    from .core.errors import InvalidRequest
+    from .core.units import parse_duration
+    from .sim import SimInputError, policies_for, run_policies
+    from .sim.history import changed, load_history, parse_change
+    from .sim.report import duration, table, write_json
+
+    try:
+        given = [name for name in ("trace", "csv", "nodes", "gpus_per_node", "cluster", "load") if getattr(args, name)]
+        if given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise SimInputError(f"--from-db replays the service's own GPRs on its own nodes: drop {flags}")
+        try:
+            since = parse_duration(args.since, "--since")
+        except InvalidRequest as e:
+            raise SimInputError(str(e)) from None
+        add = [parse_change(v, "--add-nodes") for v in args.add_nodes]
+        remove = [parse_change(v, "--remove-nodes") for v in args.remove_nodes]
+        policies = policies_for(args.policy)
+        history = load_history(args.from_db, since, datetime.now(UTC))
+        trace, inventory = history.trace, history.inventory
+        if args.limit is not None or args.days is not None:
+            trace = trace.limited(args.limit, args.days)
+        recorded = history.recorded
+        print(f"history: {len(trace.jobs)} GPRs in {len(trace.slices)} slices over the last {args.since}")
+        print(
+            f"recorded: {recorded['gprs']} started, wait mean {duration(recorded['wait_mean_s'])}, "
+            f"p50 {duration(recorded['wait_p50_s'])}, p95 {duration(recorded['wait_p95_s'])}"
+        )
+        results = {"recorded": recorded}
+        cases = [("current", inventory)]
+        if add or remove:
+            cases.append(("changed", changed(inventory, add, remove)))
+        for name, nodes in cases:
+            print(f"\n{name}: {nodes.describe()}", flush=True)
+            report, _ = run_policies(trace, nodes, policies, progress=not args.quiet)
+            print(table(report))
+            results[name] = report
+        if "changed" in results:
+            for policy in policies:
+                before, after = results["current"][policy], results["changed"][policy]
+                print(
+                    f"{policy}: wait mean {duration(before['wait_mean_s'])} -> {duration(after['wait_mean_s'])}, "
+                    f"p95 {duration(before['wait_p95_s'])} -> {duration(after['wait_p95_s'])}, "
+                    f"bound utilization {before['util_bound']:.1%} -> {after['util_bound']:.1%}"
+                )
+        if args.json:
+            write_json(results, args.json)
+            print(f"wrote {args.json}")
     except SimInputError as e:
         print(f"egs-hub simulate: {e}", file=sys.stderr)
         return 2
@@ -163,6 +222,20 @@ def parser() -> argparse.ArgumentParser:
     source = sim.add_argument_group("trace (one of)")
     source.add_argument("--trace", default=None, help="a named scenario: philly (shared/traces/philly/README.md)")
     source.add_argument("--csv", default=None, metavar="FILE", help="a trace in the simulator's CSV format")
+    source.add_argument(
+        "--from-db",
+        default=None,
+        metavar="URL",
+        help="the GPRs a service recorded (its --db-url), on its nodes: what-if capacity planning",
+    )
+    what_if = sim.add_argument_group("what-if, with --from-db")
+    what_if.add_argument("--since", default="30d", help="how far back to replay (default: 30d)")
+    what_if.add_argument(
+        "--add-nodes", action="append", default=[], metavar="SHAPE:N", help="replay with N more nodes of SHAPE"
+    )
+    what_if.add_argument(
+        "--remove-nodes", action="append", default=[], metavar="SHAPE:N", help="replay with N fewer nodes of SHAPE"
+    )
     sim.add_argument(
         "--trace-file", default=None, metavar="PATH", help="where philly.csv is (default: beside the checkout)"
     )

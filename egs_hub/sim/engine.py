@@ -103,7 +103,15 @@ def replay(
     requests = [
         Request(
             gpr_id=i + 1,
-            spec=GPRSpec(slice=j.slice, duration=duration_us[i] * US, gpus=j.gpus, nodes=j.nodes, priority=j.priority),
+            spec=GPRSpec(
+                slice=j.slice,
+                duration=duration_us[i] * US,
+                gpus=j.gpus,
+                nodes=j.nodes,
+                priority=j.priority,
+                shape=j.shape,
+                cluster=j.cluster,
+            ),
             submitted_at=EPOCH + submit_us[i] * US,
         )
         for i, j in enumerate(jobs)

@@ -47,6 +47,8 @@ class Job:
     nodes: int | None = None
     priority: int = PRIORITY_DEFAULT
     used_gpus: int | None = None
+    shape: str | None = None  # the GPR's shape and cluster, when it asked for one (a service's history)
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)

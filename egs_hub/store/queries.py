@@ -862,6 +862,31 @@ def to_node(row: Node) -> core.Node:
     )
 
 
+def history_rows(session: Session, since: datetime) -> list[GPRRow]:
+    """GPRs submitted since ``since`` that queued and were not cancelled, rejected or failed before they
+    started (sim/history.py), by id."""
+    never_ran = [core.Status.CANCELLED.value, core.Status.REJECTED.value, core.Status.FAILED.value]
+    query = (
+        select(GPRRow)
+        .where(GPRRow.created_at >= since, GPRRow.status != core.Status.PENDING_APPROVAL.value)
+        .where(or_(GPRRow.window_start.is_not(None), GPRRow.status.not_in(never_ran)))
+        .order_by(GPRRow.id)
+    )
+    return list(session.scalars(query))
+
+
+def planned_node_shapes(session: Session) -> list[tuple[str, core.Shape]]:
+    """(cluster, shape) of every node planned on now: present and not quarantined."""
+    query = (
+        select(Cluster.name, Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .where(Node.present.is_(True), Node.quarantined_at.is_(None))
+        .order_by(Cluster.name, Node.name)
+    )
+    rows = session.execute(query)
+    return [(cluster, core.Shape(model, memory, per_node)) for cluster, model, memory, per_node in rows]
+
+
 def inventory_rows(session: Session) -> list[Cluster]:
     query = select(Cluster).options(selectinload(Cluster.nodes).selectinload(Node.gpus)).order_by(Cluster.name)
     return list(session.scalars(query))

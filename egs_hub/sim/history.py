@@ -1,0 +1,148 @@
+"""What-if capacity planning from a service's own history (issue 21): the GPRs it recorded as a
+trace, its nodes as an inventory, and that inventory changed (``--add-nodes``, ``--remove-nodes``).
+
+Vocabulary: the *history* is every GPR submitted in the ``since`` before ``now`` that queued and was
+not cancelled, rejected or failed before it started. Each becomes a job submitted when it asked to
+start (its submit, or its ``start_after``), for its window's length, with its shape and cluster, that
+really ran as long as it held its GPUs (released early: until it was; still running or queued: its
+whole window). The *recorded* waits are the real ones (start minus asked start) of those that started.
+The inventory is the nodes the service plans on now (present and not quarantined), by cluster and shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from ..core.model import Shape
+from ..store import db, queries
+from .cluster import Inventory, NodeGroup
+from .metrics import waits_summary
+from .trace import Job, SimInputError, Trace
+
+WHAT_IF_CLUSTER = "what-if"  # where added nodes of a shape no cluster has go
+
+
+@dataclass(frozen=True)
+class History:
+    trace: Trace
+    inventory: Inventory
+    recorded: dict  # waits_summary of the real waits (JSON keys as a replay's)
+
+
+def read_history(session: Session, since: timedelta, now: datetime) -> History:
+    """The service's history over ``since`` before ``now``; SimInputError when it holds no GPR or node."""
+    t0 = now - since
+    jobs, waits = [], []
+    for row in queries.history_rows(session, t0):
+        asked = max(row.created_at, row.start_after or row.created_at)
+        duration = float(row.duration_s)
+        if row.window_start is None:
+            actual = duration
+        else:
+            waits.append((row.window_start - asked).total_seconds())
+            ran = (row.ended_at - row.window_start).total_seconds() if row.ended_at else duration
+            actual = min(max(ran, 1.0), duration)
+        job = Job(
+            submit_s=max((asked - t0).total_seconds(), 0.0),
+            slice=row.slice,
+            duration_s=duration,
+            actual_s=actual,
+            gpus=row.gpus,
+            nodes=row.nodes,
+            priority=row.priority,
+            shape=row.shape,
+            cluster=row.cluster,
+        )
+        jobs.append(job)
+    if not jobs:
+        raise SimInputError(f"the database holds no GPR submitted since {t0.isoformat()} that queued")
+    groups: dict[tuple[str, Shape], int] = {}
+    for cluster, shape in queries.planned_node_shapes(session):
+        groups[(cluster, shape)] = groups.get((cluster, shape), 0) + 1
+    if not groups:
+        raise SimInputError("the database holds no node to plan on")
+    jobs.sort(key=lambda j: j.submit_s)
+    trace = Trace("history", tuple(jobs), since.total_seconds(), {}, windowed=True)
+    inventory = Inventory(tuple(NodeGroup(c, s, n) for (c, s), n in sorted(groups.items(), key=_group_key)))
+    return History(trace, inventory, waits_summary(waits))
+
+
+def _group_key(item: tuple[tuple[str, Shape], int]) -> tuple[str, str]:
+    (cluster, shape), _ = item
+    return cluster, shape.name
+
+
+def parse_change(value: str, option: str) -> tuple[str, int]:
+    """``SHAPE:N`` (``H100-80GB x8:2``, ``H100:2``) as (shape, N); SimInputError naming ``option``."""
+    shape, sep, count = value.rpartition(":")
+    if not sep or not shape.strip():
+        raise SimInputError(f"{option} must be SHAPE:N (e.g. 'H100-80GB x8:2'), got {value!r}")
+    try:
+        n = int(count)
+    except ValueError:
+        raise SimInputError(f"{option} {value!r}: N must be a whole number, got {count!r}") from None
+    if n < 1:
+        raise SimInputError(f"{option} {value!r}: N must be at least 1")
+    return shape.strip(), n
+
+
+def changed(inventory: Inventory, add: list[tuple[str, int]], remove: list[tuple[str, int]]) -> Inventory:
+    """``inventory`` with nodes added to (or removed from) the first group whose shape matches; a shape
+    no group has is added, when named in full (``MODEL-MEMGB xG``), on the ``what-if`` cluster."""
+    groups = list(inventory.groups)
+    for wanted, n in add:
+        k = _matching(groups, wanted)
+        if k is None:
+            groups.append(NodeGroup(WHAT_IF_CLUSTER, _full_shape(wanted), n))
+        else:
+            groups[k] = replace(groups[k], count=groups[k].count + n)
+    for wanted, n in remove:
+        k = _matching(groups, wanted)
+        if k is None:
+            raise SimInputError(f"--remove-nodes {wanted}:{n}: no node of that shape")
+        if groups[k].count < n:
+            raise SimInputError(f"--remove-nodes {wanted}:{n}: {groups[k].cluster} has {groups[k].count}")
+        groups[k] = replace(groups[k], count=groups[k].count - n)
+    if not any(g.count for g in groups):
+        raise SimInputError("no node would be left to plan on")
+    return replace(inventory, groups=tuple(groups))
+
+
+def _matching(groups: list[NodeGroup], wanted: str) -> int | None:
+    return next((k for k, g in enumerate(groups) if g.shape.matches(wanted)), None)
+
+
+def _full_shape(wanted: str) -> Shape:
+    """``MODEL-MEMGB xG`` as a shape."""
+    try:
+        kind, per_node = wanted.replace(" ", "").rsplit("x", 1)
+        model, memory = kind.rsplit("-", 1)
+        shape = Shape(model, int(memory.upper().removesuffix("GB")), int(per_node))
+    except ValueError:
+        shape = None
+    if shape is None or not model or shape.memory_gb < 1 or shape.gpus_per_node < 1:
+        raise SimInputError(
+            f"--add-nodes {wanted!r}: no node has that shape; name a new one in full, as MODEL-MEMGB xG "
+            "(e.g. 'H100-80GB x8')"
+        )
+    return shape
+
+
+def load_history(db_url: str, since: timedelta, now: datetime) -> History:
+    """``read_history`` from the database at ``db_url`` (read only); SimInputError when it cannot be read."""
+    try:
+        engine = db.make_engine(db_url)
+    except (ArgumentError, ValueError, db.DatabaseError) as e:
+        raise SimInputError(f"--from-db {db_url!r}: {e}") from None
+    try:
+        db.check_schema(engine)
+        with db.make_sessions(engine)() as session:
+            return read_history(session, since, now)
+    except (db.DatabaseError, SQLAlchemyError) as e:
+        raise SimInputError(f"--from-db: cannot read the database: {e}") from None
+    finally:
+        engine.dispose()
