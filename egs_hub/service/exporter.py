@@ -34,6 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..core import promises
 from ..core.model import FINAL_STATUSES, Shape, Status
 from ..core.samples import GpuSample
 from ..store.models import GPU, Binding, Cluster, GPRRow, Node, Slice
@@ -205,6 +206,15 @@ class Exporter:
         )
         for outcome in ("early", "on_time", "late"):
             self.estimates.labels(outcome)
+        self.estimates_moved = Counter(
+            "egs_estimates_moved_total",
+            "Queued GPRs whose estimated start moved more than 60 s past the start they were told "
+            "(an estimate-moved event), by the planner's cause.",
+            ("cause",),
+            registry=self.registry,
+        )
+        for cause in promises.CAUSES:
+            self.estimates_moved.labels(cause)
         self.registry.register(StateCollector(sessions, latest))
 
     def observe_pass(self, seconds: float) -> None:
@@ -216,6 +226,10 @@ class Exporter:
         if estimate_error_seconds is not None:
             self.estimate_error_seconds.observe(abs(estimate_error_seconds))
             self.estimates.labels(estimate_outcome(estimate_error_seconds)).inc()
+
+    def observe_moved(self, cause: str) -> None:
+        """A queued GPR's estimate moved past the start it was told, for ``cause``."""
+        self.estimates_moved.labels(cause).inc()
 
     def exposition(self) -> tuple[bytes, str]:
         """The text format body and its content type; reads the store."""

@@ -178,12 +178,12 @@ class Planning:
         self._saved = saved
         self._version += 1
 
-    def save(self, session: Session) -> None:
+    def save(self, session: Session) -> list[core.Event]:
         """Store the promises when they changed since the last save, and the events of the promises
-        broken since (in the caller's transaction)."""
-        for broken in self._broken:
-            queries.add_event(session, broken)
-        self._broken = []
+        broken since (in the caller's transaction); returns those events."""
+        broken, self._broken = self._broken, []
+        for event_ in broken:
+            queries.add_event(session, event_)
         current = {
             gpr_id: (estimate, self._bands.get(gpr_id, 0), self._first_starts.get(gpr_id))
             for gpr_id, estimate in self._promises.items()
@@ -192,6 +192,7 @@ class Planning:
             changed = {gpr_id: p for gpr_id, p in current.items() if self._saved.get(gpr_id) != p}
             queries.save_promises(session, changed, gone=[gpr_id for gpr_id in self._saved if gpr_id not in current])
             self._saved = current
+        return broken
 
     def snapshot(self, session: Session, now: datetime) -> Snapshot:
         return self.state.snapshot(session, now, self._promises)

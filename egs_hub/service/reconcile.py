@@ -145,7 +145,10 @@ class Reconciler:
             self._admit(decisions.admits)
             self._drive_backend(now)
             with transaction(self.sessions) as session:
-                self.planning.save(session)
+                moved = self.planning.save(session)
+            if self.exporter is not None:
+                for event_ in moved:
+                    self.exporter.observe_moved(event_.data["cause"])
             self._due = self._next_due(snapshot, decisions, now)
             return min(self._due, now + timedelta(seconds=self.interval))
 

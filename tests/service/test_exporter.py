@@ -173,6 +173,7 @@ def test_an_empty_store_without_samples_exposes_only_totals(sessions):
     assert values(scraped, "egs_gpus", "cluster", "shape", "state") == {}
     assert values(scraped, "egs_gpu_temperature_celsius", *GPU_LABELS) == {}
     assert values(scraped, "egs_estimates_total", "outcome") == {("early",): 0, ("on_time",): 0, ("late",): 0}
+    assert set(values(scraped, "egs_estimates_moved_total", "cause").values()) == {0}
 
 
 def test_gprs_are_counted_by_status_and_slice(sessions):

@@ -13,11 +13,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from egs_hub.core import model as core
+from egs_hub.service.exporter import Exporter
 from egs_hub.service.planning import Planning
 from egs_hub.service.reconcile import Reconciler
 from egs_hub.store import queries
 from egs_hub.store.models import EventRow
 
+from .test_exporter import scrape, values
 from .test_reconcile import START, settle, status, submit, submit_spec, world  # noqa: F401
 
 
@@ -87,6 +89,7 @@ async def test_a_broken_promise_says_why_in_the_gprs_events(world):
     """Higher-priority work takes the window X was promised: X's estimate moves 30 min later, and an
     ``estimate-moved`` event on X says by how much, to when and why; a move within a minute says nothing."""
     sessions, clock, _, reconciler = world
+    reconciler.exporter = Exporter(sessions, list)
     holder = submit(sessions, "a", 4, 60, clock.now)
     x = submit(sessions, "b", 4, 30, clock.now)
     await settle(reconciler)
@@ -106,6 +109,8 @@ async def test_a_broken_promise_says_why_in_the_gprs_events(world):
         "cause": "taken",
     }
     assert reason.startswith("estimated start moved 30m later") and "higher-priority work" in reason, reason
+    moved = values(scrape(reconciler.exporter), "egs_estimates_moved_total", "cause")
+    assert moved[("taken",)] == 1 and sum(moved.values()) == 1
 
     # Told the new start, X is not told again while it holds.
     clock.advance(minutes=5)
