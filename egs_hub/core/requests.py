@@ -1037,6 +1037,35 @@ class _Schema(GenerateJsonSchema):
         return super().default_schema(schema)
 
 
+class NodeChange(Body):
+    """Nodes of one shape added to or removed from a what-if capacity plan."""
+
+    shape: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=80,
+            pattern=TEXT_PATTERN,
+            description='a shape, GPU type or model as a GPR names one ("H100-80GB x8", "H100"); a shape no '
+            'node has is named in full, "MODEL-MEMGB xG"',
+        ),
+    ]
+    count: Annotated[int, Field(ge=1, le=10_000), Whole]
+
+
+class CapacityPlanCreate(Body):
+    """POST /capacity-plans: replay the GPRs the service recorded over ``since`` through the planner, on
+    its nodes as they are and with ``add_nodes`` / ``remove_nodes`` (sim/history.py)."""
+
+    since: Annotated[Duration, Field(description="how far back to replay")] = timedelta(days=30)
+    add_nodes: Annotated[tuple[NodeChange, ...], Field(max_length=20), BeforeValidator(_as_tuple)] = ()
+    remove_nodes: Annotated[tuple[NodeChange, ...], Field(max_length=20), BeforeValidator(_as_tuple)] = ()
+
+    def check(self) -> None:
+        if self.since > timedelta(days=400):
+            raise InvalidRequest("since", "since must be at most 400 days")
+
+
 BODIES: tuple[type[Body], ...] = (
     GPRCreate,
     GPRUpdate,
@@ -1058,6 +1087,7 @@ BODIES: tuple[type[Body], ...] = (
     Reason,
     EvictionConfirm,
     ServerStart,
+    CapacityPlanCreate,
 )
 
 

@@ -879,6 +879,74 @@ class ServerRestart(Resource):
     restarting: Literal[True] = Field(description="the hub restarts it in the background")
 
 
+# What-if capacity plans (service/capacity.py, sim/what_if.py)
+
+
+class Waits(Resource):
+    """Waits (start minus asked start) of the GPRs that started; null when none did."""
+
+    gprs: int
+    wait_mean_s: float | None
+    wait_p50_s: float | None
+    wait_p95_s: float | None
+    wait_p99_s: float | None
+
+
+Bound = tuple[tuple[float, float], ...]
+BOUND_HELP = "GPUs bound over time: [seconds from the start of the replay, share of the GPUs]"
+
+
+class RecordedWaits(Waits):
+    """What really happened: the waits of the GPRs that started, per workspace, and GPUs bound
+    (as a share of the GPUs there now)."""
+
+    slices: dict[str, Waits]
+    bound: Bound = Field(description=BOUND_HELP)
+
+
+class WhatIfCase(Waits):
+    """The replay on one set of nodes."""
+
+    nodes: str = Field(description="the nodes replayed on")
+    capacity_gpus: int
+    util_bound: float = Field(description="GPU-seconds bound over the GPUs' over the span")
+    estimate_kept_share: float | None = Field(description="share of GPRs that started by their first estimate +60 s")
+    slices: dict[str, Waits]
+    bound: Bound = Field(description=BOUND_HELP)
+
+
+class WhatIfResult(Resource):
+    gprs: int = Field(description="the GPRs replayed")
+    recorded: RecordedWaits
+    current: WhatIfCase = Field(description="on the nodes as they are")
+    changed: WhatIfCase | None = Field(description="on the nodes with the changes; null without any")
+
+
+class NodeCount(Resource):
+    shape: str
+    count: int
+
+
+class CapacityPlan(Resource):
+    """A what-if capacity plan: the service's history replayed in the background (admin)."""
+
+    id: int
+    status: Literal["running", "done", "failed"]
+    progress: float = Field(description="share of the replays done, 0 to 1")
+    since: Seconds
+    add_nodes: tuple[NodeCount, ...]
+    remove_nodes: tuple[NodeCount, ...]
+    started_by: str
+    started_at: Time
+    finished_at: Time | None
+    error: str | None = Field(description="why it failed")
+    result: WhatIfResult | None = Field(description="once done")
+
+
+class CapacityPlans(Resource):
+    plans: tuple[CapacityPlan, ...] = Field(description="the latest first; the service keeps the last ten")
+
+
 RESOURCES: tuple[type[Resource], ...] = (
     Error,
     Health,
@@ -921,6 +989,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     Servers,
     ServerRegistration,
     ServerRestart,
+    CapacityPlan,
+    CapacityPlans,
 )
 
 

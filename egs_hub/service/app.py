@@ -38,12 +38,14 @@ from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from ..traits import Duration
 from . import standby
 from .auto_gpr import AutoGPRs
+from .capacity import CapacityPlans
 from .checks import Checklists
 from .clusters import Clusters
 from .commands import Commands
 from .exporter import Exporter
 from .gpr_sync import GPRSync
 from .handlers import (
+    capacity,
     clusters,
     gpr_templates,
     gprs,
@@ -110,6 +112,8 @@ API_ROUTES = [
     (r"clusters/([^/]+)/pools", pools.PoolsHandler),
     (r"clusters/([^/]+)/pools/([^/]+)", pools.PoolHandler),
     (r"role-templates", clusters.RoleTemplatesHandler),
+    (r"capacity-plans", capacity.CapacityPlansHandler),
+    (r"capacity-plans/([^/]+)", capacity.CapacityPlanHandler),
     (r"templates", gpr_templates.TemplatesHandler),
     (r"templates/([^/]+)", gpr_templates.TemplateHandler),
     (r"usage", usage.UsageHandler),
@@ -657,6 +661,7 @@ class EGSService(Application):
         self.pools = PoolScaler(
             self.sessions, self.planning, self.registry.backends, self.clock, self.reconcile_interval
         )
+        self.capacity = CapacityPlans(self.db_url, self.clock)
         self.commands = Commands(
             self.sessions, self.planning, self.clock, self.reconciler.wake, max_start_after=self.max_start_after
         )
@@ -728,6 +733,7 @@ class EGSService(Application):
         await self.gpr_sync.stop()
         await self.maintenance.stop()
         await self.pools.stop()
+        await self.capacity.stop()
         await self.slice_setup.stop()
         await self.telemetry.stop()
         await self.reconciler.stop()

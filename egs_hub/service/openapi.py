@@ -406,6 +406,28 @@ def _paths() -> dict:
                 "responses": _responses("deleted", None, "401", "403", "404", "503", status="204"),
             },
         },
+        "/capacity-plans": {
+            "get": {
+                "summary": "The last ten what-if capacity plans, running or done (admin)",
+                "responses": _responses("plans", _ref("CapacityPlans"), "401", "403"),
+            },
+            "post": {
+                "summary": "Replay the GPRs recorded over a period through the planner on the nodes as they are "
+                "and with nodes added or removed, in the background; one runs at a time (admin)",
+                "requestBody": _body("CapacityPlanCreate"),
+                "responses": _responses(
+                    "started", _ref("CapacityPlan"), "400", "401", "403", "409", "422", status="202"
+                ),
+            },
+        },
+        "/capacity-plans/{id}": {
+            "parameters": [_path("id", GPRId)],
+            "get": {
+                "summary": "A what-if capacity plan: its progress, then the waits and GPUs bound, recorded and "
+                "replayed (admin)",
+                "responses": _responses("the plan", _ref("CapacityPlan"), "400", "401", "403", "404"),
+            },
+        },
         "/role-templates": {
             "get": {
                 "summary": "The role templates each slice namespace on Kubernetes gets as Role and RoleBinding (admin)",

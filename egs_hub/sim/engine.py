@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -89,8 +90,10 @@ def replay(
     *,
     progress: bool = False,
     half_life: timedelta = HALF_LIFE,
+    on_started: Callable[[int], None] | None = None,
 ) -> Replay:
-    """Run ``trace`` on ``inventory`` through ``plan(..., backfill=POLICIES[policy])``."""
+    """Run ``trace`` on ``inventory`` through ``plan(..., backfill=POLICIES[policy])``; ``on_started`` is
+    told how many GPRs started so far after each pass that started some."""
     backfill = POLICIES[policy]
     nodes = inventory.nodes()
     fleet = Fleet(inventory.pools)
@@ -133,7 +136,7 @@ def replay(
     store = _Store(out, [j.used_gpus for j in jobs], dict.fromkeys(policies, 0), fleet)
     usage: dict[str, float] = {}
     previous: dict = {}
-    next_submit, wake, last = 0, None, None
+    next_submit, wake, last, started = 0, None, None, 0
     began = time.perf_counter()
     with progress_bar(total=n, desc=policy, enabled=progress) as bar:
         while True:
@@ -185,6 +188,9 @@ def replay(
             out.samples.append((t / 1e6, len(store.queue), store.bound, store.used))
             if decided.admits:
                 bar.update(len(decided.admits))
+                started += len(decided.admits)
+                if on_started is not None:
+                    on_started(started)
             if len(out.pass_s) % POSTFIX_EVERY == 0:
                 bar.set_postfix(queued=len(store.queue), pass_ms=f"{1000 * out.pass_s[-1]:.1f}", refresh=False)
     out.end_s = (last or 0) / 1e6

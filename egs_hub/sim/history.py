@@ -31,21 +31,25 @@ class History:
     trace: Trace
     inventory: Inventory
     recorded: dict  # waits_summary of the real waits (JSON keys as a replay's)
+    slices: dict[str, dict]  # the same per slice
+    held: tuple[tuple[float, float, int], ...]  # (start, end, GPUs) of each window really held, from t0
 
 
 def read_history(session: Session, since: timedelta, now: datetime) -> History:
     """The service's history over ``since`` before ``now``; SimInputError when it holds no GPR or node."""
     t0 = now - since
-    jobs, waits = [], []
+    jobs, waits, held = [], {}, []
     for row in queries.history_rows(session, t0):
         asked = max(row.created_at, row.start_after or row.created_at)
         duration = float(row.duration_s)
         if row.window_start is None:
             actual = duration
         else:
-            waits.append((row.window_start - asked).total_seconds())
+            waits.setdefault(row.slice, []).append((row.window_start - asked).total_seconds())
             ran = (row.ended_at - row.window_start).total_seconds() if row.ended_at else duration
             actual = min(max(ran, 1.0), duration)
+            end = row.ended_at or min(now, row.window_end or now)
+            held.append(((row.window_start - t0).total_seconds(), (end - t0).total_seconds(), len(row.allocations)))
         job = Job(
             submit_s=max((asked - t0).total_seconds(), 0.0),
             slice=row.slice,
@@ -68,7 +72,9 @@ def read_history(session: Session, since: timedelta, now: datetime) -> History:
     jobs.sort(key=lambda j: j.submit_s)
     trace = Trace("history", tuple(jobs), since.total_seconds(), {}, windowed=True)
     inventory = Inventory(tuple(NodeGroup(c, s, n) for (c, s), n in sorted(groups.items(), key=_group_key)))
-    return History(trace, inventory, waits_summary(waits))
+    everyone = [wait for slice_waits in waits.values() for wait in slice_waits]
+    slices = {name: waits_summary(waits.get(name, [])) for name in trace.slices}
+    return History(trace, inventory, waits_summary(everyone), slices, tuple(held))
 
 
 def _group_key(item: tuple[tuple[str, Shape], int]) -> tuple[str, str]:

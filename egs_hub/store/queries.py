@@ -870,6 +870,7 @@ def history_rows(session: Session, since: datetime) -> list[GPRRow]:
         select(GPRRow)
         .where(GPRRow.created_at >= since, GPRRow.status != core.Status.PENDING_APPROVAL.value)
         .where(or_(GPRRow.window_start.is_not(None), GPRRow.status.not_in(never_ran)))
+        .options(selectinload(GPRRow.allocations))
         .order_by(GPRRow.id)
     )
     return list(session.scalars(query))
