@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from ..core.resources import (
     GPR,
     Alerts,
+    CapacityPlan,
     CheckRun,
     Cluster,
     ClusterChecklist,
@@ -525,6 +526,34 @@ class Operations(ABC):
     def delete_pool(self, cluster: str, name: str) -> None:
         """Admins: delete the pool and its requests to the autoscaler; its nodes stay."""
         return self._send(Call("DELETE", f"clusters/{_segment(cluster)}/pools/{_segment(name)}", _nothing))
+
+    # what-if capacity plans
+
+    def plan_capacity(
+        self,
+        since: Duration | None = None,
+        *,
+        add_nodes: Mapping[str, int] | None = None,
+        remove_nodes: Mapping[str, int] | None = None,
+    ) -> CapacityPlan:
+        """Admins: replay the GPRs recorded over ``since`` (the service's default: 30 days) on the nodes as
+        they are and with ``add_nodes`` / ``remove_nodes`` ({shape: count}), in the background; follow it
+        with ``capacity_plan``."""
+        body: dict[str, Any] = {
+            "add_nodes": [{"shape": s, "count": n} for s, n in (add_nodes or {}).items()],
+            "remove_nodes": [{"shape": s, "count": n} for s, n in (remove_nodes or {}).items()],
+        }
+        if since is not None:
+            body["since"] = since
+        return self._send(Call("POST", "capacity-plans", _one(CapacityPlan), body=_encode(body)))
+
+    def capacity_plans(self) -> list[CapacityPlan]:
+        """Admins: the last ten what-if capacity plans, the latest first."""
+        return self._send(Call("GET", "capacity-plans", _list_of(CapacityPlan, "plans")))
+
+    def capacity_plan(self, plan_id: int) -> CapacityPlan:
+        """Admins: a capacity plan's progress, then its result (recorded and replayed waits, GPUs bound)."""
+        return self._send(Call("GET", f"capacity-plans/{int(plan_id)}", _one(CapacityPlan)))
 
     # nodes: health, checks, quarantine
 

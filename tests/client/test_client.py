@@ -9,6 +9,7 @@ import pytest
 
 from egs_hub.client import (
     GPR,
+    CapacityPlan,
     ClusterPrices,
     EGSClient,
     EGSError,
@@ -20,6 +21,7 @@ from egs_hub.client import (
     WorkspaceRequest,
 )
 
+from ..service.hub import wait_for
 from .helpers import until_status
 
 
@@ -343,3 +345,24 @@ def test_projects_and_workspace_requests(admin, member):
     admin.delete_slice(team)
     assert admin.remove_project_admin(name, bob).admins == ()
     assert admin.delete_project(name) is None
+
+
+def test_an_admin_plans_capacity_from_history(admin, member, make_slice):
+    alice, as_alice = member("alice")
+    team = make_slice(alice)
+    as_alice.create_gpr(team, timedelta(hours=1), gpus=8)
+    started = admin.plan_capacity(timedelta(days=1), add_nodes={"H100": 1})
+    assert isinstance(started, CapacityPlan) and started.status == "running"
+    assert started.since == timedelta(days=1) and started.add_nodes[0].count == 1
+
+    def finished() -> CapacityPlan | None:
+        plan = admin.capacity_plan(started.id)
+        return plan if plan.status != "running" else None
+
+    done = wait_for(finished, 120, "the capacity plan to finish")
+    assert done.status == "done" and done.result is not None, done.error
+    assert done.result.changed.capacity_gpus == done.result.current.capacity_gpus + 8
+    assert admin.capacity_plans()[0].id == started.id
+    with pytest.raises(EGSError) as refused:
+        admin.plan_capacity(add_nodes={"B200": 1})
+    assert refused.value.status == 400 and refused.value.field == "add_nodes"
