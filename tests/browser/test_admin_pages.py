@@ -76,6 +76,7 @@ def dashboard_before(hub: Hub, admin: Page, artifacts: Path) -> None:
             "AI workloads",
             "Events",
             "Cost and usage",
+            "Capacity planning",
             "Workspace requests",
         ]
     )

@@ -48,6 +48,7 @@ ADMIN_PAGES = (
     Page("admin/workloads", "workloads.html", "AI workloads", admin=True, view="admin"),
     Page("admin/events", "events.html", "Events", admin=True, view="admin"),
     Page("admin/cost", "cost.html", "Cost and usage", admin=True, view="admin"),
+    Page("admin/capacity", "capacity.html", "Capacity planning", admin=True, view="admin"),
     Page("admin/workspaces", "workspaces.html", "Workspace requests", admin=True, view="admin"),
 )
 
