@@ -1037,6 +1037,9 @@ class _Schema(GenerateJsonSchema):
         return super().default_schema(schema)
 
 
+MAX_ADDED_NODES = 2000  # nodes a what-if may add in all: bench_planner's inventory
+
+
 class NodeChange(Body):
     """Nodes of one shape added to or removed from a what-if capacity plan."""
 
@@ -1050,7 +1053,7 @@ class NodeChange(Body):
             'node has is named in full, "MODEL-MEMGB xG"',
         ),
     ]
-    count: Annotated[int, Field(ge=1, le=10_000), Whole]
+    count: Annotated[int, Field(ge=1, le=MAX_ADDED_NODES), Whole]
 
 
 class CapacityPlanCreate(Body):
@@ -1064,6 +1067,11 @@ class CapacityPlanCreate(Body):
     def check(self) -> None:
         if self.since > timedelta(days=400):
             raise InvalidRequest("since", "since must be at most 400 days")
+        added = sum(change.count for change in self.add_nodes)
+        if added > MAX_ADDED_NODES:
+            raise InvalidRequest(
+                "add_nodes", f"add_nodes adds {added} nodes; at most {MAX_ADDED_NODES} (the planner's measured scale)"
+            )
 
 
 BODIES: tuple[type[Body], ...] = (
