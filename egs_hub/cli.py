@@ -106,7 +106,7 @@ def _simulate_history(args: argparse.Namespace) -> int:
     from .core.errors import InvalidRequest
     from .core.units import parse_duration
     from .sim import SimInputError, policies_for, run_policies
-    from .sim.history import changed, load_history, parse_change
+    from .sim.history import capacity_cost, changed, load_history, parse_change, parse_price, priced
     from .sim.report import duration, table, write_json
 
     try:
@@ -120,6 +120,7 @@ def _simulate_history(args: argparse.Namespace) -> int:
             raise SimInputError(str(e)) from None
         add = [parse_change(v, "--add-nodes") for v in args.add_nodes]
         remove = [parse_change(v, "--remove-nodes") for v in args.remove_nodes]
+        prices = [parse_price(v) for v in args.price]
         policies = policies_for(args.policy)
         history = load_history(args.from_db, since, datetime.now(UTC))
         trace, inventory = history.trace, history.inventory
@@ -135,12 +136,21 @@ def _simulate_history(args: argparse.Namespace) -> int:
         cases = [("current", inventory)]
         if add or remove:
             cases.append(("changed", changed(inventory, add, remove)))
+        for shape, price in prices:
+            if not any(g.shape.matches(shape) for _, nodes in cases for g in nodes.groups):
+                raise SimInputError(f"--price {shape}={price}: no node of that shape")
         for name, nodes in cases:
+            cost = capacity_cost(nodes, priced(history.prices, nodes, prices), trace.span_s)
             print(f"\n{name}: {nodes.describe()}", flush=True)
+            if cost is not None:
+                print(f"the nodes' GPU-hours over the {args.since} at their prices: {cost:,.2f}")
             report, _ = run_policies(trace, nodes, policies, progress=not args.quiet)
             print(table(report))
-            results[name] = report
+            results[name] = {**report, "capacity_cost": cost}
         if "changed" in results:
+            before_cost, after_cost = results["current"]["capacity_cost"], results["changed"]["capacity_cost"]
+            if before_cost is not None and after_cost is not None:
+                print(f"the nodes' cost over the {args.since}: {before_cost:,.2f} -> {after_cost:,.2f}")
             for policy in policies:
                 before, after = results["current"][policy], results["changed"][policy]
                 print(
@@ -235,6 +245,13 @@ def parser() -> argparse.ArgumentParser:
     )
     what_if.add_argument(
         "--remove-nodes", action="append", default=[], metavar="SHAPE:N", help="replay with N fewer nodes of SHAPE"
+    )
+    what_if.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="SHAPE=USD",
+        help="price per GPU-hour of SHAPE's nodes (default: the service's prices)",
     )
     sim.add_argument(
         "--trace-file", default=None, metavar="PATH", help="where philly.csv is (default: beside the checkout)"

@@ -1054,6 +1054,10 @@ class NodeChange(Body):
         ),
     ]
     count: Annotated[int, Field(ge=1, le=MAX_ADDED_NODES), Whole]
+    price: Annotated[
+        float | None,
+        Field(ge=0, le=AMOUNT_MAX, description="price per GPU-hour of this shape's nodes (default: the cluster's)"),
+    ] = None
 
 
 class CapacityPlanCreate(Body):

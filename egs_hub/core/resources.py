@@ -910,6 +910,9 @@ class WhatIfCase(Waits):
     nodes: str = Field(description="the nodes replayed on")
     capacity_gpus: int
     util_bound: float = Field(description="GPU-seconds bound over the GPUs' over the span")
+    capacity_cost: float | None = Field(
+        description="the nodes' GPU-hours over the span at their prices per GPU-hour; null when a shape has none"
+    )
     estimate_kept_share: float | None = Field(description="share of GPRs that started by their first estimate +60 s")
     slices: dict[str, Waits]
     bound: Bound = Field(description=BOUND_HELP)
@@ -925,6 +928,7 @@ class WhatIfResult(Resource):
 class NodeCount(Resource):
     shape: str
     count: int
+    price: float | None = Field(description="price per GPU-hour asked for this shape (null: the cluster's)")
 
 
 class CapacityPlan(Resource):

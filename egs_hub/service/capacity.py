@@ -44,7 +44,7 @@ class Run:
 
     def view(self) -> CapacityPlan:
         def counts(changes) -> tuple[NodeCount, ...]:
-            return tuple(NodeCount(shape=c.shape, count=c.count) for c in changes)
+            return tuple(NodeCount(shape=c.shape, count=c.count, price=c.price) for c in changes)
 
         return CapacityPlan(
             id=self.id,
@@ -109,6 +109,7 @@ class CapacityPlans:
             "since_s": run.asked.since.total_seconds(),
             "add_nodes": [[c.shape, c.count] for c in run.asked.add_nodes],
             "remove_nodes": [[c.shape, c.count] for c in run.asked.remove_nodes],
+            "prices": [[c.shape, c.price] for c in run.asked.add_nodes if c.price is not None],
         }
         try:
             process = run.process = await asyncio.create_subprocess_exec(

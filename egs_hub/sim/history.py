@@ -33,6 +33,7 @@ class History:
     recorded: dict  # waits_summary of the real waits (JSON keys as a replay's)
     slices: dict[str, dict]  # the same per slice
     held: tuple[tuple[float, float, int], ...]  # (start, end, GPUs) of each window really held, from t0
+    prices: dict[tuple[str, str], float]  # (cluster, shape name) -> price per GPU-hour, as the service has them
 
 
 def read_history(session: Session, since: timedelta, now: datetime) -> History:
@@ -74,7 +75,8 @@ def read_history(session: Session, since: timedelta, now: datetime) -> History:
     inventory = Inventory(tuple(NodeGroup(c, s, n) for (c, s), n in sorted(groups.items(), key=_group_key)))
     everyone = [wait for slice_waits in waits.values() for wait in slice_waits]
     slices = {name: waits_summary(waits.get(name, [])) for name in trace.slices}
-    return History(trace, inventory, waits_summary(everyone), slices, tuple(held))
+    prices = queries.prices(session)
+    return History(trace, inventory, waits_summary(everyone), slices, tuple(held), prices)
 
 
 def _group_key(item: tuple[tuple[str, Shape], int]) -> tuple[str, str]:
@@ -116,6 +118,39 @@ def changed(inventory: Inventory, add: list[tuple[str, int]], remove: list[tuple
     if not any(g.count for g in groups):
         raise SimInputError("no node would be left to plan on")
     return replace(inventory, groups=tuple(groups))
+
+
+def priced(
+    prices: dict[tuple[str, str], float], inventory: Inventory, given: list[tuple[str, float]]
+) -> dict[tuple[str, str], float]:
+    """``prices`` with the ``given`` (shape, price per GPU-hour) set for every group of a matching shape."""
+    out = dict(prices)
+    for wanted, price in given:
+        out.update({(g.cluster, g.shape.name): price for g in inventory.groups if g.shape.matches(wanted)})
+    return out
+
+
+def capacity_cost(inventory: Inventory, prices: dict[tuple[str, str], float], span_s: float) -> float | None:
+    """What the nodes' GPU-hours over ``span_s`` cost at their prices; None when a shape has no price."""
+    cost = 0.0
+    for g in inventory.groups:
+        price = prices.get((g.cluster, g.shape.name))
+        if g.count and price is None:
+            return None
+        cost += g.count * g.shape.gpus_per_node * span_s / 3600 * (price or 0.0)
+    return cost
+
+
+def parse_price(value: str) -> tuple[str, float]:
+    """``SHAPE=USD`` (``B200-192GB x8=6.5``) as (shape, price per GPU-hour)."""
+    shape, sep, amount = value.rpartition("=")
+    try:
+        price = float(amount)
+    except ValueError:
+        price = -1.0
+    if not sep or not shape.strip() or not 0 <= price < float("inf"):
+        raise SimInputError(f"--price must be SHAPE=PRICE per GPU-hour (e.g. 'B200-192GB x8=6.5'), got {value!r}")
+    return shape.strip(), price
 
 
 def _matching(groups: list[NodeGroup], wanted: str) -> int | None:

@@ -2,12 +2,14 @@
 (sim/history.py) replayed through the planner on its nodes as they are and changed, with progress.
 
 Run as ``python -m egs_hub.sim.what_if``: it reads the request as JSON on stdin (``db_url``,
-``since_s``, ``add_nodes`` and ``remove_nodes`` as ``[shape, count]`` pairs) and writes lines on
+``since_s``, ``add_nodes`` and ``remove_nodes`` as ``[shape, count]`` pairs, ``prices`` as ``[shape,
+price per GPU-hour]`` pairs over the service's) and writes lines on
 stdout: ``progress F`` (0 to 1) as the replays go, then ``result {...}`` (``plan``'s answer) or
 ``error MESSAGE`` (bad input, exit 2).
 
 The answer: the GPRs replayed; ``recorded``, ``current`` and ``changed`` (None without a change), each
-with its waits (JSON keys as ``simulate --json``), per slice, and GPUs bound over time as ``POINTS``
+with its waits (JSON keys as ``simulate --json``), per slice, the replays with what their nodes cost
+over the span (None where a shape has no price), and GPUs bound over time as ``POINTS``
 ``[seconds from the start, share of the GPUs]`` (what really happened is over the GPUs there now).
 """
 
@@ -20,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from .cluster import Inventory
 from .engine import replay
-from .history import History, changed, load_history
+from .history import History, capacity_cost, changed, load_history, priced
 from .metrics import summarize
 from .trace import SimInputError
 
@@ -51,13 +53,16 @@ def held_steps(held: tuple[tuple[float, float, int], ...]) -> list[tuple[float, 
     return steps
 
 
-def _case(history: History, inventory: Inventory, on_started: Callable[[int], None]) -> dict:
+def _case(
+    history: History, inventory: Inventory, prices: list[tuple[str, float]], on_started: Callable[[int], None]
+) -> dict:
     run = replay(history.trace, inventory, "planner", on_started=on_started)
     figures = summarize(run)
     steps = [(t, bound) for t, _, bound, _ in run.samples]
     return {
         "nodes": inventory.describe(),
         "capacity_gpus": inventory.capacity,
+        "capacity_cost": capacity_cost(inventory, priced(history.prices, inventory, prices), history.trace.span_s),
         **{k: figures[k] for k in (*WAITS, "util_bound", "estimate_kept_share")},
         "slices": figures["slices"],
         "bound": bound_over_time(steps, history.trace.span_s, inventory.capacity),
@@ -69,6 +74,7 @@ def plan(
     since: timedelta,
     add: list[tuple[str, int]],
     remove: list[tuple[str, int]],
+    prices: list[tuple[str, float]],
     progress: Callable[[float], None],
     now: datetime,
 ) -> dict:
@@ -89,7 +95,7 @@ def plan(
     }
     for k, (name, inventory) in enumerate(cases):
         done = k * len(history.trace.jobs)
-        answer[name] = _case(history, inventory, lambda started, done=done: progress((done + started) / total))
+        answer[name] = _case(history, inventory, prices, lambda started, done=done: progress((done + started) / total))
     return answer
 
 
@@ -108,7 +114,9 @@ def main() -> int:
     try:
         asked = json.load(sys.stdin)
         add, remove = _pairs(asked, "add_nodes"), _pairs(asked, "remove_nodes")
-        answer = plan(asked["db_url"], timedelta(seconds=asked["since_s"]), add, remove, progress, datetime.now(UTC))
+        prices = [(str(shape), float(price)) for shape, price in asked.get("prices", [])]
+        since = timedelta(seconds=asked["since_s"])
+        answer = plan(asked["db_url"], since, add, remove, prices, progress, datetime.now(UTC))
     except SimInputError as e:
         print(f"error {e}", flush=True)
         return 2

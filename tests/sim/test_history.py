@@ -18,7 +18,15 @@ import pytest
 from egs_hub.core import lifecycle
 from egs_hub.core import model as core
 from egs_hub.sim.cluster import Inventory, NodeGroup
-from egs_hub.sim.history import WHAT_IF_CLUSTER, changed, parse_change, read_history
+from egs_hub.sim.history import (
+    WHAT_IF_CLUSTER,
+    capacity_cost,
+    changed,
+    parse_change,
+    parse_price,
+    priced,
+    read_history,
+)
 from egs_hub.sim.trace import SimInputError
 from egs_hub.store import queries
 from egs_hub.store.db import transaction
@@ -93,12 +101,27 @@ def test_nodes_are_added_to_a_matching_group_or_a_new_shape():
         changed(inventory, [], [("H100", 1)])
 
 
+def test_capacity_costs_the_nodes_gpu_hours_at_their_prices():
+    b200 = core.Shape("B200", 192, 8)
+    inventory = Inventory((NodeGroup("local", SHAPE, 2), NodeGroup(WHAT_IF_CLUSTER, b200, 1)))
+    day = 86400.0
+    prices = {("local", SHAPE.name): 2.0}
+    assert capacity_cost(inventory, prices, day) is None  # the B200 nodes have no price
+    prices = priced(prices, inventory, [("B200", 6.0)])
+    assert capacity_cost(inventory, prices, day) == 2 * 4 * 24 * 2.0 + 8 * 24 * 6.0
+    assert parse_price("B200-192GB x8=6.5") == ("B200-192GB x8", 6.5)
+    for bad in ["B200", "B200=cheap", "B200=-1", "=3", "B200=inf"]:
+        with pytest.raises(SimInputError, match="SHAPE=PRICE"):
+            parse_price(bad)
+
+
 async def test_simulate_from_db_answers_what_one_more_node_would_have_done(world, db_url, tmp_path):
     """The installed command as an admin runs it: the recorded waits, the replay on the nodes as they
     are, and on them with one more H100 node, where the GPR that waited an hour starts at once."""
     await recorded(world)
     out = tmp_path / "what-if.json"
-    args = ["simulate", "--from-db", db_url, "--since", "400d", "--add-nodes", "H100:1", "--policy", "planner"]
+    args = ["simulate", "--from-db", db_url, "--since", "400d", "--add-nodes", "H100:1", "--price", "H100=2.5"]
+    args += ["--policy", "planner"]
     done = subprocess.run(
         [shutil.which("egs-hub"), *args, "--json", str(out), "--quiet"], capture_output=True, text=True, timeout=120
     )
@@ -108,6 +131,10 @@ async def test_simulate_from_db_answers_what_one_more_node_would_have_done(world
     assert report["recorded"]["gprs"] == 3
     assert report["current"]["planner"]["wait_mean_s"] == pytest.approx(1200.0)
     assert report["changed"]["planner"]["wait_mean_s"] == 0.0
+    # 400 days of 4 (then 8) GPUs at 2.5 per GPU-hour
+    assert report["current"]["capacity_cost"] == pytest.approx(400 * 24 * 4 * 2.5)
+    assert report["changed"]["capacity_cost"] == pytest.approx(400 * 24 * 8 * 2.5)
+    assert "the nodes' cost over the 400d: 96,000.00 -> 192,000.00" in done.stdout
 
 
 def test_simulate_from_db_refuses_bad_input(tmp_path):
@@ -118,6 +145,7 @@ def test_simulate_from_db_refuses_bad_input(tmp_path):
         (["--from-db", "sqlite:///x.sqlite", "--csv", "t.csv"], "drop --csv"),
         (["--from-db", "sqlite:///x.sqlite", "--since", "soon"], "--since"),
         (["--from-db", "sqlite:///x.sqlite", "--add-nodes", "H100"], "SHAPE:N"),
+        (["--from-db", "sqlite:///x.sqlite", "--price", "H100"], "SHAPE=PRICE"),
     ]
     for args, why in cases:
         done = subprocess.run([egs, "simulate", *args], capture_output=True, text=True, timeout=60)

@@ -38,9 +38,12 @@ function boundChart(result) {
 
 const mean = (points) => points.reduce((sum, [, share]) => sum + share, 0) / points.length;
 
+// Each case with its nodes and what they cost over the period (where every shape has a price).
 function legend(result) {
+  const about = (c) => [c.nodes && ` (${c.nodes})`, c.capacity_cost != null && `, costing ${c.capacity_cost.toFixed(2)} over the period`]
+    .filter(Boolean).join("");
   return el("ul", { class: "plain series-legend" }, ...CASES.filter(([key]) => result[key]).map(([key, label], i) =>
-    el("li", { class: `series-${i}` }, `${label}${result[key].nodes ? ` (${result[key].nodes})` : ""}`)));
+    el("li", { class: `series-${i}` }, `${label}${about(result[key])}`)));
 }
 
 // Mean / p95 wait of every workspace, one column per case.
@@ -89,9 +92,10 @@ const refresh = live(load, ({ plans, plan, shapes }) => {
 
 form.addEventListener("submit", (e) => {
   e.preventDefault();
-  const change = (shape, count) => (shape.value.trim() && Number(count.value) > 0
-    ? [{ shape: shape.value.trim(), count: Number(count.value) }] : []);
-  const body = { since: f.since.value, add_nodes: change(f.add_shape, f.add_count),
+  const change = (shape, count, price) => (shape.value.trim() && Number(count.value) > 0
+    ? [{ shape: shape.value.trim(), count: Number(count.value), ...(price?.value ? { price: Number(price.value) } : {}) }]
+    : []);
+  const body = { since: f.since.value, add_nodes: change(f.add_shape, f.add_count, f.add_price),
     remove_nodes: change(f.remove_shape, f.remove_count) };
   act("What-if started", async () => {
     const plan = await api("POST", "capacity-plans", body);
