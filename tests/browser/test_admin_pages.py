@@ -220,7 +220,13 @@ def requests_page(hub: Hub, admin: Page, gprs: dict[str, int], artifacts: Path) 
 
     urgent.get_by_role("button", name=f"Details of GPR {gprs['urgent']}").click()
     events = admin.get_by_role("table", name=f"Events of GPR {gprs['urgent']}")
-    expect(events.locator("tbody td:nth-child(2)")).to_have_text(["submitted", "admitted", "provisioned"])
+    # Carol moved up the band for a while: the urgent GPR's estimate moved past the start it was told,
+    # and its events say so and why.
+    expect(events.locator("tbody td:nth-child(2)")).to_have_text(
+        ["submitted", "estimate-moved", "admitted", "provisioned"]
+    )
+    moved = events.locator("tbody tr", has_text="estimate-moved")
+    expect(moved).to_contain_text("an admin changed priorities in its band")
     admin.screenshot(path=artifacts / "admin-requests.png", full_page=True)
 
 
