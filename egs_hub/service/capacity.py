@@ -70,14 +70,14 @@ class CapacityPlans:
         self._tasks: set[asyncio.Task] = set()
 
     def start(self, session, asked: CapacityPlanCreate, user: str) -> Run:
-        """Start a plan (Conflict while one runs; InvalidRequest naming a change that cannot be made to
-        the nodes planned on now)."""
+        """Start a plan (InvalidRequest naming a change that cannot be made to the nodes planned on now;
+        Conflict while one runs)."""
+        self._check_changes(session, asked)
         running = next((r for r in self.runs.values() if r.status == "running"), None)
         if running is not None:
             raise Conflict(
                 f"capacity plan {running.id} is running: one runs at a time (GET /capacity-plans/{running.id})"
             )
-        self._check_changes(session, asked)
         self._last_id += 1
         run = Run(self._last_id, asked, user, self.clock())
         self.runs[run.id] = run
@@ -90,6 +90,8 @@ class CapacityPlans:
 
     @staticmethod
     def _check_changes(session, asked: CapacityPlanCreate) -> None:
+        if not asked.add_nodes and not asked.remove_nodes:
+            return
         groups: dict[tuple, int] = {}
         for cluster, shape in queries.planned_node_shapes(session):
             groups[(cluster, shape)] = groups.get((cluster, shape), 0) + 1

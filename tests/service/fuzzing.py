@@ -45,6 +45,7 @@ NO_INVALID_INPUT = {
     "GET /clusters",
     "GET /role-templates",
     "GET /queue/evictions",
+    "GET /capacity-plans",
 }
 # What users' requests change; the reconcile loop and the hub change none of it.
 USER_STATE = {

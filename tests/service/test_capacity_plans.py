@@ -24,7 +24,7 @@ def test_an_admin_asks_what_one_more_h100_node_would_have_done(admin, make_slice
 
     started = admin.post("capacity-plans", {"since": "1d", "add_nodes": [{"shape": "H100", "count": 1}]}, expect=202)
     asked = (started["since"], started["add_nodes"], started["remove_nodes"])
-    assert asked == (86400, [{"shape": "H100", "count": 1}], [])
+    assert asked == (86400, [{"shape": "H100", "count": 1, "price": None}], [])
     assert (started["status"], started["progress"], started["result"]) == ("running", 0.0, None)
 
     def finished() -> dict | None:

@@ -369,10 +369,10 @@ def check_estimates(
         start = starts(gpr)
         if start <= estimate + shift:
             continue
-        explained = [e for e in events if e["kind"] in EXPLAINING and parse(e["time"]) >= at and e["gpr_id"] != gpr_id]
+        explained = [e for e in events if e["kind"] in EXPLAINING and parse(e["time"]) >= at and e["gpr"] != gpr_id]
         behind = sorted(i for i, g in listed.items() if i > gpr_id and g["status"] == "queued" and starts(g) < start)
         if not explained:
-            causes = [e["data"]["cause"] for e in events if e["gpr_id"] == gpr_id and e["kind"] == "estimate-moved"]
+            causes = [e["data"]["cause"] for e in events if e["gpr"] == gpr_id and e["kind"] == "estimate-moved"]
             (lost_gaps if gpr_id in backfilled else in_order).append(
                 f"GPR {gpr_id} was estimated at {at} to start at {estimate}; after a {outage.back - outage.killed} "
                 f"outage it is {gpr['status']} and starts at {start}, and no event explains it "
