@@ -66,7 +66,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .sim.report import table, write_json
 
     if args.from_db is not None:
-        return _simulate_history(args)
+        try:
+            return _simulate_history(args)
+        except SimInputError as e:
+            print(f"egs-hub simulate: {e}", file=sys.stderr)
+            return 2
     options = Options(
         trace=args.trace,
         csv=args.csv,
@@ -102,68 +106,65 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _simulate_history(args: argparse.Namespace) -> int:
-    """``simulate --from-db``: the service's history replayed on its nodes, and on them changed."""
+    """``simulate --from-db``: the service's history replayed on its nodes, and on them changed;
+    SimInputError on bad input."""
     from .core.errors import InvalidRequest
     from .core.units import parse_duration
     from .sim import SimInputError, policies_for, run_policies
     from .sim.history import capacity_cost, changed, load_history, parse_change, parse_price, priced
     from .sim.report import duration, table, write_json
 
+    given = [name for name in ("trace", "csv", "nodes", "gpus_per_node", "cluster", "load") if getattr(args, name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise SimInputError(f"--from-db replays the service's own GPRs on its own nodes: drop {flags}")
     try:
-        given = [name for name in ("trace", "csv", "nodes", "gpus_per_node", "cluster", "load") if getattr(args, name)]
-        if given:
-            flags = ", ".join("--" + name.replace("_", "-") for name in given)
-            raise SimInputError(f"--from-db replays the service's own GPRs on its own nodes: drop {flags}")
-        try:
-            since = parse_duration(args.since, "--since")
-        except InvalidRequest as e:
-            raise SimInputError(str(e)) from None
-        add = [parse_change(v, "--add-nodes") for v in args.add_nodes]
-        remove = [parse_change(v, "--remove-nodes") for v in args.remove_nodes]
-        prices = [parse_price(v) for v in args.price]
-        policies = policies_for(args.policy)
-        history = load_history(args.from_db, since, datetime.now(UTC))
-        trace, inventory = history.trace, history.inventory
-        if args.limit is not None or args.days is not None:
-            trace = trace.limited(args.limit, args.days)
-        recorded = history.recorded
-        print(f"history: {len(trace.jobs)} GPRs in {len(trace.slices)} slices over the last {args.since}")
-        print(
-            f"recorded: {recorded['gprs']} started, wait mean {duration(recorded['wait_mean_s'])}, "
-            f"p50 {duration(recorded['wait_p50_s'])}, p95 {duration(recorded['wait_p95_s'])}"
-        )
-        results = {"recorded": recorded}
-        cases = [("current", inventory)]
-        if add or remove:
-            cases.append(("changed", changed(inventory, add, remove)))
-        for shape, price in prices:
-            if not any(g.shape.matches(shape) for _, nodes in cases for g in nodes.groups):
-                raise SimInputError(f"--price {shape}={price}: no node of that shape")
-        for name, nodes in cases:
-            cost = capacity_cost(nodes, priced(history.prices, nodes, prices), trace.span_s)
-            print(f"\n{name}: {nodes.describe()}", flush=True)
-            if cost is not None:
-                print(f"the nodes' GPU-hours over the {args.since} at their prices: {cost:,.2f}")
-            report, _ = run_policies(trace, nodes, policies, progress=not args.quiet)
-            print(table(report))
-            results[name] = {**report, "capacity_cost": cost}
-        if "changed" in results:
-            before_cost, after_cost = results["current"]["capacity_cost"], results["changed"]["capacity_cost"]
-            if before_cost is not None and after_cost is not None:
-                print(f"the nodes' cost over the {args.since}: {before_cost:,.2f} -> {after_cost:,.2f}")
-            for policy in policies:
-                before, after = results["current"][policy], results["changed"][policy]
-                print(
-                    f"{policy}: wait mean {duration(before['wait_mean_s'])} -> {duration(after['wait_mean_s'])}, "
-                    f"p95 {duration(before['wait_p95_s'])} -> {duration(after['wait_p95_s'])}, "
-                    f"bound utilization {before['util_bound']:.1%} -> {after['util_bound']:.1%}"
-                )
-        if args.json:
-            write_json(results, args.json)
-            print(f"wrote {args.json}")
-    except SimInputError as e:
-        print(f"egs-hub simulate: {e}", file=sys.stderr)
-        return 2
+        since = parse_duration(args.since, "--since")
+    except InvalidRequest as e:
+        raise SimInputError(str(e)) from None
+    add = [parse_change(v, "--add-nodes") for v in args.add_nodes]
+    remove = [parse_change(v, "--remove-nodes") for v in args.remove_nodes]
+    prices = [parse_price(v) for v in args.price]
+    policies = policies_for(args.policy)
+    history = load_history(args.from_db, since, datetime.now(UTC))
+    trace, inventory = history.trace, history.inventory
+    if args.limit is not None or args.days is not None:
+        trace = trace.limited(args.limit, args.days)
+    recorded = history.recorded
+    print(f"history: {len(trace.jobs)} GPRs in {len(trace.slices)} slices over the last {args.since}")
+    print(
+        f"recorded: {recorded['gprs']} started, wait mean {duration(recorded['wait_mean_s'])}, "
+        f"p50 {duration(recorded['wait_p50_s'])}, p95 {duration(recorded['wait_p95_s'])}"
+    )
+    results = {"recorded": recorded}
+    cases = [("current", inventory)]
+    if add or remove:
+        cases.append(("changed", changed(inventory, add, remove)))
+    for shape, price in prices:
+        if not any(g.shape.matches(shape) for _, nodes in cases for g in nodes.groups):
+            raise SimInputError(f"--price {shape}={price}: no node of that shape")
+    for name, nodes in cases:
+        cost = capacity_cost(nodes, priced(history.prices, nodes, prices), trace.span_s)
+        print(f"\n{name}: {nodes.describe()}", flush=True)
+        if cost is not None:
+            print(f"the nodes' GPU-hours over the {args.since} at their prices: {cost:,.2f}")
+        report, _ = run_policies(trace, nodes, policies, progress=not args.quiet)
+        print(table(report))
+        results[name] = {**report, "capacity_cost": cost}
+    if "changed" in results:
+        before_cost, after_cost = results["current"]["capacity_cost"], results["changed"]["capacity_cost"]
+        if before_cost is not None and after_cost is not None:
+            print(f"the nodes' cost over the {args.since}: {before_cost:,.2f} -> {after_cost:,.2f}")
+        for policy in policies:
+            before, after = results["current"][policy], results["changed"][policy]
+            print(
+                f"{policy}: wait mean {duration(before['wait_mean_s'])} -> {duration(after['wait_mean_s'])}, "
+                f"p95 {duration(before['wait_p95_s'])} -> {duration(after['wait_p95_s'])}, "
+                f"bound utilization {before['util_bound']:.1%} -> {after['util_bound']:.1%}"
+            )
+    if args.json:
+        write_json(results, args.json)
+        print(f"wrote {args.json}")
     return 0
 
 

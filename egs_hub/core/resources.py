@@ -904,8 +904,8 @@ class RecordedWaits(Waits):
     bound: Bound = Field(description=BOUND_HELP)
 
 
-class WhatIfCase(Waits):
-    """The replay on one set of nodes."""
+class WhatIfCase(RecordedWaits):
+    """The replay on one set of nodes: its waits, per workspace, GPUs bound, and its nodes."""
 
     nodes: str = Field(description="the nodes replayed on")
     capacity_gpus: int
@@ -914,8 +914,6 @@ class WhatIfCase(Waits):
         description="the nodes' GPU-hours over the span at their prices per GPU-hour; null when a shape has none"
     )
     estimate_kept_share: float | None = Field(description="share of GPRs that started by their first estimate +60 s")
-    slices: dict[str, Waits]
-    bound: Bound = Field(description=BOUND_HELP)
 
 
 class WhatIfResult(Resource):

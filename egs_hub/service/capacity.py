@@ -19,10 +19,8 @@ from datetime import datetime
 from ..core.errors import Conflict, InvalidRequest
 from ..core.requests import CapacityPlanCreate
 from ..core.resources import CapacityPlan, NodeCount, WhatIfResult
-from ..sim.cluster import Inventory, NodeGroup
-from ..sim.history import changed
+from ..sim.history import changed, planned_inventory
 from ..sim.trace import SimInputError
-from ..store import queries
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +90,7 @@ class CapacityPlans:
     def _check_changes(session, asked: CapacityPlanCreate) -> None:
         if not asked.add_nodes and not asked.remove_nodes:
             return
-        groups: dict[tuple, int] = {}
-        for cluster, shape in queries.planned_node_shapes(session):
-            groups[(cluster, shape)] = groups.get((cluster, shape), 0) + 1
-        inventory = Inventory(tuple(NodeGroup(c, s, n) for (c, s), n in groups.items()))
+        inventory = planned_inventory(session)
         add = [(c.shape, c.count) for c in asked.add_nodes]
         remove = [(c.shape, c.count) for c in asked.remove_nodes]
         for name, (adding, removing) in (("add_nodes", (add, [])), ("remove_nodes", (add, remove))):

@@ -65,23 +65,24 @@ def read_history(session: Session, since: timedelta, now: datetime) -> History:
         jobs.append(job)
     if not jobs:
         raise SimInputError(f"the database holds no GPR submitted since {t0.isoformat()} that queued")
-    groups: dict[tuple[str, Shape], int] = {}
-    for cluster, shape in queries.planned_node_shapes(session):
-        groups[(cluster, shape)] = groups.get((cluster, shape), 0) + 1
-    if not groups:
+    inventory = planned_inventory(session)
+    if not inventory.groups:
         raise SimInputError("the database holds no node to plan on")
     jobs.sort(key=lambda j: j.submit_s)
     trace = Trace("history", tuple(jobs), since.total_seconds(), {}, windowed=True)
-    inventory = Inventory(tuple(NodeGroup(c, s, n) for (c, s), n in sorted(groups.items(), key=_group_key)))
     everyone = [wait for slice_waits in waits.values() for wait in slice_waits]
     slices = {name: waits_summary(waits.get(name, [])) for name in trace.slices}
     prices = queries.prices(session)
     return History(trace, inventory, waits_summary(everyone), slices, tuple(held), prices)
 
 
-def _group_key(item: tuple[tuple[str, Shape], int]) -> tuple[str, str]:
-    (cluster, shape), _ = item
-    return cluster, shape.name
+def planned_inventory(session: Session) -> Inventory:
+    """The nodes the service plans on now (present, not quarantined), one group per cluster and shape."""
+    groups: dict[tuple[str, Shape], int] = {}
+    for cluster, shape in queries.planned_node_shapes(session):
+        groups[(cluster, shape)] = groups.get((cluster, shape), 0) + 1
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0], item[0][1].name))
+    return Inventory(tuple(NodeGroup(cluster, shape, n) for (cluster, shape), n in ordered))
 
 
 def parse_change(value: str, option: str) -> tuple[str, int]:

@@ -3,7 +3,6 @@ follows its progress to its result; bad changes are refused naming the field; on
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -61,9 +60,8 @@ def test_bad_plans_are_refused_naming_the_field(admin, user):
     admin.get("capacity-plans/99999", expect=404)
 
 
-async def test_one_plan_runs_at_a_time():
+def test_one_plan_runs_at_a_time():
     plans = CapacityPlans("sqlite://", lambda: datetime.now(UTC))
     plans.runs[1] = Run(1, CapacityPlanCreate(since=timedelta(days=1)), "admin", datetime.now(UTC))
     with pytest.raises(Conflict, match="capacity plan 1 is running"):
         plans.start(None, CapacityPlanCreate(), "admin")
-    await asyncio.sleep(0)
