@@ -42,6 +42,10 @@ class Device:
     compute_processes: tuple[Process, ...] = ()
     graphics_processes: tuple[Process, ...] = ()
     unsupported: frozenset[str] = frozenset()  # functions answering NVML_ERROR_NOT_SUPPORTED
+    # MIG: None on a GPU without MIG (nvmlDeviceGetMigMode is not supported); else whether MIG mode is
+    # on, and its MIG devices by index (None: no instance there; NVML's indexes may have gaps)
+    mig_enabled: bool | None = None
+    mig_devices: tuple[Device | None, ...] = ()
 
 
 def h100(i: int, **readings) -> Device:
@@ -52,11 +56,27 @@ def a100(i: int, **readings) -> Device:
     return Device(A100_40, f"GPU-9d8c7b6a-5f4e-3d2c-1b0a-0f1e2d3c4b{i:02d}", A100_40_BYTES, **readings)
 
 
-class _Handle:
-    """Opaque, like pynvml's c_nvmlDevice_t pointer: only the double can read it."""
+def h100_mig(i: int, layout: tuple[str, ...] = ("1g.10gb",) * 7, **readings) -> Device:
+    """An H100 in MIG mode split into ``layout``'s instances, named and sized as NVML names them
+    ("NVIDIA H100 80GB HBM3 MIG 1g.10gb"; a 1g.10gb has 9,856 MiB)."""
+    devices = tuple(
+        Device(f"{H100} MIG {profile}", f"MIG-7c1d2e3f-4a5b-5c6d-8e9f-{i:02d}{k:02d}00000000", _MIG_BYTES[profile])
+        for k, profile in enumerate(layout)
+    )
+    return Device(H100, h100(i).uuid, H100_BYTES, mig_enabled=True, mig_devices=devices, **readings)
 
-    def __init__(self, index: int):
+
+_MIG_BYTES = {"1g.10gb": 9856 * 2**20, "2g.20gb": 20096 * 2**20, "3g.40gb": 40192 * 2**20, "7g.80gb": 80896 * 2**20}
+MAX_MIG_DEVICES = 7  # nvmlDeviceGetMaxMigDeviceCount on an H100
+
+
+class _Handle:
+    """Opaque, like pynvml's c_nvmlDevice_t pointer: only the double can read it. ``mig``: the
+    index of a MIG device of GPU ``index`` (a MIG device handle)."""
+
+    def __init__(self, index: int, mig: int | None = None):
         self._index = index
+        self._mig = mig
 
 
 @dataclass
@@ -89,6 +109,9 @@ class FakeNVML:
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
     NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_NOT_FOUND = 6
+    NVML_DEVICE_MIG_DISABLE = 0
+    NVML_DEVICE_MIG_ENABLE = 1
     NVML_ERROR_TIMEOUT = 10
     nvmlEventTypeXidCriticalError = 8
 
@@ -127,6 +150,8 @@ class FakeNVML:
     def _device(self, handle: _Handle, function: str) -> Device:
         self._check(function, handle._index)
         device = self.devices[handle._index]
+        if handle._mig is not None:
+            device = device.mig_devices[handle._mig]
         if function in device.unsupported:
             raise self.NVMLError("Not Supported", self.NVML_ERROR_NOT_SUPPORTED)
         return device
@@ -142,6 +167,31 @@ class FakeNVML:
         return SimpleNamespace(
             total=device.total_bytes, free=device.total_bytes - device.used_bytes, used=device.used_bytes
         )
+
+    # MIG
+
+    def nvmlDeviceGetMigMode(self, handle: _Handle) -> list[int]:
+        """[current, pending] mode; NVML_ERROR_NOT_SUPPORTED on a GPU without MIG."""
+        device = self._device(handle, "nvmlDeviceGetMigMode")
+        if device.mig_enabled is None:
+            raise self.NVMLError("Not Supported", self.NVML_ERROR_NOT_SUPPORTED)
+        mode = self.NVML_DEVICE_MIG_ENABLE if device.mig_enabled else self.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: _Handle) -> int:
+        device = self._device(handle, "nvmlDeviceGetMaxMigDeviceCount")
+        return MAX_MIG_DEVICES if device.mig_enabled is not None else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: _Handle, index: int) -> _Handle:
+        """A MIG device's handle; NVML_ERROR_NOT_FOUND where no instance has that index."""
+        device = self._device(handle, "nvmlDeviceGetMigDeviceHandleByIndex")
+        if not device.mig_enabled:
+            raise self.NVMLError("Invalid Argument")
+        if not 0 <= index < MAX_MIG_DEVICES:
+            raise self.NVMLError("Invalid Argument")
+        if index >= len(device.mig_devices) or device.mig_devices[index] is None:
+            raise self.NVMLError("Not Found", self.NVML_ERROR_NOT_FOUND)
+        return _Handle(handle._index, index)
 
     def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> SimpleNamespace:
         device = self._device(handle, "nvmlDeviceGetUtilizationRates")

@@ -28,15 +28,15 @@ HALF_LIFE = timedelta(days=7)
 
 @dataclass(frozen=True)
 class Use:
-    """``gpus`` GPUs that ``slice`` held over [start, end)."""
+    """``gpus`` GPUs (GPU-equivalents: a MIG instance is a part of one) that ``slice`` held over [start, end)."""
 
     slice: str
-    gpus: int
+    gpus: float
     start: datetime
     end: datetime
 
 
-def _decayed_seconds(gpus: int, age_end: float, age_start: float, half_life: float) -> float:
+def _decayed_seconds(gpus: float, age_end: float, age_start: float, half_life: float) -> float:
     """The integral of ``gpus * 2 ** (-age / half_life)`` over ages [age_end, age_start] (seconds)."""
     rate = math.log(2) / half_life
     return gpus / rate * (math.exp(-rate * age_end) - math.exp(-rate * age_start))

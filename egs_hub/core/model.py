@@ -63,31 +63,41 @@ class EndReason(enum.StrEnum):
 
 @dataclass(frozen=True, order=True)
 class Shape:
-    """What a node offers, e.g. ``H100-80GB x8``."""
+    """What a node offers, e.g. ``H100-80GB x8``; with a MIG ``profile``, its instances of that
+    profile, e.g. ``H100-80GB 1g.10gb x56`` (core/sharing.py): ``gpus_per_node`` counts units."""
 
     model: str
     memory_gb: int
     gpus_per_node: int
+    profile: str | None = None
+
+    @property
+    def gpu_type(self) -> str:
+        """The unit a GPR asks for: ``H100-80GB``, or ``H100-80GB 1g.10gb``."""
+        kind = f"{self.model}-{self.memory_gb}GB"
+        return kind if self.profile is None else f"{kind} {self.profile}"
 
     @property
     def name(self) -> str:
-        return f"{self.model}-{self.memory_gb}GB x{self.gpus_per_node}"
+        return f"{self.gpu_type} x{self.gpus_per_node}"
 
     def matches(self, wanted: str | None) -> bool:
-        """A GPR's ``shape`` names a shape, its GPU type or its model; None is any."""
+        """A GPR's ``shape`` names a shape, its GPU type or its model (with the profile, for
+        MIG instances: ``H100-80GB 1g.10gb``, ``H100 1g.10gb``); None is any whole-GPU shape."""
         if wanted is None:
-            return True
-        wanted = wanted.strip().lower()
-        return wanted in {
-            self.name.lower(),
-            self.name.replace(" ", "").lower(),
-            f"{self.model}-{self.memory_gb}GB".lower(),
-            self.model.lower(),
-        }
+            return self.profile is None
+        wanted = " ".join(wanted.strip().lower().split())
+        kinds = {f"{self.model}-{self.memory_gb}GB".lower(), self.model.lower()}
+        if self.profile is not None:
+            kinds = {f"{kind} {self.profile.lower()}" for kind in kinds}
+        return wanted in kinds | {self.name.lower(), self.name.replace(" ", "").lower()}
 
 
 @dataclass(frozen=True)
 class GPU:
+    """A unit the planner hands out: a whole GPU, or a MIG instance of the GPU ``parent``
+    (its UUID) with ``profile`` (core/sharing.py), whose ``uuid`` is the instance's ``MIG-...``."""
+
     uuid: str
     index: int
     node: str
@@ -96,6 +106,8 @@ class GPU:
     memory_mib: int
     declared: bool = False
     healthy: bool = True
+    parent: str | None = None
+    profile: str | None = None
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from . import fairshare
+from . import fairshare, sharing
 from .model import DEFAULT_PROJECT, GPR, SHARED, GPRSpec, Node, serves
 from .pool import Pool
 from .profile import INF, end_of
@@ -350,6 +350,16 @@ def gpu_count(
     return (spec.nodes or 0) * per_node
 
 
+def unit_equivalents(
+    spec: GPRSpec, nodes: Iterable[Node], cluster_projects: Mapping[str, str] = SHARED, project: str = DEFAULT_PROJECT
+) -> float:
+    """What one unit the spec holds counts as in quotas: 1 for a GPU, a MIG instance's share of its
+    GPU (the spec's shape names the profile, so every node it may get has the same; sharing.py)."""
+    eligible = eligible_nodes(nodes, spec, cluster_projects, project)
+    shape = eligible[0].shape if eligible else None
+    return 1.0 if shape is None else float(sharing.equivalents(shape.model, shape.profile))
+
+
 def unservable_reason(
     spec: GPRSpec,
     nodes: tuple[Node, ...],
@@ -369,13 +379,14 @@ def unservable_reason(
     empty = Timeline(tuple(candidates), unhealthy, {}, 0)
     duration = spec.duration.total_seconds()
     if all(pool.earliest(pool.need(spec.gpus, spec.nodes), duration, 0.0) is None for pool in empty.pools):
-        asked = f"{spec.gpus} GPUs" if spec.gpus is not None else f"{spec.nodes} whole nodes"
+        units = "GPUs" if sharing.requested_profile(spec.shape) is None else "MIG instances"
+        asked = f"{spec.gpus} {units}" if spec.gpus is not None else f"{spec.nodes} whole nodes"
         largest = max(n.shape.gpus_per_node for n in candidates)
         unusable = sum(g in unhealthy for n in candidates for g in n.gpus)
         return (
             f"{asked} of {where} cannot be placed: the inventory has {len(candidates)} such "
-            f"node(s) with up to {largest} GPUs each"
-            + (f", and {unusable} of their GPUs are unhealthy or on quarantined nodes" if unusable else "")
+            f"node(s) with up to {largest} {units} each"
+            + (f", and {unusable} of their {units} are unhealthy or on quarantined nodes" if unusable else "")
         )
     return None
 
@@ -704,7 +715,7 @@ class _Pass:
         taken = held.pool.taken(i, gpus)
         use = self.timeline.use(held.slice)
         if use is not None:
-            use.add(held.start, held.end, gpus, -1)
+            use.add(held.start, held.end, held.parts, -1)
         window = self.earliest(request, upper=held.start)  # its own node still holds the promise
         profile.add(held.start, held.end, taken)
         upper = held.start if window is None else window.start
@@ -715,7 +726,7 @@ class _Pass:
         own = self.earliest(request, upper=upper, only=held.pool, node=i)
         profile.add(held.start, held.end, -taken)
         if use is not None:
-            use.add(held.start, held.end, gpus, 1)
+            use.add(held.start, held.end, held.parts, 1)
         window = own or window
         if window is not None:
             self.timeline.put(held, -1)
@@ -895,7 +906,7 @@ class _Pass:
 
     def _unbook(self, timeline: Timeline, booking: Booking, sign: int, later: set | None = None) -> None:
         """Take (``sign`` 1) or give back (-1) a booking's GPUs on ``timeline``; its GPUs
-        on nodes the planner does not use still count against its slice's limits."""
+        on nodes the planner does not use still count against its slice's limits (as whole GPUs)."""
         windows = self.booked[booking.gpr_id]
         for window in windows:
             window = timeline.translate(window)
@@ -903,7 +914,8 @@ class _Pass:
         use = timeline.use(booking.slice)
         if use is not None:
             end = windows[0].end if windows else self._held_until(booking)
-            use.add(0.0, end, len(booking.gpus), sign)
+            placed = sum(w.gpus for w in windows)
+            use.add(0.0, end, sum(w.parts for w in windows) + (len(booking.gpus) - placed) * sharing.PARTS, sign)
 
     def _starts_now(self, timeline: Timeline, request: Request) -> bool:
         pools = _eligible_pools(timeline, request.spec)

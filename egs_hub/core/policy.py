@@ -39,7 +39,7 @@ def check_policy(policy: SlicePolicy) -> None:
 
 def approval_reasons(
     spec: GPRSpec,
-    gpu_count: int,
+    gpu_count: float,
     policy: SlicePolicy,
     week_gpu_hours: float = 0.0,
     month_cost: float = 0.0,
@@ -47,7 +47,8 @@ def approval_reasons(
 ) -> list[str]:
     """Why this GPR needs an admin's approval; empty when policy approves it.
 
-    ``gpu_count`` is the GPUs the GPR would hold (``nodes`` times GPUs per node);
+    ``gpu_count`` is the GPUs the GPR would hold (``nodes`` times GPUs per node), in
+    GPU-equivalents (a MIG instance is its share of a GPU, core/sharing.py);
     ``week_gpu_hours`` is what the slice used in the rolling week (quota.week_gpu_hours);
     ``month_cost`` what the slice's GPRs reserved this month, and ``cost`` this GPR's
     estimated cost (core/cost.py; None: it has no price).
@@ -59,14 +60,16 @@ def approval_reasons(
             f"{format_duration(policy.max_duration)}"
         )
     if policy.max_gpus is not None and gpu_count > policy.max_gpus:
-        reasons.append(f"{gpu_count} GPUs is over the slice's quota of {policy.max_gpus} GPUs")
+        reasons.append(f"{_format_number(gpu_count)} GPUs is over the slice's quota of {policy.max_gpus} GPUs")
     if policy.auto_approve_max_gpus is not None and gpu_count > policy.auto_approve_max_gpus:
-        reasons.append(f"{gpu_count} GPUs is over the auto-approval limit of {policy.auto_approve_max_gpus}")
+        reasons.append(
+            f"{_format_number(gpu_count)} GPUs is over the auto-approval limit of {policy.auto_approve_max_gpus}"
+        )
     asked = gpu_count * (spec.duration / timedelta(hours=1))
     if policy.max_gpu_hours is not None and week_gpu_hours + asked > policy.max_gpu_hours:
         reasons.append(
-            f"this GPR's {_format_hours(asked)} GPU-hours would bring the slice to "
-            f"{_format_hours(week_gpu_hours + asked)} of its {_format_hours(policy.max_gpu_hours)} "
+            f"this GPR's {_format_number(asked)} GPU-hours would bring the slice to "
+            f"{_format_number(week_gpu_hours + asked)} of its {_format_number(policy.max_gpu_hours)} "
             "GPU-hours per rolling week"
         )
     if policy.max_cost_month is not None and cost is not None and month_cost + cost > policy.max_cost_month:
@@ -79,10 +82,10 @@ def approval_reasons(
 
 def project_approval_reasons(
     project: Project,
-    gpu_count: int,
+    gpu_count: float,
     hours: float,
     cost: float | None,
-    held_gpus: int,
+    held_gpus: float,
     week_gpu_hours: float,
     month_cost: float,
 ) -> list[str]:
@@ -94,14 +97,15 @@ def project_approval_reasons(
     name = f"project {project.name}"
     if project.max_gpus is not None and held_gpus + gpu_count > project.max_gpus:
         reasons.append(
-            f"{gpu_count} more GPUs would bring {name} to {held_gpus + gpu_count} GPUs at once, over its quota of "
+            f"{_format_number(gpu_count)} more GPUs would bring {name} to {_format_number(held_gpus + gpu_count)} "
+            f"GPUs at once, over its quota of "
             f"{project.max_gpus}"
         )
     asked = gpu_count * hours
     if project.max_gpu_hours is not None and week_gpu_hours + asked > project.max_gpu_hours:
         reasons.append(
-            f"this GPR's {_format_hours(asked)} GPU-hours would bring {name} to "
-            f"{_format_hours(week_gpu_hours + asked)} of its {_format_hours(project.max_gpu_hours)} "
+            f"this GPR's {_format_number(asked)} GPU-hours would bring {name} to "
+            f"{_format_number(week_gpu_hours + asked)} of its {_format_number(project.max_gpu_hours)} "
             "GPU-hours per rolling week"
         )
     if project.max_cost_month is not None and cost is not None and month_cost + cost > project.max_cost_month:
@@ -112,6 +116,6 @@ def project_approval_reasons(
     return reasons
 
 
-def _format_hours(hours: float) -> str:
+def _format_number(hours: float) -> str:
     """At most two decimals, none when whole: 16.0 is "16", 2/3 is "0.67"."""
     return f"{hours:.2f}".rstrip("0").rstrip(".")

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import sharing
 from .model import Node, Shape
 from .profile import INF, Profile, end_of
 
@@ -48,6 +49,7 @@ class Pool:
         self.shape = shape
         self.nodes = nodes
         self.width = shape.gpus_per_node
+        self.unit_parts = sharing.parts(shape.model, shape.profile)  # what one of its units counts in quotas
         self.capacity = healthy
         self.whole = [n.whole for n in nodes]
         self.profiles = [Profile(c) for c in healthy]

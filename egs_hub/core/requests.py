@@ -49,6 +49,7 @@ from .model import (
     Shape,
 )
 from .node_pools import ATOMIC_SCALE_UP, NodePool
+from .sharing import requested_profile
 from .templates import GPRTemplate, check_template, fill
 from .units import (
     DURATION_PATTERN,
@@ -216,6 +217,15 @@ def _check_gpus_or_nodes(gpus: Any, nodes: Any, *, partial: bool) -> None:
         raise InvalidRequest("gpus", "give gpus (a number of GPUs) or nodes (whole nodes)")
 
 
+def _check_instances(shape: str | None, nodes: int | None) -> None:
+    """MIG instances are asked for one by one: ``gpus`` counts them (core/sharing.py)."""
+    profile = requested_profile(shape)
+    if profile is not None and nodes is not None:
+        raise InvalidRequest(
+            "nodes", f"{shape!r} names MIG instances: ask for a number of them with gpus, not whole nodes"
+        )
+
+
 # Bodies
 
 
@@ -261,6 +271,7 @@ class _Ask(Body):
         if fields.get("duration", MISSING) is MISSING:
             raise InvalidRequest("duration", "duration is required: neither the request nor its template gives it")
         _check_gpus_or_nodes(fields.get("gpus"), fields.get("nodes"), partial=False)
+        _check_instances(fields.get("shape"), fields.get("nodes"))
         return GPRSpec(**fields)
 
 
@@ -299,6 +310,7 @@ class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):
             changes["gpus"] = None
         updated = dataclasses.replace(spec, **changes)
         _check_gpus_or_nodes(updated.gpus, updated.nodes, partial=False)
+        _check_instances(updated.shape, updated.nodes)
         return updated
 
 

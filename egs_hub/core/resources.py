@@ -247,10 +247,14 @@ class RoleTemplates(Resource):
 
 
 class Shape(Resource):
+    """What a node offers; a MIG shape's units are instances of ``mig_profile`` (core/sharing.py)."""
+
     name: str
     model: str
     memory_gb: int
-    gpus_per_node: int
+    gpus_per_node: int = Field(description="units per node: GPUs, or MIG instances of a MIG shape")
+    mig_profile: str | None = Field(description='the MIG profile of its units ("1g.10gb"); null: whole GPUs')
+    gpu_equivalents: float = Field(description="what one unit counts as in quotas and GPU-hours: 1, or 1/7 for a 1g")
 
 
 class InventoryGPU(Resource):
@@ -260,6 +264,8 @@ class InventoryGPU(Resource):
     memory_mib: int
     declared: bool
     healthy: bool
+    parent_uuid: str | None = Field(description="a MIG instance: the UUID of the GPU it is part of")
+    mig_profile: str | None = Field(description="a MIG instance: its profile")
     slice: str | None
     gpr: int | None
 

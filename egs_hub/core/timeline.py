@@ -17,6 +17,7 @@ import numpy as np
 from .model import DEFAULT_PROJECT, Node, Shape, SlicePolicy
 from .pool import Fit, Pool, summaries
 from .profile import INF, Profile, end_of
+from .sharing import PARTS
 
 
 class Window(NamedTuple):
@@ -30,37 +31,43 @@ class Window(NamedTuple):
     def gpus(self) -> int:
         return sum(g for _, g in self.picks)
 
+    @property
+    def parts(self) -> int:
+        """What its units count as in its slice's quota, in sharing.PARTS of a GPU."""
+        return self.gpus * self.pool.unit_parts
+
 
 class SliceUse:
-    """A slice's active GPRs and held GPUs over time, against ``max_active_gprs`` and ``max_gpus``."""
+    """A slice's active GPRs and held GPU-equivalents over time, against ``max_active_gprs`` and
+    ``max_gpus``; GPU-equivalents are counted in sharing.PARTS of a GPU (``parts``)."""
 
     def __init__(self, policy: SlicePolicy):
         self.max_active = policy.max_active_gprs
-        self.max_gpus = policy.max_gpus
+        self.max_parts = None if policy.max_gpus is None else policy.max_gpus * PARTS
         self.active = Profile(0)
-        self.gpus = Profile(0)
+        self.parts = Profile(0)
 
     def copy(self) -> SliceUse:
         clone = SliceUse.__new__(SliceUse)
-        clone.max_active, clone.max_gpus = self.max_active, self.max_gpus
-        clone.active, clone.gpus = self.active.copy(), self.gpus.copy()
+        clone.max_active, clone.max_parts = self.max_active, self.max_parts
+        clone.active, clone.parts = self.active.copy(), self.parts.copy()
         return clone
 
-    def add(self, start: float, end: float, gpus: int, sign: int) -> None:
+    def add(self, start: float, end: float, parts: int, sign: int) -> None:
         self.active.add(start, end, sign)
-        if self.max_gpus is not None:  # else nothing reads the GPUs held
-            self.gpus.add(start, end, sign * gpus)
+        if self.max_parts is not None:  # else nothing reads the GPUs held
+            self.parts.add(start, end, sign * parts)
 
-    def earliest(self, gpus: int, duration: float, lower: float) -> float:
-        """Earliest ``t >= lower`` at which one more GPR of ``gpus`` keeps both limits over
+    def earliest(self, parts: int, duration: float, lower: float) -> float:
+        """Earliest ``t >= lower`` at which one more GPR of ``parts`` keeps both limits over
         ``[t, t + duration)``. A GPR over ``max_gpus`` alone was approved over quota: it
         runs while the slice holds nothing else."""
         t = lower
         while t != INF:
             t1 = self.active.earliest_at_most(self.max_active - 1, duration, t)
-            if self.max_gpus is None or t1 == INF:
+            if self.max_parts is None or t1 == INF:
                 return t1
-            t2 = self.gpus.earliest_at_most(max(self.max_gpus, gpus) - gpus, duration, t1)
+            t2 = self.parts.earliest_at_most(max(self.max_parts, parts) - parts, duration, t1)
             if t2 == t1:
                 return t1
             t = t2
@@ -69,13 +76,13 @@ class SliceUse:
     def take_off(self, windows: list[Window]) -> None:
         """``add`` with sign -1 of every window at once."""
         self.active.add_many([(w.start, w.end, -1) for w in windows])
-        if self.max_gpus is not None:
-            self.gpus.add_many([(w.start, w.end, -w.gpus) for w in windows])
+        if self.max_parts is not None:
+            self.parts.add_many([(w.start, w.end, -w.parts) for w in windows])
 
-    def allows(self, gpus: int, start: float, end: float) -> bool:
+    def allows(self, parts: int, start: float, end: float) -> bool:
         if self.active.maximum(start, end) + 1 > self.max_active:
             return False
-        return self.max_gpus is None or self.gpus.maximum(start, end) + gpus <= max(self.max_gpus, gpus)
+        return self.max_parts is None or self.parts.maximum(start, end) + parts <= max(self.max_parts, parts)
 
 
 class Timeline:
@@ -135,13 +142,13 @@ class Timeline:
         window.pool.reserve(window.picks, window.start, window.end, sign, later)
         use = self.use(window.slice)
         if use is not None:
-            use.add(window.start, window.end, window.gpus, sign)
+            use.add(window.start, window.end, window.parts, sign)
 
     def fits(self, window: Window) -> bool:
         if not window.pool.fits(window.picks, window.start, window.end):
             return False
         use = self.use(window.slice)
-        return use is None or use.allows(window.gpus, window.start, window.end)
+        return use is None or use.allows(window.parts, window.start, window.end)
 
     def earliest(
         self,
@@ -172,7 +179,7 @@ def earliest_window(
 ) -> Window | None:
     """``Timeline.earliest`` with the slice's ``use`` given."""
     need = pool.need(gpus, nodes)
-    held = need[0] * need[1] - need[1] + need[2]
+    held = (need[0] * need[1] - need[1] + need[2]) * pool.unit_parts
     t = lower
     while True:
         if use is not None:

@@ -116,12 +116,12 @@ class Commands:
             else None
         )
         month = month_spend(session, spec.slice, now) if policy.max_cost_month is not None else 0.0
-        reasons = approval_reasons(spec, servability.gpus, policy, week, month, cost)
+        reasons = approval_reasons(spec, servability.equivalents, policy, week, month, cost)
         if project is not None:
-            reasons += self._project_reasons(session, state, project, spec, servability.gpus, cost, now)
+            reasons += self._project_reasons(session, state, project, spec, servability.equivalents, cost, now)
         return reasons
 
-    def _project_reasons(self, session, state, project, spec, gpus: int, cost, now: datetime) -> list[str]:
+    def _project_reasons(self, session, state, project, spec, gpus: float, cost, now: datetime) -> list[str]:
         """Why the GPR needs approval for its project's quota; reads only what the quota limits."""
         if project.max_gpus is None and project.max_gpu_hours is None and project.max_cost_month is None:
             return []

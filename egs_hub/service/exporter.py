@@ -102,6 +102,7 @@ class StateCollector:
                     Node.gpu_model,
                     Node.gpu_memory_gb,
                     Node.gpus_per_node,
+                    Node.mig_profile,
                     Node.schedulable,
                     Cluster.name,
                     Binding.slice,
@@ -140,10 +141,10 @@ class StateCollector:
     def _gpus(self, rows: list[tuple]) -> Iterator[Metric]:
         states: dict[tuple[str, str], Tally] = {}
         labels_of: dict[str, tuple[str, ...]] = {}
-        for uuid, healthy, present, node, model, memory_gb, per_node, schedulable, cluster, slice_name, gpr in rows:
+        for uuid, healthy, present, node, *shape, schedulable, cluster, slice_name, gpr in rows:
             labels_of[uuid] = (uuid, node, cluster, slice_name or "", "" if gpr is None else str(gpr))
             if present:
-                tally = states.setdefault((cluster, Shape(model, memory_gb, per_node).name), Tally())
+                tally = states.setdefault((cluster, Shape(*shape).name), Tally())
                 tally[gpu_state(healthy, schedulable, slice_name is not None)] += 1
         family = GaugeMetricFamily(
             "egs_gpus",

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..core import cost
+from ..core import cost, sharing
 from ..core import resources as api
 from ..core.model import DEFAULT_PROJECT, GPR, Shape
 from ..core.requests import CheckSpec
@@ -137,6 +137,8 @@ def _shape(shape: Shape) -> dict[str, Any]:
         "model": shape.model,
         "memory_gb": shape.memory_gb,
         "gpus_per_node": shape.gpus_per_node,
+        "mig_profile": shape.profile,
+        "gpu_equivalents": float(sharing.equivalents(shape.model, shape.profile)),
     }
 
 
@@ -189,7 +191,7 @@ def inventory_resource(
         for node in cluster.nodes:
             if not node.present:
                 continue
-            shape = Shape(node.gpu_model, node.gpu_memory_gb, node.gpus_per_node)
+            shape = queries.node_shape(node)
             entry = shapes.setdefault(
                 (cluster.name, shape.name),
                 {
@@ -219,6 +221,8 @@ def inventory_resource(
                         memory_mib=gpu.memory_mib,
                         declared=gpu.declared,
                         healthy=gpu.healthy,
+                        parent_uuid=gpu.parent_uuid,
+                        mig_profile=gpu.mig_profile,
                         slice=slice_name,
                         gpr=gpr_id,
                     )
@@ -444,7 +448,7 @@ def node_resource(
     return api.Node(
         cluster=cluster,
         name=row.name,
-        shape=Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node).name,
+        shape=queries.node_shape(row).name,
         health=node_health(row),
         schedulable=row.schedulable,
         present=row.present,

@@ -27,7 +27,7 @@ from sortedcontainers import SortedDict
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from ..core import fairshare, planner
+from ..core import fairshare, planner, sharing
 from ..core import model as core
 from ..core.node_pools import NodePool, PoolState, all_joining
 from ..core.snapshot import Booking, Estimate, Maintenance, Request, Snapshot
@@ -56,11 +56,13 @@ ACTIVE = (*WAITING, *(s.value for s in core.HOLDING_STATUSES))
 @dataclass(frozen=True)
 class Servability:
     """What the inventory can do for a kind of request: why it can never be served (None: it
-    can), the request field at fault, and how many GPUs it would hold."""
+    can), the request field at fault, how many units (GPUs or MIG instances) it would hold, and
+    what they count as in quotas (GPU-equivalents, core/sharing.py)."""
 
     reason: str | None
     field: str
     gpus: int
+    equivalents: float
 
 
 @dataclass
@@ -107,6 +109,7 @@ class PlanningState:
         self.maintenance: tuple[Maintenance, ...] = ()  # nodes' maintenance windows (ended ones drop off at a read)
         self.pools: tuple[tuple[NodePool, PoolState], ...] = ()  # dynamic node pools (core/node_pools.py)
         self.servable_nodes: tuple[core.Node, ...] = ()
+        self.fractions: dict[str, float] = {}  # GPU-equivalents of each unit that is not a whole GPU
         self.policies: dict[str, core.SlicePolicy] = {}
         self.groups: dict[str, str] = {}  # every slice's hub group (who may see its GPRs)
         self.projects: dict[str, str] = {}  # every slice's project
@@ -174,6 +177,7 @@ class PlanningState:
                 self.pools = queries.pools(session)
                 # what may ever serve a request: the nodes and every pool's room to grow
                 self.servable_nodes = self.nodes + all_joining(self.pools, self.nodes, now)
+                self.fractions = sharing.fractions(self.nodes)
                 self._servability.clear()
             if unread.slices:
                 rows = queries.all_slices(session)
@@ -248,10 +252,10 @@ class PlanningState:
     def is_queued(self, gpr_id: int) -> bool:
         return gpr_id in self._queue
 
-    def held_gpus(self, slices: Iterable[str]) -> int:
-        """The GPUs the GPRs of ``slices`` hold now."""
-        wanted = set(slices)
-        return sum(len(b.gpus) for b in self._bookings.values() if b.slice in wanted)
+    def held_gpus(self, slices: Iterable[str]) -> float:
+        """The GPU-equivalents the GPRs of ``slices`` hold now."""
+        wanted, fractions = set(slices), self.fractions
+        return sum(fractions.get(g, 1.0) for b in self._bookings.values() if b.slice in wanted for g in b.gpus)
 
     def may_evict_for(self, spec: core.GPRSpec) -> bool:
         """Whether a GPR of ``spec`` could have GPUs evicted for it: its slice's policy allows it and
@@ -275,5 +279,6 @@ class PlanningState:
                 field = "shape" if spec.shape else "cluster" if spec.cluster else field
             reason = planner.unservable_reason(spec, nodes, self.unhealthy, owners, project)
             count = planner.gpu_count(spec, nodes, owners, project)
-            found = self._servability[key] = Servability(reason, field, count)
+            unit = planner.unit_equivalents(spec, nodes, owners, project)
+            found = self._servability[key] = Servability(reason, field, count, count * unit)
         return found

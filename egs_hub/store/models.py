@@ -110,6 +110,7 @@ class Node(Base):
     gpu_model: Mapped[str] = mapped_column(String(64))
     gpu_memory_gb: Mapped[int] = mapped_column(Integer)
     gpus_per_node: Mapped[int] = mapped_column(Integer)
+    mig_profile: Mapped[str | None] = mapped_column(String(32), nullable=True)  # its units' (core/sharing.py)
     schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
     declared: Mapped[bool] = mapped_column(Boolean, default=False)
     present: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -133,6 +134,9 @@ class GPU(Base):
     index: Mapped[int] = mapped_column(Integer)
     product: Mapped[str] = mapped_column(String(128))
     memory_mib: Mapped[int] = mapped_column(Integer)
+    # a MIG instance: the GPU it is part of, and its profile
+    parent_uuid: Mapped[str | None] = mapped_column(String(96), nullable=True)
+    mig_profile: Mapped[str | None] = mapped_column(String(32), nullable=True)
     declared: Mapped[bool] = mapped_column(Boolean, default=False)
     healthy: Mapped[bool] = mapped_column(Boolean, default=True)
     present: Mapped[bool] = mapped_column(Boolean, default=True)

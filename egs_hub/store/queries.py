@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, delete, func, insert, or_, select
 from sqlalchemy.orm import Session, selectinload
 
-from ..core import fairshare
+from ..core import fairshare, sharing
 from ..core import model as core
 from ..core.alerts import Alert
 from ..core.checks import DEFAULT_CHECKLIST, GpuIdentity
@@ -621,7 +621,7 @@ def set_prices(session: Session, cluster: str, by_shape: Mapping[str, float]) ->
 def cluster_shapes(session: Session, cluster: str) -> set[str]:
     """The names of the shapes of ``cluster``'s nodes present now and of its node pools."""
     query = (
-        select(Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node)
+        select(Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node, Node.mig_profile)
         .join(Cluster)
         .where(Cluster.name == cluster, Node.present.is_(True))
         .distinct()
@@ -847,8 +847,12 @@ def readings(session: Session, gpr_ids: Iterable[int], since: datetime, until: d
 # Inventory
 
 
+def node_shape(row: Node) -> core.Shape:
+    return core.Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node, row.mig_profile)
+
+
 def to_node(row: Node) -> core.Node:
-    shape = core.Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node)
+    shape = node_shape(row)
     gpus = tuple(g.uuid for g in row.gpus if g.present)
     return core.Node(
         name=row.name,
@@ -879,13 +883,13 @@ def history_rows(session: Session, since: datetime) -> list[GPRRow]:
 def planned_node_shapes(session: Session) -> list[tuple[str, core.Shape]]:
     """(cluster, shape) of every node planned on now: present and not quarantined."""
     query = (
-        select(Cluster.name, Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node)
+        select(Cluster.name, Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node, Node.mig_profile)
         .join(Cluster, Cluster.id == Node.cluster_id)
         .where(Node.present.is_(True), Node.quarantined_at.is_(None))
         .order_by(Cluster.name, Node.name)
     )
     rows = session.execute(query)
-    return [(cluster, core.Shape(model, memory, per_node)) for cluster, model, memory, per_node in rows]
+    return [(cluster, core.Shape(*shape)) for cluster, *shape in rows]
 
 
 def inventory_rows(session: Session) -> list[Cluster]:
@@ -928,6 +932,7 @@ def sync_inventory(
         node_row.gpu_model = node.shape.model
         node_row.gpu_memory_gb = node.shape.memory_gb
         node_row.gpus_per_node = node.shape.gpus_per_node
+        node_row.mig_profile = node.shape.profile
         node_row.schedulable = node.schedulable
         node_row.declared = node.declared
         node_row.whole = node.whole
@@ -946,6 +951,8 @@ def sync_inventory(
             gpu_row.index = gpu.index
             gpu_row.product = gpu.model
             gpu_row.memory_mib = gpu.memory_mib
+            gpu_row.parent_uuid = gpu.parent
+            gpu_row.mig_profile = gpu.profile
             gpu_row.declared = gpu.declared
             gpu_row.healthy = gpu.healthy
             gpu_row.present = True
@@ -1203,21 +1210,32 @@ USAGE_HALF_LIVES = 8
 
 
 def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[str] | None = None) -> list[Use]:
-    """GPUs each GPR held over its window, for windows that overlap [since, now).
+    """GPU-equivalents each GPR held over its window, for windows that overlap [since, now).
 
     A window lasts from its start to when its GPR ended (``ended_at``), or to ``now`` while
-    it still holds its GPUs; the GPUs are those it was given. A GPR that was evicted and
-    re-queued counts the window it held before as well (its past window).
+    it still holds its GPUs; the GPUs are those it was given, a MIG instance counting as its
+    share of a GPU (core/sharing.py). A GPR that was evicted and re-queued counts the window it
+    held before as well (its past window).
     """
     query = (
-        select(GPRRow.slice, GPRRow.window_start, GPRRow.ended_at, func.count(Allocation.gpu_uuid))
+        select(
+            GPRRow.id,
+            GPRRow.slice,
+            GPRRow.window_start,
+            GPRRow.ended_at,
+            Node.gpu_model,
+            GPU.mig_profile,
+            func.count(Allocation.gpu_uuid),
+        )
         .join(Allocation, Allocation.gpr_id == GPRRow.id)
+        .join(GPU, GPU.uuid == Allocation.gpu_uuid)
+        .join(Node, Node.id == GPU.node_id)
         .where(
             GPRRow.window_start.is_not(None),
             GPRRow.window_start < now,
             or_(GPRRow.ended_at.is_(None), GPRRow.ended_at > since),
         )
-        .group_by(GPRRow.id, GPRRow.slice, GPRRow.window_start, GPRRow.ended_at)
+        .group_by(GPRRow.id, GPRRow.slice, GPRRow.window_start, GPRRow.ended_at, Node.gpu_model, GPU.mig_profile)
         .order_by(GPRRow.id)
     )
     past = (
@@ -1229,15 +1247,31 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
     if slices is not None:
         query = query.where(GPRRow.slice.in_(list(slices)))
         past = past.where(GPRRow.slice.in_(list(slices)))
-    current = [
-        Use(slice=name, gpus=count, start=start, end=min(ended or now, now))
-        for name, start, ended, count in session.execute(query)
-    ]
+    held: dict[int, Use] = {}
+    for gpr_id, name, start, ended, model, profile, count in session.execute(query):
+        gpus = count * float(sharing.equivalents(model, profile))
+        before = held.get(gpr_id)
+        held[gpr_id] = Use(name, gpus + (before.gpus if before else 0.0), start, min(ended or now, now))
+    past_windows = session.execute(past).all()
+    fractions = unit_fractions(session, {g for *_, gpus in past_windows for g in gpus})
     earlier = [
-        Use(slice=name, gpus=len(gpus), start=start, end=min(ended, now))
-        for name, start, ended, gpus in session.execute(past)
+        Use(slice=name, gpus=sum(fractions.get(g, 1.0) for g in gpus), start=start, end=min(ended, now))
+        for name, start, ended, gpus in past_windows
     ]
-    return current + earlier
+    return list(held.values()) + earlier
+
+
+def unit_fractions(session: Session, uuids: Iterable[str]) -> dict[str, float]:
+    """GPU-equivalents of those of ``uuids`` that are MIG instances (core/sharing.py)."""
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return {}
+    query = (
+        select(GPU.uuid, Node.gpu_model, GPU.mig_profile)
+        .join(Node, Node.id == GPU.node_id)
+        .where(GPU.uuid.in_(wanted), GPU.mig_profile.is_not(None))
+    )
+    return {u: float(sharing.equivalents(m, p)) for u, m, p in session.execute(query)}
 
 
 def planning_inventory(session: Session) -> tuple[tuple[core.Node, ...], frozenset[str]]:

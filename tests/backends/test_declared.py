@@ -105,6 +105,37 @@ def test_derived_uuids_are_stable_and_distinct_per_cluster_node_and_index(tmp_pa
     assert not {g.uuid for g in renamed if g.node == "gpu-c"} & set(uuids)
 
 
+def test_a_mig_layout_makes_one_node_of_instances_per_profile(tmp_path):
+    text = inventory_yaml(
+        node_yaml("gpu-a", gpus=2, mig="{1g.10gb: 7}"),
+        node_yaml("gpu-b", gpus=2, mig="{3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 2}", uuids=f"[{UUIDS_A[0]}, {UUIDS_A[1]}]"),
+        node_yaml("gpu-c", gpus=1),
+    )
+    _, (nodes, gpus) = load(tmp_path, text)
+
+    assert [(n.name, n.shape) for n in nodes] == [
+        ("gpu-a:1g.10gb", Shape("H100", 80, 14, "1g.10gb")),
+        ("gpu-b:3g.40gb", Shape("H100", 80, 2, "3g.40gb")),
+        ("gpu-b:2g.20gb", Shape("H100", 80, 2, "2g.20gb")),
+        ("gpu-b:1g.10gb", Shape("H100", 80, 4, "1g.10gb")),
+        ("gpu-c", Shape("H100", 80, 1)),
+    ]
+    by_node = {n.name: [g for g in gpus if g.node == n.name] for n in nodes}
+    assert all(n.gpus == tuple(g.uuid for g in by_node[n.name]) for n in nodes)
+    mig = [g for g in gpus if g.profile is not None]
+    assert len(mig) == 14 + 2 + 2 + 4 and all(re.fullmatch(r"MIG-[0-9a-f-]{36}", g.uuid) for g in mig)
+    assert len({g.uuid for g in gpus}) == len(gpus)
+    # Each instance names the GPU it is part of (the given UUIDs on gpu-b) and has its profile's memory.
+    assert [g.parent for g in by_node["gpu-b:1g.10gb"]] == [UUIDS_A[0], UUIDS_A[0], UUIDS_A[1], UUIDS_A[1]]
+    assert {(g.profile, g.memory_mib, g.model) for g in by_node["gpu-b:3g.40gb"]} == {
+        ("3g.40gb", 40 * 1024, "H100 MIG 3g.40gb (declared)")
+    }
+    assert [g.index for g in by_node["gpu-a:1g.10gb"]] == list(range(14))
+    # Stable from one read to the next.
+    _, (_, again) = load(tmp_path, text)
+    assert [g.uuid for g in again] == [g.uuid for g in gpus]
+
+
 def test_built_in_inventory_is_one_node_of_four_declared_h100s():
     nodes, gpus = declared_inventory(DEFAULT_INVENTORY, "local", "the built-in declared inventory")
 
@@ -162,6 +193,18 @@ ERROR_CASES = {
         "declared twice",
     ),
     "invalid YAML": ("nodes: [\n  {name: gpu-a\n", "is not valid YAML"),
+    "mig not a mapping": (inventory_yaml(node_yaml(mig="[1g.10gb]")), "nodes[0].mig must map MIG profiles"),
+    "mig with no profile": (inventory_yaml(node_yaml(mig="{}")), "nodes[0].mig: a MIG layout names at least one"),
+    "mig profile misspelt": (inventory_yaml(node_yaml(mig="{1g10gb: 7}")), "nodes[0].mig: '1g10gb' is not a MIG"),
+    "mig over the compute slices": (
+        inventory_yaml(node_yaml(mig="{1g.10gb: 8}")),
+        "nodes[0].mig: the instances take 8 compute slices; a H100 GPU has 7",
+    ),
+    "mig over the memory": (
+        inventory_yaml(node_yaml(memory_gb=40, mig="{3g.40gb: 1, 1g.10gb: 1}")),
+        "nodes[0].mig: the instances take 50 GB; a H100 GPU has 40 GB",
+    ),
+    "mig count not a number": (inventory_yaml(node_yaml(mig="{1g.10gb: all}")), "whole number from 1, not 'all'"),
 }
 
 

@@ -17,7 +17,7 @@ from egs_hub.backends.local.declared import InventoryError
 from egs_hub.core.model import GPR, Shape, SlicePolicy, Status
 
 from ..core.builders import NOW, gpr
-from ..nvml_double import FakeNVML, a100, h100
+from ..nvml_double import FakeNVML, a100, h100, h100_mig
 
 HOST = "gpu-host"
 NO_DRIVER = FakeNVML(init_error="NVML Shared Library Not Found")
@@ -115,6 +115,14 @@ NVML_CASES = {
             (f"{HOST}-h100-80gb", Shape("H100", 80, 2), (0, 2)),
         ],
     ),
+    "MIG instances: one node per profile, beside the whole GPUs": NVMLCase(
+        FakeNVML([h100(0), h100_mig(1, ("3g.40gb", "1g.10gb", "1g.10gb")), h100_mig(2, ("1g.10gb",))]),
+        want_nodes=[
+            (HOST, Shape("H100", 80, 1), (0,)),
+            (f"{HOST}:3g.40gb", Shape("H100", 80, 1, "3g.40gb"), (1,)),
+            (f"{HOST}:1g.10gb", Shape("H100", 80, 3, "1g.10gb"), (2, 3, 4)),
+        ],
+    ),
 }
 
 
@@ -135,7 +143,9 @@ async def test_discover_from_nvml(tmp_path, case: NVMLCase):
         assert not node.declared and node.cluster == "local"
         assert all(by_uuid[u].node == node.name for u in node.gpus)
     assert not any(g.declared for g in found.gpus)
-    assert sorted(by_uuid) == sorted(d.uuid for d in case.nvml.devices)
+    devices = case.nvml.devices  # a GPU in MIG mode is found as its instances
+    units = [d.uuid for d in devices if not d.mig_enabled] + [m.uuid for d in devices for m in d.mig_devices if m]
+    assert sorted(by_uuid) == sorted(units)
     assert case.nvml.inits == case.nvml.shutdowns
 
 

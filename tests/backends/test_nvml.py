@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pynvml
 import pytest
 
-from egs_hub.backends.local.nvml import NVMLUnavailable, discover_gpus, gpu_model
+from egs_hub.backends.local.nvml import NVMLUnavailable, discover_gpus, discover_units, gpu_model, mig_profile
 
-from ..nvml_double import A100_40, H100, FakeNVML, a100, h100
+from ..nvml_double import A100_40, H100, Device, FakeNVML, a100, h100, h100_mig
 
 # --- discover_gpus -------------------------------------------------------------------------
 
@@ -97,7 +97,83 @@ def test_real_pynvml_on_this_host():
     gpus = discover_gpus("gpu-host", "local")
     assert gpus, "NVML started but found no GPU"
     assert [g.index for g in gpus] == list(range(len(gpus)))
-    assert all(g.uuid.startswith("GPU-") and g.memory_mib > 1024 and g.model for g in gpus)
+    assert all(g.uuid.startswith(("GPU-", "MIG-")) and g.memory_mib > 1024 and g.model for g in gpus)
+    assert all((g.profile is None) == g.uuid.startswith("GPU-") for g in gpus)
+
+
+# --- MIG instances -------------------------------------------------------------------------
+
+
+def test_a_gpu_in_mig_mode_is_found_as_its_instances_in_index_order():
+    mig = h100_mig(1, layout=("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"))
+    nvml = FakeNVML([h100(0), mig, h100(2)])
+    units = discover_units("gpu-host", "local", nvml=nvml)
+
+    assert [(u.gpu.uuid, u.gpu.index, u.gpu.profile, u.gpu.parent) for u in units] == [
+        (h100(0).uuid, 0, None, None),
+        *((d.uuid, 1 + k, p, mig.uuid) for k, (d, p) in enumerate(zip(mig.mig_devices, mig_layout(mig), strict=True))),
+        (h100(2).uuid, 5, None, None),
+    ]
+    assert [u.gpu.memory_mib for u in units[1:5]] == [40192, 20096, 9856, 9856]
+    assert {u.gpu_memory_mib for u in units} == {81559}  # the whole GPU's, for the shape
+    assert (nvml.inits, nvml.shutdowns) == (1, 1)
+
+
+def mig_layout(device: Device) -> list[str]:
+    return [d.name.rsplit(" ", 1)[1] for d in device.mig_devices]
+
+
+def test_gaps_in_the_mig_device_indexes_are_skipped_and_mig_off_is_a_whole_gpu():
+    with_gap = h100_mig(0, layout=("1g.10gb", "1g.10gb"))
+    with_gap = Device(**{**with_gap.__dict__, "mig_devices": (with_gap.mig_devices[0], None, with_gap.mig_devices[1])})
+    mig_off = Device(**{**h100(1).__dict__, "mig_enabled": False})
+    gpus = discover_gpus("gpu-host", "local", nvml=FakeNVML([with_gap, mig_off]))
+
+    assert [(g.uuid, g.index, g.profile) for g in gpus] == [
+        (with_gap.mig_devices[0].uuid, 0, "1g.10gb"),
+        (with_gap.mig_devices[2].uuid, 1, "1g.10gb"),
+        (mig_off.uuid, 2, None),
+    ]
+
+
+def test_a_gpu_in_mig_mode_with_no_instance_offers_nothing():
+    empty = Device(**{**h100(0).__dict__, "mig_enabled": True})
+    assert discover_gpus("gpu-host", "local", nvml=FakeNVML([empty, h100(1)])) == discover_gpus(
+        "gpu-host", "local", nvml=FakeNVML([h100(1)])
+    )
+
+
+def test_a_mig_device_without_a_profile_in_its_name_is_left_out_with_a_warning(caplog):
+    mig = h100_mig(0, layout=("1g.10gb", "1g.10gb"))
+    odd = Device(**{**mig.mig_devices[1].__dict__, "name": "NVIDIA H100 80GB HBM3"})
+    mig = Device(**{**mig.__dict__, "mig_devices": (mig.mig_devices[0], odd)})
+    gpus = discover_gpus("gpu-host", "local", nvml=FakeNVML([mig]))
+
+    assert [g.uuid for g in gpus] == [mig.mig_devices[0].uuid]
+    assert f"MIG device {odd.uuid} of GPU {mig.uuid}: no profile in its name" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "function", ["nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex"]
+)
+def test_a_failing_mig_query_is_nvml_unavailable(function: str):
+    nvml = FakeNVML([h100_mig(0)], fail_on=function)
+    with pytest.raises(NVMLUnavailable, match="NVML failed reading GPU 0: GPU is lost"):
+        discover_gpus("gpu-host", "local", nvml=nvml)
+    assert nvml.shutdowns == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "1g.10gb"),
+        ("NVIDIA A100-SXM4-40GB MIG 1g.5gb+me", "1g.5gb+me"),
+        ("NVIDIA H100 80GB HBM3", None),
+        ("NVIDIA H100 MIG whole", None),
+    ],
+)
+def test_mig_profile_from_the_mig_device_name(name: str, want: str | None):
+    assert mig_profile(name) == want
 
 
 # --- gpu_model -----------------------------------------------------------------------------

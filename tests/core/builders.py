@@ -191,7 +191,7 @@ def view_state(views: Views) -> list:
                 for pool in timeline.pools
             ],
             {
-                name: [(p.times.copy(), p.values.copy()) for p in (use.active, use.gpus)]
+                name: [(p.times.copy(), p.values.copy()) for p in (use.active, use.parts)]
                 for name, use in timeline.slices.items()
                 if use is not None and (len(use.active.times) > 1 or use.active.values != [0])
             },

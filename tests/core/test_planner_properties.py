@@ -9,16 +9,25 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from egs_hub.core.model import PRIORITY_DEFAULT, GPRSpec, Node, SlicePolicy
+from egs_hub.core import sharing
+from egs_hub.core.model import PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, place_arrival, plan, unservable_reason, wait_times
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
 from . import builders
 from .builders import NOW, at, check_wait_times_match_plan, shape
 
-SHAPES = [shape("H100", 8), shape("H100", 4), shape("A100", 4), shape("L4", 2, memory_gb=24)]
+# MIG shapes (core/sharing.py): 2 H100s split into 7 1g.10gb each, an A100 into 2 3g.20gb
+SHAPES = [
+    shape("H100", 8),
+    shape("H100", 4),
+    shape("A100", 4),
+    shape("L4", 2, memory_gb=24),
+    Shape("H100", 80, 14, "1g.10gb"),
+    Shape("A100", 40, 2, "3g.20gb"),
+]
 SLICES = ["a", "b", "c"]
-SHAPE_WANTS = [None, None, "H100", "H100-80GB x4", "A100", "L4-24GB", "B200"]
+SHAPE_WANTS = [None, None, "H100", "H100-80GB x4", "A100", "L4-24GB", "B200", "H100-80GB 1g.10gb", "A100 3g.20gb"]
 HALF_HOURS = st.integers(min_value=-6, max_value=8).map(lambda n: at(n / 2))
 
 
@@ -241,14 +250,26 @@ def test_no_request_is_placed_on_a_node_it_avoids(snapshot: Snapshot):
 @given(snapshots())
 def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
     planned = plan(snapshot, NOW)
+    fractions = {
+        g: sharing.equivalents(n.shape.model, n.shape.profile) for n in snapshot.nodes for g in n.gpus
+    }  # GPU-equivalents: quotas count a MIG instance as its share of a GPU
     for estimate in planned.estimates.values():
         if estimate.start is None:
             continue
         slice_name = next(r.spec.slice for r in snapshot.queue if r.gpr_id == estimate.gpr_id)
         policy = snapshot.policies.get(slice_name, SlicePolicy())
-        own = [(s, len(b.gpus), b.start, held_until(b)) for b in snapshot.bookings for s in [b.slice]]
+        own = [
+            (s, sum(fractions.get(g, 1) for g in b.gpus), b.start, held_until(b))
+            for b in snapshot.bookings
+            for s in [b.slice]
+        ]
         own += [
-            (s, e.placement.count, e.start, e.end)
+            (
+                s,
+                e.placement.count * sharing.equivalents(e.placement.shape.model, e.placement.shape.profile),
+                e.start,
+                e.end,
+            )
             for e in planned.estimates.values()
             if e.start is not None
             for s in [next(r.spec.slice for r in snapshot.queue if r.gpr_id == e.gpr_id)]
@@ -259,7 +280,9 @@ def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
             active = [n for _, n, b, e in own if b <= point < e]
             assert len(active) <= policy.max_active_gprs
             if policy.max_gpus is not None:
-                assert sum(active) <= max(policy.max_gpus, estimate.placement.count)
+                placed = estimate.placement
+                asked = placed.count * sharing.equivalents(placed.shape.model, placed.shape.profile)
+                assert sum(active) <= max(policy.max_gpus, asked)
 
 
 @SETTINGS

@@ -295,6 +295,17 @@ def test_update_apply(update: dict, want_gpus: int | None, want_nodes: int | Non
     assert dataclasses.replace(applied, gpus=2, nodes=None, priority=base.priority) == base
 
 
+def test_mig_instances_are_asked_for_by_gpus_not_nodes():
+    made = parse_body(GPRCreate, gpr_body(shape="H100-80GB 1g.10gb", gpus=3)).to_spec()
+    assert (made.shape, made.gpus) == ("H100-80GB 1g.10gb", 3)
+    with pytest.raises(InvalidRequest, match="names MIG instances: ask for a number of them with gpus") as raised:
+        parse_body(GPRCreate, gpr_body(shape="H100-80GB 1g.10gb", gpus=None, nodes=1)).to_spec()
+    assert raised.value.field == "nodes"
+    with pytest.raises(InvalidRequest) as raised:
+        parse_body(GPRUpdate, {"nodes": 1}).apply(made)
+    assert raised.value.field == "nodes"
+
+
 def test_update_apply_refuses_removing_gpus_and_nodes():
     base = parse_body(GPRCreate, GPR_BODY).to_spec()
     update = parse_body(GPRUpdate, {"gpus": None})

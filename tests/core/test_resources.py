@@ -90,7 +90,9 @@ def test_a_queued_gpr_is_a_gpr_with_its_band():
 def test_a_wait_is_written_as_wait_seconds():
     option = WaitTimeOption(
         cluster="local",
-        shape=Shape(name="H100-80GB", model="H100", memory_gb=80, gpus_per_node=8),
+        shape=Shape(
+            name="H100-80GB", model="H100", memory_gb=80, gpus_per_node=8, mig_profile=None, gpu_equivalents=1.0
+        ),
         estimated_start=T0,
         wait=timedelta(minutes=3),
         nodes=("n1",),

@@ -9,29 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from .hub import Hub, wait_for
+from .hub import server_environment, start_server, wait_for
 
 
 def parse(value: str) -> datetime:
     return datetime.fromisoformat(value)
-
-
-def server_environment(hub: Hub, user: str) -> dict[str, str]:
-    model = hub.hub_api("GET", f"users/{user}")
-    pid = model["servers"][""]["state"]["pid"]
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        pairs = [item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item]
-    return {k.decode(): v.decode() for k, v in pairs}
-
-
-def start_server(hub: Hub, user: str, slice_name: str) -> None:
-    hub.hub_api("POST", f"users/{user}/server", {"slice": slice_name}, expect=(201, 202))
-    wait_for(
-        lambda: (hub.hub_api("GET", f"users/{user}")["servers"].get("") or {}).get("ready"),
-        120,
-        f"{user}'s server to be ready",
-        interval=0.5,
-    )
 
 
 def test_admin_creates_a_slice_and_a_member_uses_its_gpus(hub, admin, make_slice, user):

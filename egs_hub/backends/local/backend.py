@@ -9,6 +9,7 @@ those GPUs are restarted without them before the GPUs count as returned.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 from datetime import datetime
@@ -21,10 +22,11 @@ import pynvml
 from ...core.checks import CheckTarget, Verdict
 from ...core.model import GPR, GPU, Event, Node, Shape, SlicePolicy
 from ...core.requests import CheckSpec
+from ...core.sharing import unit_node_name
 from .. import BindError, Inventory, ServerRef, UnbindError
 from . import checks
 from .declared import DEFAULT_INVENTORY, declared_inventory, load_inventory_file
-from .nvml import NVMLUnavailable, discover_gpus, gpu_model
+from .nvml import NVMLUnavailable, Unit, discover_gpus, discover_units, gpu_model
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +58,15 @@ class LocalBackend:
 
     async def discover(self) -> Inventory:
         try:
-            gpus = discover_gpus(self.host, self.cluster, self.nvml)
-            nvml_note = f"NVML found {len(gpus)} GPU(s)"
+            units = discover_units(self.host, self.cluster, self.nvml)
+            nvml_note = f"NVML found {len(units)} GPU(s)"
         except NVMLUnavailable as e:
-            gpus, nvml_note = [], f"NVML unavailable ({e})"
-        if gpus:
+            units, nvml_note = [], f"NVML unavailable ({e})"
+        if units:
             self.uses_nvml = True
             if self.inventory_file:
                 log.warning("%s; the declared inventory %s is ignored", nvml_note, self.inventory_file)
-            return Inventory(*self._nodes_of(gpus), source="nvml")
+            return Inventory(*self._nodes_of(units), source="nvml")
         self.uses_nvml = False
         if self.inventory_file:
             data, where = load_inventory_file(self.inventory_file), self.inventory_file
@@ -73,17 +75,21 @@ class LocalBackend:
         nodes, declared = declared_inventory(data, self.cluster, where)
         return Inventory(nodes, declared, source=f"declared in {where}; {nvml_note}")
 
-    def _nodes_of(self, gpus: list[GPU]) -> tuple[list[Node], list[GPU]]:
-        """One node per kind of GPU on this host (almost always exactly one)."""
-        key = lambda g: (gpu_model(g.model), round(g.memory_mib / 1024))  # noqa: E731
-        kinds = [(k, list(v)) for k, v in groupby(sorted(gpus, key=key), key=key)]
+    def _nodes_of(self, units: list[Unit]) -> tuple[list[Node], list[GPU]]:
+        """One node per kind of unit on this host: per GPU model and memory (almost always exactly
+        one), and per MIG profile (named as sharing.unit_node_name says)."""
+        key = lambda u: (gpu_model(u.gpu.model), round(u.gpu_memory_mib / 1024), u.gpu.profile or "")  # noqa: E731
+        kinds = [(k, list(v)) for k, v in groupby(sorted(units, key=key), key=key)]
+        whole_kinds = sum(1 for (_, _, profile), _ in kinds if not profile)
         nodes, placed = [], []
-        for (model, memory_gb), members in kinds:
-            name = self.host if len(kinds) == 1 else f"{self.host}-{model.lower()}-{memory_gb}gb"
-            members = sorted(members, key=lambda g: g.index)
-            shape = Shape(model, memory_gb, len(members))
-            nodes.append(Node(name=name, cluster=self.cluster, shape=shape, gpus=tuple(g.uuid for g in members)))
-            placed.extend(GPU(**{**g.__dict__, "node": name}) for g in members)
+        for (model, memory_gb, profile), members in kinds:
+            name = self.host if whole_kinds <= 1 else f"{self.host}-{model.lower()}-{memory_gb}gb"
+            if profile:
+                name = unit_node_name(self.host, profile)
+            gpus = sorted((u.gpu for u in members), key=lambda g: g.index)
+            shape = Shape(model, memory_gb, len(gpus), profile or None)
+            nodes.append(Node(name=name, cluster=self.cluster, shape=shape, gpus=tuple(g.uuid for g in gpus)))
+            placed.extend(dataclasses.replace(g, node=name) for g in gpus)
         return nodes, placed
 
     async def bind(self, gpr: GPR, policy: SlicePolicy, servers: list[ServerRef], now: datetime) -> list[Event]:

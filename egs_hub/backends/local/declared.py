@@ -8,9 +8,13 @@ The file is YAML::
         memory_gb: 80        # memory per GPU
         gpus: 8              # GPUs on the node
         uuids: [GPU-...]     # optional: real UUIDs, one per GPU
+        mig: {1g.10gb: 7}    # optional: each GPU is split into these MIG instances
 
 Declared GPUs are marked ``declared`` wherever they show; their UUIDs are
-stable (derived from node and index) unless given.
+stable (derived from node and index) unless given. A node with ``mig`` offers
+only its instances (``MIG-`` UUIDs, stable too), one planning node per profile
+(core/sharing.py); several profiles on one GPU (a mixed layout) are several
+entries of ``mig``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections import Counter
 import yaml
 
 from ...core.model import GPU, Node, Shape
+from ...core.sharing import LayoutError, check_layout, profile_memory_gb, unit_node_name
 
 DEFAULT_INVENTORY = {"nodes": [{"name": "declared-node", "model": "H100", "memory_gb": 80, "gpus": 4}]}
 _NAMESPACE = uuid.UUID("5a1d3c0e-6f0b-4c7e-9a54-2f7b8f1d6e21")
@@ -56,7 +61,7 @@ def declared_inventory(data: object, cluster: str, where: str) -> tuple[list[Nod
         at = f"{where}: nodes[{i}]"
         if not isinstance(entry, dict):
             raise InventoryError(f"{at} must be a mapping with name, model, memory_gb, gpus")
-        unknown = set(entry) - {"name", "model", "memory_gb", "gpus", "uuids"}
+        unknown = set(entry) - {"name", "model", "memory_gb", "gpus", "uuids", "mig"}
         if unknown:
             raise InventoryError(f"{at}: unknown key(s) {', '.join(sorted(unknown))}")
         name, model = entry.get("name"), entry.get("model")
@@ -76,21 +81,49 @@ def declared_inventory(data: object, cluster: str, where: str) -> tuple[list[Nod
             uuids = [f"GPU-{uuid.uuid5(_NAMESPACE, f'{cluster}/{name}/{index}')}" for index in range(count)]
         elif not (isinstance(uuids, list) and len(uuids) == count and all(isinstance(u, str) for u in uuids)):
             raise InventoryError(f"{at}.uuids must list exactly {count} UUID strings")
-        shape = Shape(model, memory, count)
-        nodes.append(Node(name=name, cluster=cluster, shape=shape, gpus=tuple(uuids), declared=True))
-        gpus.extend(
-            GPU(
-                uuid=u,
-                index=index,
-                node=name,
-                cluster=cluster,
-                model=f"{model} (declared)",
-                memory_mib=memory * 1024,
-                declared=True,
+        mig = entry.get("mig")
+        if mig is None:
+            nodes.append(Node(name, cluster, Shape(model, memory, count), tuple(uuids), declared=True))
+            gpus.extend(
+                GPU(u, index, name, cluster, f"{model} (declared)", memory * 1024, declared=True)
+                for index, u in enumerate(uuids)
             )
-            for index, u in enumerate(uuids)
-        )
+            continue
+        if not isinstance(mig, dict):
+            raise InventoryError(f'{at}.mig must map MIG profiles to instances per GPU, like {{"1g.10gb": 7}}')
+        try:
+            check_layout(model, memory, mig)
+        except LayoutError as e:
+            raise InventoryError(f"{at}.mig: {e}") from None
+        for profile, per_gpu in mig.items():
+            unit_node, unit_gpus = _instances(cluster, name, model, memory, uuids, profile, per_gpu)
+            nodes.append(unit_node)
+            gpus.extend(unit_gpus)
     duplicates = {u for u, n in Counter(g.uuid for g in gpus).items() if n > 1}
     if duplicates:
         raise InventoryError(f"{where}: GPU UUID(s) declared twice: {', '.join(sorted(duplicates))}")
     return nodes, gpus
+
+
+def _instances(
+    cluster: str, name: str, model: str, memory: int, parents: list[str], profile: str, per_gpu: int
+) -> tuple[Node, list[GPU]]:
+    """The planning node of a node's ``profile`` instances, and the instances: ``per_gpu`` on
+    each of the GPUs ``parents``."""
+    unit_node = unit_node_name(name, profile)
+    gpus = [
+        GPU(
+            uuid=f"MIG-{uuid.uuid5(_NAMESPACE, f'{cluster}/{parent}/{profile}/{k}')}",
+            index=index,
+            node=unit_node,
+            cluster=cluster,
+            model=f"{model} MIG {profile} (declared)",
+            memory_mib=profile_memory_gb(profile) * 1024,
+            declared=True,
+            parent=parent,
+            profile=profile,
+        )
+        for index, (parent, k) in enumerate((p, k) for p in parents for k in range(per_gpu))
+    ]
+    shape = Shape(model, memory, len(gpus), profile)
+    return Node(unit_node, cluster, shape, tuple(g.uuid for g in gpus), declared=True), gpus

@@ -1,16 +1,26 @@
 """GPUs of this host from NVML (the ``nvidia-ml-py`` binding, imported as pynvml).
 
 ``discover_gpus`` takes the NVML module as a parameter so that hosts without
-the NVIDIA driver can exercise it with a double of the same functions.
+the NVIDIA driver can exercise it with a double of the same functions. A GPU in
+MIG mode is found as its MIG instances (core/sharing.py), read with
+nvmlDeviceGetMigMode, nvmlDeviceGetMaxMigDeviceCount and
+nvmlDeviceGetMigDeviceHandleByIndex; an instance's profile is in its name.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+from dataclasses import dataclass
 from types import ModuleType
 
 import pynvml
 
 from ...core.model import GPU
+from ...core.sharing import MIG_PROFILE
+
+log = logging.getLogger(__name__)
+_MIG_NAME = re.compile(r"\bMIG\s+(\S+)")
 
 _VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro"}
 
@@ -33,30 +43,82 @@ def as_text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+@dataclass(frozen=True)
+class Unit:
+    """A unit NVML found: a whole GPU, or a MIG instance (``gpu.parent`` and ``gpu.profile`` set);
+    ``gpu_memory_mib`` is the whole GPU's memory (the instance's parent's)."""
+
+    gpu: GPU
+    gpu_memory_mib: int
+
+
 def discover_gpus(node: str, cluster: str, nvml: ModuleType = pynvml) -> list[GPU]:
-    """Every GPU NVML sees, in index order; NVMLUnavailable when NVML cannot start or read one."""
+    """Every unit NVML sees (``discover_units``)."""
+    return [unit.gpu for unit in discover_units(node, cluster, nvml)]
+
+
+def discover_units(node: str, cluster: str, nvml: ModuleType = pynvml) -> list[Unit]:
+    """Every GPU NVML sees, in index order, a GPU in MIG mode as its MIG instances (in their
+    index order; a GPU in MIG mode with none has no unit); NVMLUnavailable when NVML cannot
+    start or read one."""
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as e:
         raise NVMLUnavailable(str(e)) from None
     index = 0
     try:
-        gpus = []
+        units: list[Unit] = []
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             product = as_text(nvml.nvmlDeviceGetName(handle))
-            gpus.append(
-                GPU(
-                    uuid=as_text(nvml.nvmlDeviceGetUUID(handle)),
-                    index=index,
-                    node=node,
-                    cluster=cluster,
-                    model=product,
-                    memory_mib=nvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
-                )
-            )
-        return gpus
+            uuid = as_text(nvml.nvmlDeviceGetUUID(handle))
+            memory_mib = nvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20
+            if _mig_enabled(nvml, handle):
+                units.extend(_instances(nvml, handle, uuid, memory_mib, node, cluster, len(units)))
+            else:
+                units.append(Unit(GPU(uuid, len(units), node, cluster, product, memory_mib), memory_mib))
+        return units
     except nvml.NVMLError as e:
         raise NVMLUnavailable(f"NVML failed reading GPU {index}: {e}") from None
     finally:
         nvml.nvmlShutdown()
+
+
+def mig_profile(name: str) -> str | None:
+    """The profile in a MIG device's name, "NVIDIA H100 80GB HBM3 MIG 1g.10gb" -> "1g.10gb"."""
+    found = _MIG_NAME.search(name)
+    return found[1].lower() if found and MIG_PROFILE.fullmatch(found[1].lower()) else None
+
+
+def _mig_enabled(nvml: ModuleType, handle) -> bool:
+    """Whether the GPU is in MIG mode now (a GPU without MIG answers NOT_SUPPORTED)."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+    except nvml.NVMLError as e:
+        if getattr(e, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
+            return False
+        raise
+    return current == nvml.NVML_DEVICE_MIG_ENABLE
+
+
+def _instances(nvml: ModuleType, handle, parent: str, memory_mib: int, node: str, cluster: str, first: int):
+    """The MIG instances of the GPU ``parent``, numbered from ``first``; one whose name has no
+    profile is left out, with a warning."""
+    units = []
+    for k in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, k)
+        except nvml.NVMLError as e:
+            if getattr(e, "value", None) == nvml.NVML_ERROR_NOT_FOUND:  # no instance at this index
+                continue
+            raise
+        name = as_text(nvml.nvmlDeviceGetName(mig))
+        uuid = as_text(nvml.nvmlDeviceGetUUID(mig))
+        profile = mig_profile(name)
+        if profile is None:
+            log.warning("MIG device %s of GPU %s: no profile in its name %r; left out", uuid, parent, name)
+            continue
+        instance_mib = nvml.nvmlDeviceGetMemoryInfo(mig).total // 2**20
+        gpu = GPU(uuid, first + len(units), node, cluster, name, instance_mib, parent=parent, profile=profile)
+        units.append(Unit(gpu, memory_mib))
+    return units

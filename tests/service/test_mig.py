@@ -1,0 +1,67 @@
+"""MIG instances end to end (issue 23): a declared inventory with an H100 node split into 1g.10gb
+instances, a real JupyterHub and proxy. A member sees the instances' shape in the wait times and
+the inventory, asks for two of them, and her server sees exactly their MIG- UUIDs; quotas count an
+instance as 1/7 of a GPU; instances are asked for by number, never as whole nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from .hub import server_environment, sqlite_hub, start_server, wait_for
+
+MIG_SHAPE = "H100-80GB 1g.10gb"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    with sqlite_hub(tmp_path_factory.mktemp("hub-mig"), inventory="inventory_mig.yaml") as running:
+        yield running
+
+
+def test_a_member_gets_exactly_the_mig_instances_she_asked_for(hub):
+    admin = hub.admin()
+    alice = "alice-mig"
+    as_alice = hub.client(hub.user_token(alice))
+    team = admin.post("slices", {"name": "mig-team", "members": [alice], "quota": {"max_gpus": 1}}, expect=201)
+
+    inventory = admin.get("inventory", expect=200)
+    mig = next(s for s in inventory["shapes"] if s["mig_profile"] == "1g.10gb")
+    assert (mig["name"], mig["gpus"], mig["gpu_equivalents"]) == (f"{MIG_SHAPE} x14", 14, pytest.approx(1 / 7))
+    instances = [
+        g for c in inventory["clusters"] for n in c["nodes"] if n["name"] == "mig-a:1g.10gb" for g in n["gpus"]
+    ]
+    assert len(instances) == 14 and all(g["uuid"].startswith("MIG-") for g in instances)
+    assert len({g["parent_uuid"] for g in instances}) == 2 and {g["mig_profile"] for g in instances} == {"1g.10gb"}
+
+    waits = as_alice.post("wait-times", {"slice": team["name"], "gpus": 2, "duration": "30m", "shape": MIG_SHAPE})
+    assert [o["shape"]["name"] for o in waits["options"]] == [f"{MIG_SHAPE} x14"]
+    assert waits["needs_approval"] == []
+    whole = as_alice.post("wait-times", {"slice": team["name"], "gpus": 2, "duration": "30m"})
+    assert "H100-80GB x8" in {o["shape"]["name"] for o in whole["options"]}
+    assert all(o["shape"]["mig_profile"] is None for o in whole["options"])  # whole GPUs never get instances
+
+    gpr = as_alice.post("gprs", {"slice": team["name"], "gpus": 2, "duration": "30m", "shape": MIG_SHAPE}, expect=201)
+    gpr = wait_for(lambda: (g := as_alice.get(f"gprs/{gpr['id']}"))["status"] == "provisioned" and g, 30, "provisioned")
+    assert gpr["bound_nodes"] == ["mig-a:1g.10gb"] and len(gpr["bound_gpus"]) == 2
+    assert set(gpr["bound_gpus"]) <= {g["uuid"] for g in instances}
+
+    start_server(hub, alice, team["name"])
+    assert server_environment(hub, alice)["CUDA_VISIBLE_DEVICES"] == ",".join(gpr["bound_gpus"])
+    hub.hub_api("DELETE", f"users/{alice}/server", expect=(202, 204))
+    as_alice.post(f"gprs/{gpr['id']}/release", {"reason": "done"}, expect=200)
+
+
+def test_quotas_count_instances_as_their_share_of_a_gpu_and_nodes_are_refused(hub):
+    admin = hub.admin()
+    bob = "bob-mig"
+    as_bob = hub.client(hub.user_token(bob))
+    team = admin.post("slices", {"name": "mig-quota", "members": [bob], "quota": {"max_gpus": 1}}, expect=201)
+
+    seven = as_bob.post("wait-times", {"slice": team["name"], "gpus": 7, "duration": "1h", "shape": MIG_SHAPE})
+    assert seven["needs_approval"] == []  # 7/7 of a GPU is the quota
+    eight = as_bob.post("wait-times", {"slice": team["name"], "gpus": 8, "duration": "1h", "shape": MIG_SHAPE})
+    assert eight["needs_approval"] == ["1.14 GPUs is over the slice's quota of 1 GPUs"]
+
+    refused = as_bob.post("gprs", {"slice": team["name"], "nodes": 1, "duration": "1h", "shape": MIG_SHAPE}, expect=400)
+    assert refused["field"] == "nodes" and "names MIG instances" in refused["message"]
+    assert as_bob.get(f"gprs?slice={team['name']}")["gprs"] == []  # nothing was filed
