@@ -68,11 +68,10 @@ def parts(model: str, profile: str | None) -> int:
 
 
 def requested_profile(shape: str | None) -> str | None:
-    """The MIG profile a GPR's ``shape`` names (``"H100-80GB 1g.10gb"``: ``1g.10gb``); None: whole GPUs."""
-    words = (shape or "").split()
-    if len(words) < 2 or MIG_PROFILE.fullmatch(words[-1].lower()) is None:
-        return None
-    return words[-1].lower()
+    """The MIG profile a GPR's ``shape`` names after its GPU type (``"H100-80GB 1g.10gb"``, or the
+    shape's name ``"H100-80GB 1g.10gb x14"``: ``1g.10gb``); None: whole GPUs."""
+    words = (shape or "").lower().split()
+    return next((w for w in words[1:] if MIG_PROFILE.fullmatch(w)), None)
 
 
 def check_layout(model: str, memory_gb: int, layout: Mapping[str, int]) -> None:

@@ -48,7 +48,8 @@ HELP = """\
 
 Options of request and wait-times:
   --template NAME      a GPR template (%egs templates lists them): it gives what is left out
-  --shape SHAPE        a GPU model or shape name, e.g. H100 or "H100-80GB x8" (default: any)
+  --shape SHAPE        a GPU model or shape name, e.g. H100 or "H100-80GB x8" (default: any);
+                       MIG instances by GPU type and profile, "H100-80GB 1g.10gb" (N gpus: N of them)
   --priority P         low (1), medium (101) or high (201): the lowest priority of that band,
                        or a number from 1 to 300 up to your slice's max (default: 101, medium)
   --slice NAME         the slice (workspace); default: $EGS_SLICE, else your only slice

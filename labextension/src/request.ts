@@ -156,10 +156,19 @@ export function requestBody(form: IRequestForm, slice: ISlice | undefined, now: 
 /**
  * The POST wait-times body: the request without shape and cluster, so that the
  * answer lists every shape on every cluster that could serve it (asking again must
- * not narrow the table to the last pick).
+ * not narrow the table to the last pick). A shape naming MIG instances stays as its
+ * GPU type and profile: without it the answer lists whole GPUs only.
  */
 export function waitTimesBody(form: IRequestForm, slice: ISlice | undefined, now: number): IGprRequest {
-  return requestBody({ ...form, shape: '', cluster: '' }, slice, now);
+  const profile = migProfile(form.shape);
+  const shape = profile ? `${form.shape.trim().split(/\s+/)[0]} ${profile}` : '';
+  return requestBody({ ...form, shape, cluster: '' }, slice, now);
+}
+
+/** The MIG profile a shape names after its GPU type ("H100-80GB 1g.10gb x14": "1g.10gb"); null: whole GPUs. */
+export function migProfile(shape: string): string | null {
+  const words = shape.toLowerCase().trim().split(/\s+/).slice(1);
+  return words.find(w => /^[1-7]g\.[1-9][0-9]{0,3}gb(\+me)?$/.test(w)) ?? null;
 }
 
 /** The templates a slice may use: its own, its project's and the global ones (GET /templates lists the user's). */

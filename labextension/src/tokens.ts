@@ -84,7 +84,12 @@ export interface IShapeInfo {
   name: string;
   model: string;
   memory_gb: number;
+  /** Units per node: GPUs, or MIG instances of a MIG shape. */
   gpus_per_node: number;
+  /** The MIG profile of its units ("1g.10gb"); null: whole GPUs. */
+  mig_profile: string | null;
+  /** What one unit counts as in quotas and GPU-hours: 1, or 1/7 for a 1g. */
+  gpu_equivalents: number;
 }
 
 /** One line of the inventory's shape list: a shape as one cluster offers it. */

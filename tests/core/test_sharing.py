@@ -78,6 +78,7 @@ def test_layouts_a_gpu_cannot_hold_are_refused_saying_why(model, memory, layout,
         ("H100-80GB x8", None),
         ("H100-80GB 1g.10gb", "1g.10gb"),
         ("H100 3G.40GB", "3g.40gb"),
+        ("H100-80GB 1g.10gb x14", "1g.10gb"),  # the shape's name, as the inventory lists it
         ("1g.10gb", None),  # a profile alone names no GPU type
     ],
 )

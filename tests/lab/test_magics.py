@@ -65,6 +65,10 @@ PARSED = {
     ),
     "wait-times": ("wait-times 2 gpus for 2h", cmd.WaitTimes(ask())),
     "wait-times options": ("wait-times 1 node for 2h --shape A100", cmd.WaitTimes(ask(1, "nodes", shape="A100"))),
+    "MIG instances": (
+        'request 1 gpu for 1h --shape "H100-80GB 1g.10gb"',
+        cmd.Request(ask(1, "gpus", timedelta(hours=1), shape="H100-80GB 1g.10gb")),
+    ),
     "from a template": ("request --template big", cmd.Request(cmd.Ask(None, None, None, template="big"))),
     "template for a while": (
         "request --template big for 30m --wait",

@@ -10,6 +10,7 @@ import {
   priorityChoices,
   requestBody,
   usableTemplates,
+  migProfile,
   waitTimesBody
 } from '../request';
 import { ITemplate, IWaitTimeOption } from '../tokens';
@@ -20,7 +21,7 @@ const form = (change: Partial<IRequestForm> = {}): IRequestForm => ({ ...EMPTY_F
 function option(cluster: string, name: string): IWaitTimeOption {
   return {
     cluster,
-    shape: { name, model: name.split('-')[0], memory_gb: 80, gpus_per_node: 8 },
+    shape: { name, model: name.split('-')[0], memory_gb: 80, gpus_per_node: 8, mig_profile: null, gpu_equivalents: 1 },
     estimated_start: null,
     wait_seconds: 0,
     nodes: [],
@@ -162,6 +163,21 @@ describe('wait times', () => {
       gpus: 1,
       duration: '1h'
     });
+  });
+
+  it('keeps a MIG shape as its GPU type and profile, so that the answer lists those instances', () => {
+    expect(waitTimesBody(form({ shape: 'H100-80GB 1g.10gb x14', cluster: 'local' }), slice(), NOW)).toEqual({
+      slice: 'ml',
+      gpus: 1,
+      duration: '1h',
+      shape: 'H100-80GB 1g.10gb'
+    });
+    expect([migProfile('H100 3G.40GB'), migProfile('H100-80GB x8'), migProfile('1g.10gb'), migProfile('')]).toEqual([
+      '3g.40gb',
+      null,
+      null,
+      null
+    ]);
   });
 
   it('picks a row into the form and finds it again', () => {
