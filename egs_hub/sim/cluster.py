@@ -14,6 +14,11 @@ YAML (``--cluster FILE``)::
         model: A100
         memory_gb: 80
         gpus_per_node: 8
+      h100-mig:             # optional ``mig``: each GPU split into these MIG instances (core/sharing.py)
+        model: H100
+        memory_gb: 80
+        gpus_per_node: 8
+        mig: {1g.10gb: 7}
     clusters:               # cluster -> shape name -> nodes
       east:
         a100: 16
@@ -35,7 +40,10 @@ YAML (``--cluster FILE``)::
         scale_down_idle: 30m  # a node idle this long is given back (the same, default 30m)
 
 A pool's nodes are whole (one GPR at a time, as on Kubernetes, and as the planner
-counts a pool's joining nodes); a node group's share their GPUs among GPRs. The
+counts a pool's joining nodes); a node group's share their GPUs among GPRs. A node of a
+shape with ``mig`` offers only its instances, one planning node per profile, as the
+service plans them; capacity and utilization count GPUs (an instance is its part of one).
+A pool's shape has no ``mig``. The
 standing capacity must have a node. ``--load`` scales the node groups only: pools
 keep their ``min`` and ``max`` as given, and the load is offered to the standing
 capacity (a pool's ``min`` nodes count, what it may add does not).
@@ -54,6 +62,7 @@ import yaml
 from ..core.errors import InvalidRequest
 from ..core.model import DEFAULT_PROJECT, Node, Project, Shape
 from ..core.node_pools import NodePool
+from ..core.sharing import LayoutError, check_layout, equivalents, unit_node_name
 from ..core.units import parse_duration
 from .trace import Job, SimInputError, Trace
 
@@ -67,9 +76,12 @@ POOL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 @dataclass(frozen=True)
 class NodeGroup:
+    """``mig``: the MIG layout each of its GPUs is split into, (profile, instances per GPU)."""
+
     cluster: str
     shape: Shape
     count: int
+    mig: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,21 +123,50 @@ class Inventory:
 
     def nodes(self) -> tuple[Node, ...]:
         """The node groups' nodes, named ``<cluster>-n<i>`` with GPUs ``<node>-g<i>``; a pool's
-        are made as they join (sim/pools.py)."""
-        made = []
+        are made as they join (sim/pools.py). A MIG node is one node per profile,
+        ``<node>:<profile>``, with instances ``<node>-g<i>-<profile>-<k>``."""
+        made: list[Node] = []
         for group in self.groups:
+            per_node = group.shape.gpus_per_node
             for _ in range(group.count):
                 name = f"{group.cluster}-n{len(made):04d}"
-                gpus = tuple(f"{name}-g{i}" for i in range(group.shape.gpus_per_node))
-                made.append(Node(name=name, cluster=group.cluster, shape=group.shape, gpus=gpus))
+                if not group.mig:
+                    gpus = tuple(f"{name}-g{i}" for i in range(per_node))
+                    made.append(Node(name=name, cluster=group.cluster, shape=group.shape, gpus=gpus))
+                    continue
+                for profile, count in group.mig:
+                    units = tuple(f"{name}-g{i}-{profile}-{k}" for i in range(per_node) for k in range(count))
+                    shape = replace(group.shape, gpus_per_node=len(units), profile=profile)
+                    made.append(Node(unit_node_name(name, profile), group.cluster, shape, units))
         return tuple(made)
 
+    def instance_shapes(self) -> list[Shape]:
+        """The MIG instances' shapes (one node's worth), fewest compute slices first."""
+        shapes = {
+            replace(g.shape, gpus_per_node=g.shape.gpus_per_node * count, profile=profile)
+            for g in self.groups
+            for profile, count in g.mig
+        }
+        return sorted(shapes, key=lambda s: (equivalents(s.model, s.profile), s.name))
+
+    def without_mig(self) -> Inventory:
+        """The same nodes with their GPUs whole: what sharing is compared with."""
+        return replace(self, groups=tuple(replace(g, mig=()) for g in self.groups))
+
     def describe(self) -> str:
-        parts = [f"{g.count} x {g.shape.name} in {g.cluster}" for g in self.groups if g.count]
+        parts = [
+            f"{g.count} x {g.shape.name}" + (f" (MIG {_layout(g.mig)})" if g.mig else "") + f" in {g.cluster}"
+            for g in self.groups
+            if g.count
+        ]
         parts += [f"pool {p.name}: {p.min_nodes}-{p.max_nodes} x {p.shape.name} in {p.cluster}" for p in self.pools]
         if not self.pools:
             return f"{', '.join(parts)} ({self.capacity} GPUs)"
         return f"{', '.join(parts)} ({self.capacity} GPUs standing, up to {self.max_capacity})"
+
+
+def _layout(mig: tuple[tuple[str, int], ...]) -> str:
+    return " + ".join(f"{count} x {profile}" for profile, count in mig)
 
 
 def one_shape(nodes: int, gpus_per_node: int, cluster: str = "sim") -> Inventory:
@@ -151,6 +192,7 @@ def read_inventory(path: str | Path) -> Inventory:
     ):
         raise SimInputError(f"{path}: expected mappings 'shapes' and 'clusters' (see egs-hub simulate --help)")
     shapes = {str(name): _shape(path, str(name), spec) for name, spec in doc["shapes"].items()}
+    layouts = {str(name): _mig(path, str(name), shapes[str(name)], spec) for name, spec in doc["shapes"].items()}
     groups = []
     for cluster, counts in doc["clusters"].items():
         if not isinstance(counts, dict):
@@ -161,8 +203,11 @@ def read_inventory(path: str | Path) -> Inventory:
                 raise SimInputError(f"{path}: {where}: no shape {shape_name!r} under 'shapes'")
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 raise SimInputError(f"{path}: {where} must be a whole number of nodes, got {count!r}")
-            groups.append(NodeGroup(str(cluster), shapes[str(shape_name)], count))
+            groups.append(NodeGroup(str(cluster), shapes[str(shape_name)], count, layouts[str(shape_name)]))
     pools = _pools(path, doc.get("pools") or {}, shapes, {str(c) for c in doc["clusters"]})
+    for name, spec in (doc.get("pools") or {}).items():
+        if layouts[str(spec["shape"])]:
+            raise SimInputError(f"{path}: pools.{name}.shape has a MIG layout; a pool's nodes are whole GPUs")
     if not any(g.count for g in groups) and not any(p.min_nodes for p in pools):
         raise SimInputError(f"{path}: the clusters have no nodes: give a node group nodes, or a pool a min above 0")
     slices = doc.get("slices") or {}
@@ -274,6 +319,20 @@ def _shape(path: Path, name: str, spec: object) -> Shape:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise SimInputError(f"{path}: shapes.{name}.{key} must be a positive whole number, got {value!r}")
     return Shape(str(spec.get("model", name)), spec["memory_gb"], spec["gpus_per_node"])
+
+
+def _mig(path: Path, name: str, shape: Shape, spec: dict) -> tuple[tuple[str, int], ...]:
+    """A shape's ``mig`` layout, checked against its GPUs (core/sharing.py); () without one."""
+    layout = spec.get("mig")
+    if layout is None:
+        return ()
+    if not isinstance(layout, dict):
+        raise SimInputError(f"{path}: shapes.{name}.mig must map MIG profiles to instances per GPU: {{1g.10gb: 7}}")
+    try:
+        check_layout(shape.model, shape.memory_gb, layout)
+    except LayoutError as e:
+        raise SimInputError(f"{path}: shapes.{name}.mig: {e}") from None
+    return tuple((str(profile), count) for profile, count in layout.items())
 
 
 def offered_load(trace: Trace, inventory: Inventory) -> float:

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..core.fairshare import HALF_LIFE, accrue, decay
-from ..core.model import GPRSpec, SlicePolicy
+from ..core.model import GPRSpec, Shape, SlicePolicy
 from ..core.planner import plan
+from ..core.sharing import equivalents
 from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from .cluster import Inventory
 from .pools import Fleet, PoolEvent
@@ -52,7 +53,8 @@ class Replay:
     ``estimate``: the start the first pass after submit estimated (None: not servable);
     ``start``/``bound_end``/``used_end``: None for a GPR that never started.
     ``placed``: the nodes each GPR ran on (() for one that never started).
-    ``samples``: after every pass, (time, queued GPRs, GPUs bound, GPUs used).
+    ``samples``: after every pass, (time, queued GPRs, GPUs bound, GPUs used). GPUs are
+    GPU-equivalents: a MIG instance counts as its part of a GPU (core/sharing.py).
     ``pool_events``: what the node pools did (sim/pools.py); ``end_s``: the last pass's time.
     """
 
@@ -64,10 +66,10 @@ class Replay:
     start: list[float | None]
     bound_end: list[float | None]
     used_end: list[float | None]
-    bound_gpus: list[int]
-    used_gpus: list[int]
+    bound_gpus: list[float]
+    used_gpus: list[float]
     pass_s: list[float] = field(default_factory=list)
-    samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    samples: list[tuple[float, int, float, float]] = field(default_factory=list)
     placed: list[tuple[str, ...]] = field(default_factory=list)
     pool_events: list[PoolEvent] = field(default_factory=list)
     end_s: float = 0.0
@@ -103,6 +105,7 @@ def replay(
     submit_us = [round(j.submit_s * 1e6) for j in jobs]
     duration_us = [round(j.duration_s * 1e6) for j in jobs]
     actual_us = [min(round(j.actual_s * 1e6), d) for j, d in zip(jobs, duration_us, strict=True)]
+    instances = inventory.instance_shapes()
     requests = [
         Request(
             gpr_id=i + 1,
@@ -112,7 +115,7 @@ def replay(
                 gpus=j.gpus,
                 nodes=j.nodes,
                 priority=j.priority,
-                shape=j.shape,
+                shape=j.shape if j.share is None else instance_for(j.share, instances),
                 cluster=j.cluster,
             ),
             submitted_at=EPOCH + submit_us[i] * US,
@@ -133,7 +136,8 @@ def replay(
         placed=[()] * n,
         pool_events=fleet.events,
     )
-    store = _Store(out, [j.used_gpus for j in jobs], dict.fromkeys(policies, 0), fleet)
+    used = [j.share if j.share is not None else j.used_gpus for j in jobs]
+    store = _Store(out, used, dict.fromkeys(policies, 0.0), fleet)
     usage: dict[str, float] = {}
     previous: dict = {}
     next_submit, wake, last, started = 0, None, None, 0
@@ -203,14 +207,14 @@ class _Store:
     bound and used (in total and per slice), and when each held GPR lets go of its GPUs; it tells
     the pools (``fleet``) which of their nodes are held."""
 
-    def __init__(self, out: Replay, used_gpus: list[int | None], held: dict[str, int], fleet: Fleet):
+    def __init__(self, out: Replay, used_gpus: list[float | None], held: dict[str, float], fleet: Fleet):
         self.out = out
         self.fleet = fleet
         self.used_gpus = used_gpus  # per job: GPUs it computes on when it holds more; None = all
         self.queue: dict[int, Request] = {}
         self.bookings: dict[int, Booking] = {}
         self.held = held  # GPUs bound per slice, for fair share
-        self.bound = self.used = 0
+        self.bound = self.used = 0.0
         self.events: list[tuple[int, int, int]] = []  # (time, GPR index, kind), a heap
 
     def next_event(self) -> int | None:
@@ -239,10 +243,11 @@ class _Store:
         out.start[i] = t / 1e6
         out.placed[i] = admitted.placement.nodes
         self.fleet.hold(admitted.placement.nodes)
-        out.bound_gpus[i] = len(gpus)
-        out.used_gpus[i] = min(len(gpus), self.used_gpus[i] or len(gpus))
-        self.held[request.spec.slice] += len(gpus)
-        self.bound += len(gpus)
+        shape = admitted.placement.shape
+        held = out.bound_gpus[i] = len(gpus) * float(equivalents(shape.model, shape.profile))
+        out.used_gpus[i] = min(held, self.used_gpus[i] or held)
+        self.held[request.spec.slice] += held
+        self.bound += held
         self.used += out.used_gpus[i]
         window_us = request.spec.duration // US
         if actual_us < window_us:
@@ -260,6 +265,13 @@ class _Store:
         self.fleet.let_go(out.placed[i], t)
 
 
+def instance_for(share: float, instances: list[Shape]) -> str | None:
+    """The shape a job asking for ``share`` of a GPU asks for: the smallest MIG instance of at least
+    that part (``instances``: inventory.instance_shapes()); None (a whole GPU of any shape) without one."""
+    fits = (s for s in instances if equivalents(s.model, s.profile) >= share)
+    return next((s.gpu_type for s in fits), None)
+
+
 def _next_start(estimates, queue: dict[int, Request], t: int) -> int | None:
     """The earliest estimated start after ``t`` among queued GPRs (virtual microseconds)."""
     starts = [e.start for gpr_id, e in estimates.items() if e.start is not None and gpr_id in queue]
@@ -268,7 +280,7 @@ def _next_start(estimates, queue: dict[int, Request], t: int) -> int | None:
     return min(later, default=None)
 
 
-def _accrued(usage: dict[str, float], held: dict[str, int], elapsed: timedelta, half_life: timedelta) -> dict:
+def _accrued(usage: dict[str, float], held: dict[str, float], elapsed: timedelta, half_life: timedelta) -> dict:
     """Fair-share usage ``elapsed`` later, with each slice holding ``held`` GPUs throughout."""
     usage = decay(usage, elapsed, half_life)
     for name, gpus in held.items():

@@ -87,17 +87,27 @@ PRESENT_ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
 ]
 
 
+# Rows shown only when the replay was made again with the GPUs whole (runner.py), after utilization.
+WITHOUT_MIG_ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
+    ("without MIG: wait mean", lambda f: duration(f["without_mig"]["wait_mean_s"])),
+    ("without MIG: wait p95", lambda f: duration(f["without_mig"]["wait_p95_s"])),
+    ("without MIG: utilization bound", lambda f: share(f["without_mig"]["util_bound"])),
+    ("without MIG: utilization used", lambda f: share(f["without_mig"]["util_used"])),
+]
+
+
 def rows_for(report: Mapping[str, Mapping]) -> list[tuple[str, Callable[[Mapping], str]]]:
-    """ROWS, with POOL_ROWS after the waits and PRESENT_ROWS after the utilization when there are pools."""
-    if not any(f.get("pools") for f in report.values()):
-        return ROWS
+    """ROWS, with POOL_ROWS after the waits and PRESENT_ROWS after the utilization when there are pools,
+    and WITHOUT_MIG_ROWS after the utilization when the replay was made again with the GPUs whole."""
+    pools = any(f.get("pools") for f in report.values())
+    mig = any(f.get("without_mig") for f in report.values())
     rows = []
     for label, show in ROWS:
-        rows.append((f"{label}, standing GPUs" if label.startswith("utilization") else label, show))
-        if label == "wait p99":
+        rows.append((f"{label}, standing GPUs" if pools and label.startswith("utilization") else label, show))
+        if pools and label == "wait p99":
             rows += POOL_ROWS
         elif label == "utilization used":
-            rows += PRESENT_ROWS
+            rows += (PRESENT_ROWS if pools else []) + (WITHOUT_MIG_ROWS if mig else [])
     return rows
 
 

@@ -1,4 +1,8 @@
-"""Run one scenario under several policies, side by side, and summarize each replay."""
+"""Run one scenario under several policies, side by side, and summarize each replay.
+
+A trace asking for parts of GPUs on an inventory with MIG layouts is replayed once more per
+policy with the GPUs whole (``Inventory.without_mig``): its figures under ``without_mig`` show
+what sharing the GPUs changed (issue 23)."""
 
 from __future__ import annotations
 
@@ -26,4 +30,13 @@ def run_policies(
 ) -> tuple[dict[str, dict], list[Replay]]:
     """Each policy's figures (in the order given) and its replay."""
     runs = [replay(trace, inventory, policy, progress=progress) for policy in policies]
-    return {run.policy: summarize(run) for run in runs}, runs
+    report = {run.policy: summarize(run) for run in runs}
+    if inventory.instance_shapes() and any(job.share is not None for job in trace.jobs):
+        whole = inventory.without_mig()
+        for run in runs:
+            alone = summarize(replay(trace, whole, run.policy, progress=progress))
+            report[run.policy]["without_mig"] = {key: alone[key] for key in WITHOUT_MIG_KEYS}
+    return report, runs
+
+
+WITHOUT_MIG_KEYS = ("started", "wait_mean_s", "wait_p50_s", "wait_p95_s", "util_bound", "util_used")

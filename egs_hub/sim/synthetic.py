@@ -10,6 +10,11 @@ real trace: seeded, so a figure can be reproduced.
 
 Each takes ``days`` and a ``seed``; the load comes from the inventory the caller builds for it
 (``--load`` scales the node count).
+
+``notebooks`` (issue 23, not among ``TRACES``: it asks for parts of GPUs, which only an inventory with
+MIG layouts serves as parts): working-day notebook sessions of a tenth to half a GPU (300 a day, 1 to 4
+hours, each using 30 to 100 % of its window) in four teams, and 30 training jobs a day of 1 to 4 whole
+GPUs.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ HEADER = "submit_s,slice,gpus,nodes,duration_s,actual_s,priority"
 DAY = 86400
 
 
-def _csv(rows: list[tuple[int, str, int | None, int | None, int, int]]) -> str:
+def _csv(rows: list[tuple[int, str, float | None, int | None, int, int]]) -> str:
     lines = [HEADER]
     for submit, team, gpus, nodes, window, actual in sorted(rows):
         size = f"{'' if gpus is None else gpus},{'' if nodes is None else nodes}"
@@ -75,6 +80,20 @@ def skewed_teams(days: int, seed: int) -> str:
         gpus = rng.choice([4, 8]) if heavy else rng.choice([1, 2, 4])
         window = rng.choice([3600, 7200, 14400])
         rows.append((round(rng.uniform(0, days * DAY)), team, gpus, None, window, _used(rng, window)))
+    return _csv(rows)
+
+
+def notebooks(days: int, seed: int) -> str:
+    rng = random.Random(seed)
+    rows = []
+    for day in range(days):
+        for _ in range(300):
+            submit = round(day * DAY + 9 * 3600 + rng.uniform(0, 8 * 3600))
+            part, window = rng.choice([0.1, 0.14, 0.14, 0.25, 0.4, 0.5]), rng.choice([3600, 7200, 14400])
+            rows.append((submit, f"team-{rng.choice('abcd')}", part, None, window, _used(rng, window)))
+        for _ in range(30):
+            submit, window = round(day * DAY + rng.uniform(0, DAY)), rng.choice([7200, 14400, 28800])
+            rows.append((submit, "team-train", rng.choice([1, 2, 4]), None, window, _used(rng, window, 0.8)))
     return _csv(rows)
 
 

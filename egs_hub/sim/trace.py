@@ -11,7 +11,8 @@ CSV format (one header line, then one job a line)::
     submit_s,slice,gpus,nodes,duration_s,actual_s,priority
 
 ``submit_s`` counts seconds from the trace's start; exactly one of ``gpus`` and
-``nodes`` is set; ``actual_s`` empty means the job uses its whole window (a
+``nodes`` is set; ``gpus`` below 1 (``0.14``, ``0.5``) asks for that part of a GPU
+(``Job.share``); ``actual_s`` empty means the job uses its whole window (a
 longer one is cut at the window's end); ``priority`` empty means 101. A CSV's
 span runs from 0 to the end of its last job if none waited: the file does not
 say over which window its jobs were drawn.
@@ -49,6 +50,9 @@ class Job:
     used_gpus: int | None = None
     shape: str | None = None  # the GPR's shape and cluster, when it asked for one (a service's history)
     cluster: str | None = None
+    # A part of a GPU (0 < share < 1; ``gpus`` is then 1): the job holds one MIG instance, the smallest
+    # of at least that part that the inventory has (core/sharing.py), else a whole GPU.
+    share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class Trace:
         return sorted(set(self.shares) | {j.slice for j in self.jobs})
 
     def asked_gpu_seconds(self, gpus_per_node: int) -> float:
-        """GPU-seconds the jobs really use: the numerator of the offered load."""
+        """GPU-seconds (GPU-equivalents) the jobs really use: the numerator of the offered load."""
         return sum(asked_gpus(j, gpus_per_node) * j.actual_s for j in self.jobs)
 
     def limited(self, limit: int | None = None, days: float | None = None) -> Trace:
@@ -87,8 +91,11 @@ class Trace:
         return Trace(self.name, jobs, span, self.shares, self.windowed)
 
 
-def asked_gpus(job: Job, gpus_per_node: int) -> int:
-    """GPUs a job computes on (for nodes jobs without ``used_gpus``: the whole nodes)."""
+def asked_gpus(job: Job, gpus_per_node: int) -> float:
+    """GPUs a job computes on (for nodes jobs without ``used_gpus``: the whole nodes; a part of a
+    GPU: that part)."""
+    if job.share is not None:
+        return job.share
     if job.used_gpus is not None:
         return job.used_gpus
     return job.gpus if job.gpus is not None else (job.nodes or 0) * gpus_per_node
@@ -151,7 +158,8 @@ def _job(path: Path, line: int, cells: dict[str, str]) -> Job:
 
     if not cells["slice"]:
         raise SimInputError(f"{path}:{line}: slice is empty")
-    gpus, nodes = count("gpus"), count("nodes")
+    share = _share(path, line, cells["gpus"])
+    gpus, nodes = (1 if share is not None else count("gpus")), count("nodes")
     if (gpus is None) == (nodes is None):
         raise SimInputError(f"{path}:{line}: set exactly one of gpus and nodes")
     duration = number("duration_s", positive=True)
@@ -172,4 +180,20 @@ def _job(path: Path, line: int, cells: dict[str, str]) -> Job:
         gpus=gpus,
         nodes=nodes,
         priority=priority,
+        share=share,
     )
+
+
+def _share(path: Path, line: int, text: str) -> float | None:
+    """A ``gpus`` cell below 1 ("0.25"): that part of a GPU; None for a whole number or an empty cell."""
+    if text == "" or text.isdigit():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < 1):
+        raise SimInputError(
+            f"{path}:{line}: gpus must be a positive whole number or a part of a GPU between 0 and 1, got {text!r}"
+        )
+    return value
