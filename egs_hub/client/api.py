@@ -609,6 +609,7 @@ class Operations(ABC):
         shape: str | None = None,
         cluster: str | None = None,
         start_after: Time | None = None,
+        gpu_share: float | None = None,
     ) -> WaitTimes:
         """When a GPR like this would start, on every shape and cluster that could serve it; ``template``
         gives what is left out."""
@@ -622,6 +623,7 @@ class Operations(ABC):
             shape=shape,
             cluster=cluster,
             start_after=start_after,
+            gpu_share=gpu_share,
         )
         return self._send(Call("POST", "wait-times", _one(WaitTimes), body=body))
 
@@ -648,9 +650,10 @@ class Operations(ABC):
         start_after: Time | None = None,
         idle_timeout: Duration | None = None,
         preemptible: bool | None = None,
+        gpu_share: float | None = None,
     ) -> GPR:
-        """Ask for ``gpus`` GPUs (or ``nodes`` whole nodes) in ``slice`` for ``duration``; a ``template``
-        (``templates()``) gives what is left out."""
+        """Ask for ``gpus`` GPUs (or ``nodes`` whole nodes, or a ``gpu_share`` of one time-sliced GPU) in
+        ``slice`` for ``duration``; a ``template`` (``templates()``) gives what is left out."""
         body = _body(
             slice=slice,
             template=template,
@@ -664,6 +667,7 @@ class Operations(ABC):
             start_after=start_after,
             idle_timeout=idle_timeout,
             preemptible=preemptible,
+            gpu_share=gpu_share,
         )
         return self._send(Call("POST", "gprs", _one(GPR), body=body))
 

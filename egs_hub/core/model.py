@@ -11,7 +11,10 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from fractions import Fraction
 from types import MappingProxyType
+
+from . import sharing
 
 PRIORITY_MIN = 1
 PRIORITY_MAX = 300
@@ -64,33 +67,54 @@ class EndReason(enum.StrEnum):
 @dataclass(frozen=True, order=True)
 class Shape:
     """What a node offers, e.g. ``H100-80GB x8``; with a MIG ``profile``, its instances of that
-    profile, e.g. ``H100-80GB 1g.10gb x56`` (core/sharing.py): ``gpus_per_node`` counts units."""
+    profile, e.g. ``H100-80GB 1g.10gb x56``; with ``replicas`` above 1, the shares of its time-sliced
+    GPUs, e.g. ``H100-80GB shared/4 x32`` (core/sharing.py): ``gpus_per_node`` counts units."""
 
     model: str
     memory_gb: int
     gpus_per_node: int
     profile: str | None = None
+    replicas: int = 1
 
     @property
     def gpu_type(self) -> str:
-        """The unit a GPR asks for: ``H100-80GB``, or ``H100-80GB 1g.10gb``."""
+        """The unit a GPR asks for: ``H100-80GB``, ``H100-80GB 1g.10gb`` or ``H100-80GB shared/4``."""
         kind = f"{self.model}-{self.memory_gb}GB"
-        return kind if self.profile is None else f"{kind} {self.profile}"
+        if self.profile is not None:
+            return f"{kind} {self.profile}"
+        return kind if self.replicas == 1 else f"{kind} shared/{self.replicas}"
 
     @property
     def name(self) -> str:
         return f"{self.gpu_type} x{self.gpus_per_node}"
 
+    @property
+    def equivalents(self) -> Fraction:
+        """What one unit counts as in quotas and GPU-hours (sharing.equivalents)."""
+        return sharing.equivalents(self.model, self.profile, self.replicas)
+
     def matches(self, wanted: str | None) -> bool:
         """A GPR's ``shape`` names a shape, its GPU type or its model (with the profile, for
         MIG instances: ``H100-80GB 1g.10gb``, ``H100 1g.10gb``); None is any whole-GPU shape."""
         if wanted is None:
-            return self.profile is None
+            return self.profile is None and self.replicas == 1
         wanted = " ".join(wanted.strip().lower().split())
         kinds = {f"{self.model}-{self.memory_gb}GB".lower(), self.model.lower()}
         if self.profile is not None:
             kinds = {f"{kind} {self.profile.lower()}" for kind in kinds}
+        elif self.replicas > 1:
+            kinds = {f"{kind} shared/{self.replicas}" for kind in kinds}
         return wanted in kinds | {self.name.lower(), self.name.replace(" ", "").lower()}
+
+    def serves(self, wanted: str | None, share: float | None) -> bool:
+        """Whether a unit of this shape serves a GPR asking for ``wanted`` (its ``shape``) and ``share``
+        (its ``gpu_share``): a share is served by a time-sliced GPU whose shares are at least that part
+        of it, of the GPU type or model ``wanted`` names (None: any); the rest as ``matches`` says."""
+        if share is None:
+            return self.matches(wanted)
+        if self.replicas == 1 or share > 1 / self.replicas:
+            return False
+        return wanted is None or Shape(self.model, self.memory_gb, self.gpus_per_node).matches(wanted)
 
 
 @dataclass(frozen=True)
@@ -180,6 +204,8 @@ class SlicePolicy:
     home_volume_size: on Kubernetes, the size (a quantity, "10Gi") of the volume each member's
     servers in the slice keep their home directory on; None: no volume (the home directory
     goes with the pod). home_volume_class: its storage class; None: the cluster's default.
+    gpu_sharing: members may ask for a share of a time-sliced GPU (a GPR's ``gpu_share``), which
+    other slices that allow it may share too (core/sharing.py).
     """
 
     max_gpus: int | None = None
@@ -202,6 +228,7 @@ class SlicePolicy:
     auto_gpr: str | None = None
     home_volume_size: str | None = DEFAULT_HOME_VOLUME_SIZE
     home_volume_class: str | None = None
+    gpu_sharing: bool = False
 
 
 @dataclass(frozen=True)
@@ -220,6 +247,7 @@ class GPRSpec:
     idle_timeout: timedelta | None = None
     preemptible: bool = True
     template: str | None = None  # the GPR template it was asked from (core/templates.py)
+    gpu_share: float | None = None  # a share of one time-sliced GPU (0 < share < 1; gpus is then 1)
 
 
 @dataclass(frozen=True)

@@ -333,7 +333,7 @@ def eligible_nodes(
             for n in nodes
             if n.schedulable
             and (spec.cluster is None or n.cluster == spec.cluster)
-            and n.shape.matches(spec.shape)
+            and n.shape.serves(spec.shape, spec.gpu_share)
             and serves(cluster_projects, n.cluster, project)
         ),
         key=lambda n: n.key,
@@ -357,7 +357,7 @@ def unit_equivalents(
     GPU (the spec's shape names the profile, so every node it may get has the same; sharing.py)."""
     eligible = eligible_nodes(nodes, spec, cluster_projects, project)
     shape = eligible[0].shape if eligible else None
-    return 1.0 if shape is None else float(sharing.equivalents(shape.model, shape.profile))
+    return 1.0 if shape is None else float(shape.equivalents)
 
 
 def unservable_reason(
@@ -371,6 +371,8 @@ def unservable_reason(
     it can be served."""
     candidates = eligible_nodes(nodes, spec, cluster_projects, project)
     where = f"shape {spec.shape!r}" if spec.shape else "any shape"
+    if spec.gpu_share is not None:
+        where = f"a {spec.gpu_share:g} share of a time-sliced GPU" + (f" of {where}" if spec.shape else "")
     where += f" in cluster {spec.cluster!r}" if spec.cluster else ""
     if not candidates:
         if cluster_projects and eligible_nodes(nodes, spec):
@@ -393,7 +395,9 @@ def unservable_reason(
 
 def _eligible_pools(timeline: Timeline, spec: GPRSpec) -> list[Pool]:
     pools = [
-        p for p in timeline.pools if (spec.cluster is None or p.cluster == spec.cluster) and p.shape.matches(spec.shape)
+        p
+        for p in timeline.pools
+        if (spec.cluster is None or p.cluster == spec.cluster) and p.shape.serves(spec.shape, spec.gpu_share)
     ]
     if not timeline.cluster_projects:
         return pools
@@ -537,7 +541,8 @@ class _Pass:
         """The spec's pools on the pass's timeline (cached), or on ``on``."""
         if on is not None:
             return _eligible_pools(on, spec)
-        key = (spec.cluster, spec.shape, self.timeline.project(spec.slice) if self.timeline.cluster_projects else None)
+        project = self.timeline.project(spec.slice) if self.timeline.cluster_projects else None
+        key = (spec.cluster, spec.shape, spec.gpu_share, project)
         if key not in self._pools:
             self._pools[key] = _eligible_pools(self.timeline, spec)
         return self._pools[key]

@@ -26,6 +26,17 @@ def check_request(spec: GPRSpec, policy: SlicePolicy) -> None:
         )
 
 
+def check_sharing(spec: GPRSpec, policy: SlicePolicy) -> None:
+    """Refuse a share of a GPU to a slice whose policy keeps its GPUs to itself (admins too: the
+    slices a shared GPU is shared with all allow it)."""
+    if spec.gpu_share is not None and not policy.gpu_sharing:
+        raise PolicyViolation(
+            "gpu_share",
+            f"slice {spec.slice}'s policy does not allow shared GPUs (gpu_sharing); ask for whole GPUs or "
+            "MIG instances, or ask an admin to allow sharing",
+        )
+
+
 def check_policy(policy: SlicePolicy) -> None:
     """Refuse a policy whose fields contradict each other."""
     default, longest = policy.idle_timeout, policy.max_idle_timeout

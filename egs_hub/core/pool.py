@@ -49,7 +49,7 @@ class Pool:
         self.shape = shape
         self.nodes = nodes
         self.width = shape.gpus_per_node
-        self.unit_parts = sharing.parts(shape.model, shape.profile)  # what one of its units counts in quotas
+        self.unit_parts = int(shape.equivalents * sharing.PARTS)  # what one of its units counts in quotas
         self.capacity = healthy
         self.whole = [n.whole for n in nodes]
         self.profiles = [Profile(c) for c in healthy]

@@ -217,6 +217,16 @@ def _check_gpus_or_nodes(gpus: Any, nodes: Any, *, partial: bool) -> None:
         raise InvalidRequest("gpus", "give gpus (a number of GPUs) or nodes (whole nodes)")
 
 
+def _check_share(share: float, gpus: Any, nodes: Any, shape: str | None) -> None:
+    """A share of a GPU is one unit of one GPU: not with nodes, more GPUs, or a MIG profile."""
+    if nodes is not None:
+        raise InvalidRequest("nodes", f"gpu_share {share:g} is a share of one GPU: leave nodes out")
+    if gpus not in (None, 1):
+        raise InvalidRequest("gpus", f"gpu_share {share:g} is a share of one GPU: leave gpus out (or give 1)")
+    if requested_profile(shape) is not None:
+        raise InvalidRequest("shape", f"gpu_share asks for a share of a whole GPU; {shape!r} names MIG instances")
+
+
 def _check_instances(shape: str | None, nodes: int | None) -> None:
     """MIG instances are asked for one by one: ``gpus`` counts them (core/sharing.py)."""
     profile = requested_profile(shape)
@@ -257,8 +267,21 @@ class _Ask(Body):
     shape: Selector = None
     cluster: Selector = None
     start_after: StartAfter = None
+    gpu_share: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            lt=1,
+            allow_inf_nan=False,
+            description="a share of one time-sliced GPU (0.25: a quarter), for slices whose policy allows "
+            "gpu_sharing; gpus is then 1",
+        ),
+    ] = None
 
     def check(self) -> None:
+        if self.gpu_share is not None:
+            _check_share(self.gpu_share, self.gpus, self.nodes, self.shape)
+            return
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=self.template is not None)
         if self.template is None and self.duration is MISSING:
             raise InvalidRequest("duration", "duration is required (or a template that gives it)")
@@ -270,6 +293,8 @@ class _Ask(Body):
         fields = fill(template, given) if template is not None else given
         if fields.get("duration", MISSING) is MISSING:
             raise InvalidRequest("duration", "duration is required: neither the request nor its template gives it")
+        if fields.get("gpu_share") is not None:
+            fields = {**fields, "gpus": 1, "nodes": None}
         _check_gpus_or_nodes(fields.get("gpus"), fields.get("nodes"), partial=False)
         _check_instances(fields.get("shape"), fields.get("nodes"))
         return GPRSpec(**fields)
@@ -300,17 +325,26 @@ class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):
 
     def check(self) -> None:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=True)
+        if self.gpu_share not in (None, MISSING):
+            _check_share(self.gpu_share, None if self.gpus is MISSING else self.gpus, None, None)
 
     def apply(self, spec: GPRSpec) -> GPRSpec:
-        """The spec with these changes; giving gpus clears nodes and the other way round."""
+        """The spec with these changes; giving gpus clears nodes and the other way round, and a
+        gpu_share makes it one GPU (giving more, or nodes, clears the share)."""
         changes = self.given()
         if changes.get("gpus"):
             changes["nodes"] = None
         if changes.get("nodes"):
             changes["gpus"] = None
+        if changes.get("gpu_share") is not None:
+            changes.update(gpus=1, nodes=None)
+        elif changes.get("nodes") or (changes.get("gpus") or 1) > 1:
+            changes["gpu_share"] = None
         updated = dataclasses.replace(spec, **changes)
         _check_gpus_or_nodes(updated.gpus, updated.nodes, partial=False)
         _check_instances(updated.shape, updated.nodes)
+        if updated.gpu_share is not None:
+            _check_share(updated.gpu_share, updated.gpus, updated.nodes, updated.shape)
         return updated
 
 
@@ -539,6 +573,10 @@ class PolicyBody(Body):
             description="Kubernetes: storage class of the home volumes; null: the cluster's default",
         ),
     ] = None
+    gpu_sharing: Annotated[
+        bool,
+        Field(description="members may ask for a share of a time-sliced GPU (gpu_share), shared with such slices"),
+    ] = False
 
 
 QuotaPatch = _patch(QuotaBody)

@@ -122,6 +122,7 @@ class SlicePolicy(Resource):
     auto_gpr: str | None = Field(description="template of the GPR filed when a server asks for GPUs the slice lacks")
     home_volume_size: str | None = Field(description="Kubernetes: each member's home volume; null: none")
     home_volume_class: str | None = Field(description="its storage class; null: the cluster's default")
+    gpu_sharing: bool = Field(description="members may ask for a share of a time-sliced GPU (gpu_share)")
 
 
 class Usage(Resource):
@@ -255,6 +256,7 @@ class Shape(Resource):
     gpus_per_node: int = Field(description="units per node: GPUs, or MIG instances of a MIG shape")
     mig_profile: str | None = Field(description='the MIG profile of its units ("1g.10gb"); null: whole GPUs')
     gpu_equivalents: float = Field(description="what one unit counts as in quotas and GPU-hours: 1, or 1/7 for a 1g")
+    replicas: int = Field(description="a time-sliced shape: the shares each GPU is split into (its units); else 1")
 
 
 class InventoryGPU(Resource):
@@ -503,6 +505,7 @@ class GPR(Resource):
     idle_timeout: Seconds | None = Field(description="released after its GPUs idle this long")
     preemptible: bool
     template: str | None = Field(description="the GPR template it was asked from")
+    gpu_share: float | None = Field(description="a share of one time-sliced GPU it asked for; null: whole units")
     status: StatusName
     status_reason: str
     estimated_start: Time | None = Field(description="queued GPRs: when the planner starts it")
@@ -847,8 +850,9 @@ class AutoGPR(Resource):
 
 
 class ServerRegistration(Resource):
-    """What a starting server may use: its slice's GPUs now and the GPRs holding them; with GPUs asked and
-    none held, the GPR it waits for (``auto_gpr``) or why none could be filed (``auto_gpr_problem``)."""
+    """What a starting server may use: its slice's GPUs now (``gpus``: what CUDA_VISIBLE_DEVICES names, a
+    share of a time-sliced GPU as the GPU) and the GPRs holding them; with GPUs asked and none held, the GPR
+    it waits for (``auto_gpr``) or why none could be filed (``auto_gpr_problem``)."""
 
     user: str
     server: str

@@ -1,4 +1,4 @@
-"""Parts of a GPU: MIG instances (issue 23).
+"""Parts of a GPU: MIG instances and time-sliced shares (issue 23).
 
 Vocabulary: a *MIG profile* names an instance of a partitioned GPU as NVIDIA does,
 ``<compute slices>g.<memory>gb`` (``1g.10gb``, ``3g.40gb``; ``+me`` adds the media
@@ -9,9 +9,14 @@ so a node whose GPUs are split into several profiles is planned as one node per
 profile, named ``<node>:<profile>`` (``unit_node_name``): the planner never mixes
 a whole-GPU request with the instances of a GPU, and needs no other rule for it.
 
+A *time-sliced* GPU (``time_slicing: 4``) is shared by up to that many GPRs at once, each holding one
+*share* (a unit too, ``<GPU UUID>::<k>``; its server sees the GPU itself). Shares have no memory or
+fault isolation: only slices whose policy allows ``gpu_sharing`` ask for them (``gpu_share``), and
+their shapes are named ``H100-80GB shared/4``.
+
 GPU-equivalents: an instance counts as its compute slices over the GPU's (7 on
 A100, H100, H200, B200; 4 on A30), so a ``1g.10gb`` is 1/7 of a GPU and a
-``3g.40gb`` 3/7. Quotas, fair share and GPU-hours count GPU-equivalents; the
+``3g.40gb`` 3/7, a share as its part of the GPU (1/4). Quotas, fair share and GPU-hours count GPU-equivalents; the
 planner counts them in whole ``PARTS`` of a GPU so that its sums stay exact.
 """
 
@@ -25,7 +30,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .model import Node
 
-PARTS = 2520  # parts of a GPU: divisible by 1-10, so every instance is a whole number of parts
+PARTS = 2520  # parts of a GPU: divisible by 1-10, so every instance and share is a whole number of parts
+REPLICAS = tuple(n for n in range(2, 49) if PARTS % n == 0)  # what a GPU may be time-sliced into
 MIG_PROFILE = re.compile(r"(?P<slices>[1-7])g\.(?P<memory>[1-9][0-9]{0,3})gb(?P<media>\+me)?")
 _SLICES_BY_MODEL = {"A30": 4}  # compute slices of a whole GPU, where not 7
 FULL_SLICES = 7
@@ -55,16 +61,20 @@ def profile_memory_gb(profile: str) -> int:
     return int(found["memory"])
 
 
-def equivalents(model: str, profile: str | None) -> Fraction:
-    """GPU-equivalents of one unit: 1 for a whole GPU, an instance's slices over the GPU's."""
-    if profile is None:
-        return Fraction(1)
-    return Fraction(profile_slices(profile), gpu_slices(model))
+def equivalents(model: str, profile: str | None, replicas: int = 1) -> Fraction:
+    """GPU-equivalents of one unit: 1 for a whole GPU, an instance's slices over the GPU's, one share
+    of a GPU time-sliced into ``replicas``."""
+    if profile is not None:
+        return Fraction(profile_slices(profile), gpu_slices(model))
+    return Fraction(1, replicas)
 
 
-def parts(model: str, profile: str | None) -> int:
-    """``equivalents`` in PARTS of a GPU (a whole number for every profile)."""
-    return int(equivalents(model, profile) * PARTS)
+def check_replicas(replicas: object) -> int:
+    """The shares a GPU is time-sliced into; LayoutError unless one of REPLICAS."""
+    if isinstance(replicas, bool) or replicas not in REPLICAS:
+        allowed = ", ".join(map(str, REPLICAS))
+        raise LayoutError(f"time_slicing must be a number of shares, one of {allowed}; not {replicas!r}")
+    return replicas
 
 
 def requested_profile(shape: str | None) -> str | None:
@@ -106,9 +116,9 @@ def unit_node_name(node: str, profile: str) -> str:
 
 def fractions(nodes: Iterable[Node]) -> dict[str, float]:
     """GPU-equivalents of each unit of ``nodes`` that is not a whole GPU, by UUID."""
-    return {
-        gpu: float(equivalents(node.shape.model, node.shape.profile))
-        for node in nodes
-        if node.shape.profile is not None
-        for gpu in node.gpus
-    }
+    return {gpu: float(node.shape.equivalents) for node in nodes if node.shape.equivalents < 1 for gpu in node.gpus}
+
+
+def replica_uuid(gpu: str, replica: int) -> str:
+    """The id of share ``replica`` of the time-sliced GPU ``gpu``; a server is given the GPU's own UUID."""
+    return f"{gpu}::{replica}"

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..core import lifecycle
 from ..core import model as core
 from ..core.errors import Conflict, Forbidden, NotFound, PolicyViolation
-from ..core.policy import approval_reasons, check_request, project_approval_reasons
+from ..core.policy import approval_reasons, check_request, check_sharing, project_approval_reasons
 from ..core.queue import band
 from ..core.requests import check_start_after
 from ..core.snapshot import Estimate, Eviction
@@ -100,6 +100,7 @@ class Commands:
         max_gpus, auto_approve_max_gpus, the GPU-hours left of the slice's rolling week, or its
         month's budget; or over its project's quota (the sum of the project's slices)."""
         check_start_after(spec.start_after, now, self.max_start_after)
+        check_sharing(spec, policy)
         if not admin:
             check_request(spec, policy)
         state = self.planning.state.current(session, now)

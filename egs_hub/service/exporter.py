@@ -103,6 +103,7 @@ class StateCollector:
                     Node.gpu_memory_gb,
                     Node.gpus_per_node,
                     Node.mig_profile,
+                    Node.replicas,
                     Node.schedulable,
                     Cluster.name,
                     Binding.slice,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..core import cost, sharing
+from ..core import cost
 from ..core import resources as api
 from ..core.model import DEFAULT_PROJECT, GPR, Shape
 from ..core.requests import CheckSpec
@@ -66,6 +66,7 @@ def gpr_resource(
         idle_timeout=spec.idle_timeout,
         preemptible=spec.preemptible,
         template=spec.template,
+        gpu_share=spec.gpu_share,
         status=gpr.status.value,
         status_reason=gpr.status_reason,
         estimated_start=estimate.start if queued else None,
@@ -138,7 +139,8 @@ def _shape(shape: Shape) -> dict[str, Any]:
         "memory_gb": shape.memory_gb,
         "gpus_per_node": shape.gpus_per_node,
         "mig_profile": shape.profile,
-        "gpu_equivalents": float(sharing.equivalents(shape.model, shape.profile)),
+        "gpu_equivalents": float(shape.equivalents),
+        "replicas": shape.replicas,
     }
 
 

@@ -268,7 +268,7 @@ class PlanningState:
         """Whether the inventory can ever serve ``spec`` and how many GPUs it would hold: worked out
         once per kind of request (cluster, shape and size) and inventory, as the planner does."""
         owners, project = self.cluster_projects, self.projects.get(spec.slice, core.DEFAULT_PROJECT)
-        key = (spec.cluster, spec.shape, spec.gpus, spec.nodes, project if owners else None)
+        key = (spec.cluster, spec.shape, spec.gpus, spec.nodes, spec.gpu_share, project if owners else None)
         found = self._servability.get(key)
         if found is None:
             if len(self._servability) >= _SERVABILITIES:
@@ -277,6 +277,7 @@ class PlanningState:
             nodes = self.servable_nodes
             if not planner.eligible_nodes(nodes, spec, owners, project):
                 field = "shape" if spec.shape else "cluster" if spec.cluster else field
+                field = "gpu_share" if spec.gpu_share is not None and not spec.shape else field
             reason = planner.unservable_reason(spec, nodes, self.unhealthy, owners, project)
             count = planner.gpu_count(spec, nodes, owners, project)
             unit = planner.unit_equivalents(spec, nodes, owners, project)

@@ -62,7 +62,7 @@ import yaml
 from ..core.errors import InvalidRequest
 from ..core.model import DEFAULT_PROJECT, Node, Project, Shape
 from ..core.node_pools import NodePool
-from ..core.sharing import LayoutError, check_layout, equivalents, unit_node_name
+from ..core.sharing import LayoutError, check_layout, unit_node_name
 from ..core.units import parse_duration
 from .trace import Job, SimInputError, Trace
 
@@ -147,7 +147,7 @@ class Inventory:
             for g in self.groups
             for profile, count in g.mig
         }
-        return sorted(shapes, key=lambda s: (equivalents(s.model, s.profile), s.name))
+        return sorted(shapes, key=lambda s: (s.equivalents, s.name))
 
     def without_mig(self) -> Inventory:
         """The same nodes with their GPUs whole: what sharing is compared with."""

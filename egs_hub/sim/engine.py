@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from ..core.fairshare import HALF_LIFE, accrue, decay
 from ..core.model import GPRSpec, Shape, SlicePolicy
 from ..core.planner import plan
-from ..core.sharing import equivalents
 from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from .cluster import Inventory
 from .pools import Fleet, PoolEvent
@@ -244,7 +243,7 @@ class _Store:
         out.placed[i] = admitted.placement.nodes
         self.fleet.hold(admitted.placement.nodes)
         shape = admitted.placement.shape
-        held = out.bound_gpus[i] = len(gpus) * float(equivalents(shape.model, shape.profile))
+        held = out.bound_gpus[i] = len(gpus) * float(shape.equivalents)
         out.used_gpus[i] = min(held, self.used_gpus[i] or held)
         self.held[request.spec.slice] += held
         self.bound += held
@@ -268,7 +267,7 @@ class _Store:
 def instance_for(share: float, instances: list[Shape]) -> str | None:
     """The shape a job asking for ``share`` of a GPU asks for: the smallest MIG instance of at least
     that part (``instances``: inventory.instance_shapes()); None (a whole GPU of any shape) without one."""
-    fits = (s for s in instances if equivalents(s.model, s.profile) >= share)
+    fits = (s for s in instances if s.equivalents >= share)
     return next((s.gpu_type for s in fits), None)
 
 

@@ -111,6 +111,7 @@ class Node(Base):
     gpu_memory_gb: Mapped[int] = mapped_column(Integer)
     gpus_per_node: Mapped[int] = mapped_column(Integer)
     mig_profile: Mapped[str | None] = mapped_column(String(32), nullable=True)  # its units' (core/sharing.py)
+    replicas: Mapped[int] = mapped_column(Integer, default=1, server_default="1")  # shares of a time-sliced GPU
     schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
     declared: Mapped[bool] = mapped_column(Boolean, default=False)
     present: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -176,6 +177,7 @@ class Slice(Base):
         String(32), nullable=True, default=DEFAULT_HOME_VOLUME_SIZE, server_default=DEFAULT_HOME_VOLUME_SIZE
     )
     home_volume_class: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    gpu_sharing: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     project: Mapped[Project] = relationship(lazy="joined")
@@ -221,6 +223,7 @@ class GPRRow(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     end_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     template: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    gpu_share: Mapped[float | None] = mapped_column(Float, nullable=True)  # a share of a time-sliced GPU
     price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
     # [cluster, node] pairs that failed this GPR's pre-checks (core.model.GPR.avoid_nodes)
     avoid_nodes: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")

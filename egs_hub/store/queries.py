@@ -83,6 +83,7 @@ def _gpr_of(row, allocations: list[tuple[str, str]]) -> core.GPR:
         idle_timeout=_delta(row.idle_timeout_s),
         preemptible=row.preemptible,
         template=row.template,
+        gpu_share=row.gpu_share,
     )
     return core.GPR(
         id=row.id,
@@ -157,6 +158,7 @@ def write_gpr(session: Session, row: GPRRow, gpr: core.GPR) -> None:
     row.idle_timeout_s = _seconds(spec.idle_timeout)
     row.preemptible = spec.preemptible
     row.template = spec.template
+    row.gpu_share = spec.gpu_share
     row.price_per_gpu_hour = gpr.price_per_gpu_hour
     row.status = gpr.status.value
     row.status_reason = gpr.status_reason
@@ -313,6 +315,17 @@ def slice_usable_gpus(session: Session, slice_name: str, cluster: str | None = N
     return [(uuid, gpr_id) for uuid, gpr_id in session.execute(query)]
 
 
+def devices(session: Session, uuids: Sequence[str]) -> list[str]:
+    """What a server is given for the units ``uuids``: a share of a time-sliced GPU is the GPU itself
+    (core/sharing.py), once however many of its shares there are; GPUs and MIG instances are themselves."""
+    parents = dict(
+        session.execute(
+            select(GPU.uuid, GPU.parent_uuid).join(Node).where(GPU.uuid.in_(list(uuids)), Node.replicas > 1)
+        ).all()
+    )
+    return list(dict.fromkeys(parents.get(uuid) or uuid for uuid in uuids))
+
+
 # Slices
 
 
@@ -348,6 +361,7 @@ def slice_policy(row: Slice) -> core.SlicePolicy:
         auto_gpr=row.auto_gpr,
         home_volume_size=row.home_volume_size,
         home_volume_class=row.home_volume_class,
+        gpu_sharing=row.gpu_sharing,
     )
 
 
@@ -372,6 +386,7 @@ def write_slice_policy(row: Slice, policy: core.SlicePolicy) -> None:
     row.auto_gpr = policy.auto_gpr
     row.home_volume_size = policy.home_volume_size
     row.home_volume_class = policy.home_volume_class
+    row.gpu_sharing = policy.gpu_sharing
 
 
 def set_namespaces(session: Session, row: Slice, namespaces: dict[str, tuple[str, ...]]) -> None:
@@ -621,7 +636,7 @@ def set_prices(session: Session, cluster: str, by_shape: Mapping[str, float]) ->
 def cluster_shapes(session: Session, cluster: str) -> set[str]:
     """The names of the shapes of ``cluster``'s nodes present now and of its node pools."""
     query = (
-        select(Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node, Node.mig_profile)
+        select(Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node, Node.mig_profile, Node.replicas)
         .join(Cluster)
         .where(Cluster.name == cluster, Node.present.is_(True))
         .distinct()
@@ -848,7 +863,7 @@ def readings(session: Session, gpr_ids: Iterable[int], since: datetime, until: d
 
 
 def node_shape(row: Node) -> core.Shape:
-    return core.Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node, row.mig_profile)
+    return core.Shape(row.gpu_model, row.gpu_memory_gb, row.gpus_per_node, row.mig_profile, row.replicas)
 
 
 def to_node(row: Node) -> core.Node:
@@ -883,7 +898,7 @@ def history_rows(session: Session, since: datetime) -> list[GPRRow]:
 def planned_node_shapes(session: Session) -> list[tuple[str, core.Shape]]:
     """(cluster, shape) of every node planned on now: present and not quarantined."""
     query = (
-        select(Cluster.name, Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node, Node.mig_profile)
+        select(Cluster.name, Node.gpu_model, Node.gpu_memory_gb, Node.gpus_per_node, Node.mig_profile, Node.replicas)
         .join(Cluster, Cluster.id == Node.cluster_id)
         .where(Node.present.is_(True), Node.quarantined_at.is_(None))
         .order_by(Cluster.name, Node.name)
@@ -933,6 +948,7 @@ def sync_inventory(
         node_row.gpu_memory_gb = node.shape.memory_gb
         node_row.gpus_per_node = node.shape.gpus_per_node
         node_row.mig_profile = node.shape.profile
+        node_row.replicas = node.shape.replicas
         node_row.schedulable = node.schedulable
         node_row.declared = node.declared
         node_row.whole = node.whole
@@ -1225,6 +1241,7 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
             GPRRow.ended_at,
             Node.gpu_model,
             GPU.mig_profile,
+            Node.replicas,
             func.count(Allocation.gpu_uuid),
         )
         .join(Allocation, Allocation.gpr_id == GPRRow.id)
@@ -1235,7 +1252,8 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
             GPRRow.window_start < now,
             or_(GPRRow.ended_at.is_(None), GPRRow.ended_at > since),
         )
-        .group_by(GPRRow.id, GPRRow.slice, GPRRow.window_start, GPRRow.ended_at, Node.gpu_model, GPU.mig_profile)
+        .group_by(GPRRow.id, GPRRow.slice, GPRRow.window_start, GPRRow.ended_at)
+        .group_by(Node.gpu_model, GPU.mig_profile, Node.replicas)
         .order_by(GPRRow.id)
     )
     past = (
@@ -1248,8 +1266,8 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
         query = query.where(GPRRow.slice.in_(list(slices)))
         past = past.where(GPRRow.slice.in_(list(slices)))
     held: dict[int, Use] = {}
-    for gpr_id, name, start, ended, model, profile, count in session.execute(query):
-        gpus = count * float(sharing.equivalents(model, profile))
+    for gpr_id, name, start, ended, model, profile, replicas, count in session.execute(query):
+        gpus = count * float(sharing.equivalents(model, profile, replicas))
         before = held.get(gpr_id)
         held[gpr_id] = Use(name, gpus + (before.gpus if before else 0.0), start, min(ended or now, now))
     past_windows = session.execute(past).all()
@@ -1262,16 +1280,16 @@ def gpu_uses(session: Session, since: datetime, now: datetime, slices: Iterable[
 
 
 def unit_fractions(session: Session, uuids: Iterable[str]) -> dict[str, float]:
-    """GPU-equivalents of those of ``uuids`` that are MIG instances (core/sharing.py)."""
+    """GPU-equivalents of those of ``uuids`` that are MIG instances or shares of a GPU (core/sharing.py)."""
     wanted = sorted(set(uuids))
     if not wanted:
         return {}
     query = (
-        select(GPU.uuid, Node.gpu_model, GPU.mig_profile)
+        select(GPU.uuid, Node.gpu_model, GPU.mig_profile, Node.replicas)
         .join(Node, Node.id == GPU.node_id)
-        .where(GPU.uuid.in_(wanted), GPU.mig_profile.is_not(None))
+        .where(GPU.uuid.in_(wanted), or_(GPU.mig_profile.is_not(None), Node.replicas > 1))
     )
-    return {u: float(sharing.equivalents(m, p)) for u, m, p in session.execute(query)}
+    return {u: float(sharing.equivalents(m, p, r)) for u, m, p, r in session.execute(query)}
 
 
 def planning_inventory(session: Session) -> tuple[tuple[core.Node, ...], frozenset[str]]:

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from egs_hub.core import sharing
 from egs_hub.core.model import PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, place_arrival, plan, unservable_reason, wait_times
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
@@ -17,7 +16,7 @@ from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 from . import builders
 from .builders import NOW, at, check_wait_times_match_plan, shape
 
-# MIG shapes (core/sharing.py): 2 H100s split into 7 1g.10gb each, an A100 into 2 3g.20gb
+# MIG shapes (core/sharing.py): 2 H100s split into 7 1g.10gb each, an A100 into 2 3g.20gb; and shares
 SHAPES = [
     shape("H100", 8),
     shape("H100", 4),
@@ -25,6 +24,7 @@ SHAPES = [
     shape("L4", 2, memory_gb=24),
     Shape("H100", 80, 14, "1g.10gb"),
     Shape("A100", 40, 2, "3g.20gb"),
+    Shape("H100", 80, 8, replicas=4),  # 2 H100s time-sliced into 4 shares each
 ]
 SLICES = ["a", "b", "c"]
 SHAPE_WANTS = [None, None, "H100", "H100-80GB x4", "A100", "L4-24GB", "B200", "H100-80GB 1g.10gb", "A100 3g.20gb"]
@@ -52,10 +52,12 @@ def nodes(draw) -> tuple[Node, ...]:
 @st.composite
 def specs(draw) -> GPRSpec:
     whole_nodes = draw(st.booleans().map(lambda b: b and draw(st.booleans())))  # a quarter ask for nodes
+    share = None if whole_nodes else draw(st.sampled_from([None] * 6 + [0.25, 0.5]))  # a share of a shared GPU
     return GPRSpec(
         slice=draw(st.sampled_from(SLICES)),
         duration=timedelta(minutes=30 * draw(st.integers(min_value=1, max_value=6))),
-        gpus=None if whole_nodes else draw(st.integers(min_value=1, max_value=12)),
+        gpus=1 if share else None if whole_nodes else draw(st.integers(min_value=1, max_value=12)),
+        gpu_share=share,
         nodes=draw(st.integers(min_value=1, max_value=2)) if whole_nodes else None,
         priority=draw(st.sampled_from([50, 150, 150, 250])),
         shape=draw(st.sampled_from(SHAPE_WANTS)),
@@ -222,7 +224,7 @@ def test_placements_respect_shape_cluster_and_health(snapshot: Snapshot):
         spec = request.spec
         placed = [by_name[name] for name in placement.nodes]
         assert all(n.schedulable and n.cluster == placement.cluster and n.shape == placement.shape for n in placed)
-        assert placement.shape.matches(spec.shape)
+        assert placement.shape.serves(spec.shape, spec.gpu_share)
         assert spec.cluster in (None, placement.cluster)
         assert not set(placement.gpus) & snapshot.unhealthy_gpus
         assert set(placement.gpus) <= {g for n in placed for g in n.gpus}
@@ -251,7 +253,7 @@ def test_no_request_is_placed_on_a_node_it_avoids(snapshot: Snapshot):
 def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
     planned = plan(snapshot, NOW)
     fractions = {
-        g: sharing.equivalents(n.shape.model, n.shape.profile) for n in snapshot.nodes for g in n.gpus
+        g: n.shape.equivalents for n in snapshot.nodes for g in n.gpus
     }  # GPU-equivalents: quotas count a MIG instance as its share of a GPU
     for estimate in planned.estimates.values():
         if estimate.start is None:
@@ -266,7 +268,7 @@ def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
         own += [
             (
                 s,
-                e.placement.count * sharing.equivalents(e.placement.shape.model, e.placement.shape.profile),
+                e.placement.count * e.placement.shape.equivalents,
                 e.start,
                 e.end,
             )
@@ -281,7 +283,7 @@ def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
             assert len(active) <= policy.max_active_gprs
             if policy.max_gpus is not None:
                 placed = estimate.placement
-                asked = placed.count * sharing.equivalents(placed.shape.model, placed.shape.profile)
+                asked = placed.count * placed.shape.equivalents
                 assert sum(active) <= max(policy.max_gpus, asked)
 
 

@@ -29,6 +29,7 @@ GPR_FIELDS = {
     "idle_timeout": timedelta(minutes=30),
     "preemptible": False,
     "template": None,
+    "gpu_share": None,
     "status": "queued",
     "status_reason": "",
     "estimated_start": T0 + timedelta(minutes=5),
@@ -91,7 +92,13 @@ def test_a_wait_is_written_as_wait_seconds():
     option = WaitTimeOption(
         cluster="local",
         shape=Shape(
-            name="H100-80GB", model="H100", memory_gb=80, gpus_per_node=8, mig_profile=None, gpu_equivalents=1.0
+            name="H100-80GB",
+            model="H100",
+            memory_gb=80,
+            gpus_per_node=8,
+            mig_profile=None,
+            gpu_equivalents=1.0,
+            replicas=1,
         ),
         estimated_start=T0,
         wait=timedelta(minutes=3),

@@ -3,15 +3,17 @@ and the planner's rules over an inventory with whole GPUs and instances."""
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import pytest
 
 from egs_hub.core import sharing
+from egs_hub.core.errors import PolicyViolation
 from egs_hub.core.model import Node, Shape, SlicePolicy
 from egs_hub.core.planner import plan, unit_equivalents, unservable_reason
-from egs_hub.core.policy import approval_reasons
-from egs_hub.core.sharing import LayoutError, check_layout, equivalents, parts, requested_profile
+from egs_hub.core.policy import approval_reasons, check_sharing
+from egs_hub.core.sharing import LayoutError, check_layout, equivalents, requested_profile
 
 from .builders import NOW, at, booking, node, req, snap, spec
 
@@ -35,7 +37,7 @@ OPEN = SlicePolicy(max_active_gprs=20)
 )
 def test_an_instance_counts_as_its_compute_slices_over_its_gpus(model, profile, want):
     assert equivalents(model, profile) == want
-    assert parts(model, profile) == want * sharing.PARTS  # a whole number of parts for every profile
+    assert (want * sharing.PARTS).denominator == 1  # a whole number of parts for every profile
 
 
 @pytest.mark.parametrize("profile", ["1g", "1g10gb", "8g.80gb", "0g.10gb", "1g.0gb", "MIG 1g.10gb", "1G.10GB"])
@@ -172,3 +174,67 @@ def test_approval_counts_gpu_equivalents_and_says_so_in_gpus():
 
 def test_fractions_name_only_the_units_that_are_parts_of_a_gpu():
     assert sharing.fractions([MIG, WHOLE]) == {g: pytest.approx(1 / 7) for g in MIG.gpus}
+
+
+# Time-sliced GPUs: a node of 2 H100s shared by up to 4 GPRs each.
+
+SHARED = Node(
+    "t1:shared", "c1", Shape("H100", 80, 8, replicas=4), tuple(f"GPU-t1-{g}::{k}" for g in range(2) for k in range(4))
+)
+SHARING = SlicePolicy(max_active_gprs=20, gpu_sharing=True)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "share", "want"),
+    [
+        (None, 0.25, True),
+        ("H100", 0.25, True),
+        ("H100-80GB", 0.1, True),
+        (None, 0.3, False),  # a quarter of a GPU is less than asked
+        ("A100", 0.25, False),
+        (None, None, False),  # whole GPUs never get shares
+        ("H100", None, False),
+        ("H100-80GB shared/4", None, True),  # named by its type, as the inventory lists it
+    ],
+)
+def test_a_time_sliced_shape_serves_shares_no_larger_than_its_own(wanted, share, want):
+    assert SHARED.shape.serves(wanted, share) is want
+    assert WHOLE.shape.serves(wanted, share) is (share is None and WHOLE.shape.matches(wanted))
+    assert MIG.shape.serves(wanted, 0.1) is False  # a share is never a MIG instance
+
+
+def test_a_share_counts_as_its_part_of_a_gpu():
+    assert SHARED.shape.equivalents == Fraction(1, 4) and SHARED.shape.name == "H100-80GB shared/4 x8"
+    assert sharing.check_replicas(4) == 4 and 8 in sharing.REPLICAS and 11 not in sharing.REPLICAS
+    for bad in (1, 11, 0, True, "4", 2.0 + 0.5):
+        with pytest.raises(LayoutError, match="time_slicing must be a number of shares, one of 2, 3, 4"):
+            sharing.check_replicas(bad)
+
+
+def test_shares_go_to_shared_gpus_four_at_a_time_and_whole_gpus_to_the_rest():
+    shares = [req(i, gpus=1, hours=i) for i in range(1, 10)]
+    shares = [dataclasses.replace(r, spec=dataclasses.replace(r.spec, gpu_share=0.25)) for r in shares]
+    snapshot = snap(SHARED, WHOLE, queue=[*shares, req(20, gpus=8)], policies={"team": SHARING})
+    estimates = plan(snapshot, NOW).estimates
+    assert [estimates[i].start for i in range(1, 9)] == [NOW] * 8
+    assert estimates[9].start == at(1) and estimates[9].placement.nodes == (SHARED.name,)
+    assert estimates[20].start == NOW and estimates[20].placement.nodes == (WHOLE.name,)
+    placed = [g for i in range(1, 9) for g in estimates[i].placement.gpus]
+    assert sorted(placed) == sorted(SHARED.gpus)  # every share once
+
+
+def test_a_slice_quota_counts_shares_as_their_part_of_a_gpu():
+    one_gpu = SlicePolicy(max_gpus=1, max_active_gprs=20, gpu_sharing=True)
+    shares = [req(i, gpus=1, hours=i) for i in range(1, 6)]
+    shares = [dataclasses.replace(r, spec=dataclasses.replace(r.spec, gpu_share=0.25)) for r in shares]
+    estimates = plan(snap(SHARED, queue=shares, policies={"team": one_gpu}), NOW).estimates
+    assert [estimates[i].start for i in range(1, 6)] == [NOW] * 4 + [at(1)]
+
+
+def test_sharing_is_the_slice_policy_s_to_allow():
+    asked = dataclasses.replace(spec(gpus=1), gpu_share=0.5)
+    check_sharing(asked, SHARING)
+    check_sharing(spec(gpus=1), SlicePolicy())
+    with pytest.raises(PolicyViolation, match="slice team's policy does not allow shared GPUs") as refused:
+        check_sharing(asked, SlicePolicy())
+    assert refused.value.field == "gpu_share"

@@ -9,12 +9,14 @@ The file is YAML::
         gpus: 8              # GPUs on the node
         uuids: [GPU-...]     # optional: real UUIDs, one per GPU
         mig: {1g.10gb: 7}    # optional: each GPU is split into these MIG instances
+        time_slicing: 4      # optional (not with mig): each GPU is shared by up to 4 GPRs
 
 Declared GPUs are marked ``declared`` wherever they show; their UUIDs are
 stable (derived from node and index) unless given. A node with ``mig`` offers
 only its instances (``MIG-`` UUIDs, stable too), one planning node per profile
 (core/sharing.py); several profiles on one GPU (a mixed layout) are several
-entries of ``mig``.
+entries of ``mig``. A node with ``time_slicing`` offers only the shares of its GPUs, one planning
+node ``<node>:shared`` whose units are ``<GPU UUID>::<k>`` (sharing.replica_uuid).
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from collections import Counter
 import yaml
 
 from ...core.model import GPU, Node, Shape
-from ...core.sharing import LayoutError, check_layout, profile_memory_gb, unit_node_name
+from ...core.sharing import (
+    LayoutError,
+    check_layout,
+    check_replicas,
+    profile_memory_gb,
+    replica_uuid,
+    unit_node_name,
+)
 
 DEFAULT_INVENTORY = {"nodes": [{"name": "declared-node", "model": "H100", "memory_gb": 80, "gpus": 4}]}
 _NAMESPACE = uuid.UUID("5a1d3c0e-6f0b-4c7e-9a54-2f7b8f1d6e21")
@@ -61,7 +70,7 @@ def declared_inventory(data: object, cluster: str, where: str) -> tuple[list[Nod
         at = f"{where}: nodes[{i}]"
         if not isinstance(entry, dict):
             raise InventoryError(f"{at} must be a mapping with name, model, memory_gb, gpus")
-        unknown = set(entry) - {"name", "model", "memory_gb", "gpus", "uuids", "mig"}
+        unknown = set(entry) - {"name", "model", "memory_gb", "gpus", "uuids", "mig", "time_slicing"}
         if unknown:
             raise InventoryError(f"{at}: unknown key(s) {', '.join(sorted(unknown))}")
         name, model = entry.get("name"), entry.get("model")
@@ -81,7 +90,18 @@ def declared_inventory(data: object, cluster: str, where: str) -> tuple[list[Nod
             uuids = [f"GPU-{uuid.uuid5(_NAMESPACE, f'{cluster}/{name}/{index}')}" for index in range(count)]
         elif not (isinstance(uuids, list) and len(uuids) == count and all(isinstance(u, str) for u in uuids)):
             raise InventoryError(f"{at}.uuids must list exactly {count} UUID strings")
-        mig = entry.get("mig")
+        mig, replicas = entry.get("mig"), entry.get("time_slicing")
+        if mig is not None and replicas is not None:
+            raise InventoryError(f"{at}: give mig or time_slicing, not both")
+        if replicas is not None:
+            try:
+                replicas = check_replicas(replicas)
+            except LayoutError as e:
+                raise InventoryError(f"{at}.{e}") from None
+            unit_node, unit_gpus = _shares(cluster, name, model, memory, uuids, replicas)
+            nodes.append(unit_node)
+            gpus.extend(unit_gpus)
+            continue
         if mig is None:
             nodes.append(Node(name, cluster, Shape(model, memory, count), tuple(uuids), declared=True))
             gpus.extend(
@@ -126,4 +146,26 @@ def _instances(
         for index, (parent, k) in enumerate((p, k) for p in parents for k in range(per_gpu))
     ]
     shape = Shape(model, memory, len(gpus), profile)
+    return Node(unit_node, cluster, shape, tuple(g.uuid for g in gpus), declared=True), gpus
+
+
+def _shares(
+    cluster: str, name: str, model: str, memory: int, parents: list[str], replicas: int
+) -> tuple[Node, list[GPU]]:
+    """The planning node of a time-sliced node's shares, and the shares: ``replicas`` of each GPU."""
+    unit_node = unit_node_name(name, "shared")
+    gpus = [
+        GPU(
+            uuid=replica_uuid(parent, k),
+            index=index,
+            node=unit_node,
+            cluster=cluster,
+            model=f"{model} (declared, time-sliced)",
+            memory_mib=memory * 1024,
+            declared=True,
+            parent=parent,
+        )
+        for index, (parent, k) in enumerate((p, k) for p in parents for k in range(replicas))
+    ]
+    shape = Shape(model, memory, len(gpus), replicas=replicas)
     return Node(unit_node, cluster, shape, tuple(g.uuid for g in gpus), declared=True), gpus

@@ -66,6 +66,7 @@ class ServerHandler(APIHandler):
         with transaction(self.egs.sessions) as session:
             usable = queries.slice_usable_gpus(session, slice_name)
             gpus = [uuid for uuid, _ in usable]
+            visible = queries.devices(session, gpus)  # a share of a GPU is seen as the GPU
             queries.record_server(session, user, server, slice_name, gpus, self.now())
             reason = f"{len(gpus)} GPU(s) visible"
             started = server_event(
@@ -81,7 +82,7 @@ class ServerHandler(APIHandler):
                 user=user,
                 server=server,
                 slice=slice_name,
-                gpus=gpus,
+                gpus=visible,
                 gprs=sorted({gpr_id for _, gpr_id in usable}),
                 auto_gpr=None if outcome is None or outcome.gpr is None else auto_gpr_resource(outcome),
                 auto_gpr_problem=None if outcome is None else outcome.problem,

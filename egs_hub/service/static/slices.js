@@ -39,6 +39,7 @@ function sliceBody(f, create) {
     max_duration: text("max_duration"), auto_approve_max_gpus: number("auto_approve_max_gpus"),
     share: number("share"), idle_timeout: text("idle_timeout"), max_idle_timeout: text("max_idle_timeout"),
     eviction: f.eviction.value, requeue_evicted: f.requeue_evicted.checked, restart_servers: f.restart_servers.checked,
+    gpu_sharing: f.gpu_sharing.checked,
     reject_over_limits: f.reject_over_limits.checked, bind_failure: f.bind_failure.value,
     remediation: f.remediation.value, maintenance_crossing: f.maintenance_crossing.value,
     auto_gpr: text("auto_gpr"), home_volume_class: text("home_volume_class"),
@@ -73,7 +74,9 @@ function edit(name) {
   f.bind_failure.value = s.policy.bind_failure;
   f.remediation.value = s.policy.remediation;
   f.maintenance_crossing.value = s.policy.maintenance_crossing;
-  for (const name of ["requeue_evicted", "restart_servers", "reject_over_limits"]) f[name].checked = s.policy[name];
+  for (const name of ["requeue_evicted", "restart_servers", "reject_over_limits", "gpu_sharing"]) {
+    f[name].checked = s.policy[name];
+  }
   f.namespaces.value = namespacesText(s.namespaces);
   heading.textContent = `Edit workspace ${s.name}`;
   submit.textContent = "Save changes";
@@ -108,6 +111,7 @@ function limits(s) {
       p.maintenance_crossing],
     p.idle_timeout ? `idle timeout ${span(p.idle_timeout)}` : null,
     p.restart_servers ? "servers restarted on GPU changes" : null,
+    p.gpu_sharing ? "may share time-sliced GPUs" : null,
     p.reject_over_limits ? "over-limit GPRs rejected" : null,
     p.auto_gpr ? `a server asking for GPUs files a GPR from template ${p.auto_gpr}` : null,
     p.home_volume_size ? `home volumes ${p.home_volume_size}${p.home_volume_class ? ` (${p.home_volume_class})` : ""}`
