@@ -1029,6 +1029,9 @@ def _refusal(cls: type[Body], error: dict) -> InvalidRequest:
         return InvalidRequest(field, f"{field} must be a whole number from {bounds['ge']} to {bounds['le']}")
     if kind in ("greater_than_equal", "less_than_equal") and "ge" in bounds:
         return InvalidRequest(field, f"{field} must be from {bounds['ge']} to {bounds['le']}, not {value}")
+    if "lt" in bounds and kind in ("float_type", "float_parsing", "finite_number", "greater_than", "less_than"):
+        above, below = bounds["gt"], bounds["lt"]
+        return InvalidRequest(field, f"{field} must be a number above {above:g} and below {below:g}, not {value!r}")
     if kind in ("float_type", "float_parsing", "finite_number"):
         return InvalidRequest(field, f"{field} must be a number above 0 and at most {bounds['le']:g}")
     if kind in ("greater_than", "less_than_equal"):
@@ -1050,7 +1053,7 @@ def _model_at(cls: type[Body], loc: tuple) -> type[Body]:
 
 
 def _bounds(cls: type[Body], loc: tuple) -> dict[str, Any]:
-    """The bounds (ge, le, gt, min_length, max_length) of the field at ``loc``; at an item of a
+    """The bounds (ge, le, gt, lt, min_length, max_length) of the field at ``loc``; at an item of a
     list (``loc`` ends with its index), the bounds of the list's item type."""
     at_item = isinstance(loc[-1], int)
     field = loc[-2] if at_item else loc[-1]
@@ -1058,7 +1061,7 @@ def _bounds(cls: type[Body], loc: tuple) -> dict[str, Any]:
     metadata = [] if at_item else list(info.metadata)
     annotation = get_args(info.annotation)[0] if at_item else info.annotation
     metadata += _metadata(annotation)
-    keys = ("ge", "le", "gt", "min_length", "max_length")
+    keys = ("ge", "le", "gt", "lt", "min_length", "max_length")
     return {key: getattr(m, key) for m in metadata for key in keys if getattr(m, key, None) is not None}
 
 

@@ -136,6 +136,16 @@ def test_a_mig_layout_makes_one_node_of_instances_per_profile(tmp_path):
     assert [g.uuid for g in again] == [g.uuid for g in gpus]
 
 
+def test_time_slicing_makes_one_node_of_the_gpus_shares(tmp_path):
+    _, (nodes, gpus) = load(tmp_path, inventory_yaml(node_yaml("gpu-a", gpus=2, time_slicing=4, uuids=UUIDS_A)))
+
+    assert [(n.name, n.shape) for n in nodes] == [("gpu-a:shared", Shape("H100", 80, 8, replicas=4))]
+    assert nodes[0].shape.name == "H100-80GB shared/4 x8"
+    assert [g.uuid for g in gpus] == [f"{parent}::{k}" for parent in UUIDS_A for k in range(4)]
+    assert [g.parent for g in gpus] == [UUIDS_A[0]] * 4 + [UUIDS_A[1]] * 4
+    assert {(g.profile, g.memory_mib, g.node) for g in gpus} == {(None, 80 * 1024, "gpu-a:shared")}
+
+
 def test_built_in_inventory_is_one_node_of_four_declared_h100s():
     nodes, gpus = declared_inventory(DEFAULT_INVENTORY, "local", "the built-in declared inventory")
 
@@ -203,6 +213,15 @@ ERROR_CASES = {
     "mig over the memory": (
         inventory_yaml(node_yaml(memory_gb=40, mig="{3g.40gb: 1, 1g.10gb: 1}")),
         "nodes[0].mig: the instances take 50 GB; a H100 GPU has 40 GB",
+    ),
+    "time_slicing not a divisor": (
+        inventory_yaml(node_yaml(time_slicing=11)),
+        "nodes[0].time_slicing must be a number of shares, one of 2, 3, 4",
+    ),
+    "time_slicing 1": (inventory_yaml(node_yaml(time_slicing=1)), "nodes[0].time_slicing must be a number"),
+    "mig and time_slicing": (
+        inventory_yaml(node_yaml(mig="{1g.10gb: 7}", time_slicing=4)),
+        "nodes[0]: give mig or time_slicing, not both",
     ),
     "mig count not a number": (inventory_yaml(node_yaml(mig="{1g.10gb: all}")), "whole number from 1, not 'all'"),
 }

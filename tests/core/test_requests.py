@@ -306,6 +306,38 @@ def test_mig_instances_are_asked_for_by_gpus_not_nodes():
     assert raised.value.field == "nodes"
 
 
+def test_a_share_of_a_gpu_is_one_gpu():
+    made = parse_body(GPRCreate, gpr_body(gpus=None, gpu_share=0.25)).to_spec()
+    assert (made.gpus, made.nodes, made.gpu_share) == (1, None, 0.25)
+    assert parse_body(GPRCreate, gpr_body(gpus=1, gpu_share=0.5)).to_spec().gpu_share == 0.5
+    refused = {
+        "nodes": gpr_body(gpus=None, nodes=1, gpu_share=0.25),
+        "gpus": gpr_body(gpus=2, gpu_share=0.25),
+        "shape": gpr_body(gpus=None, gpu_share=0.25, shape="H100 1g.10gb"),
+    }
+    for at_fault, body in refused.items():
+        with pytest.raises(InvalidRequest) as raised:
+            parse_body(GPRCreate, body)
+        assert raised.value.field == at_fault and "gpu_share" in str(raised.value)
+    for share in (0, 1, 1.5, -0.25, "0.5"):
+        with pytest.raises(InvalidRequest, match="gpu_share must be a number above 0 and below 1") as raised:
+            parse_body(GPRCreate, gpr_body(gpus=None, gpu_share=share))
+        assert raised.value.field == "gpu_share"
+
+
+def test_update_apply_moves_between_a_share_and_whole_gpus():
+    shared = parse_body(GPRCreate, gpr_body(gpus=None, gpu_share=0.25)).to_spec()
+    assert parse_body(GPRUpdate, {"gpu_share": 0.5}).apply(shared).gpu_share == 0.5
+    whole = parse_body(GPRUpdate, {"gpus": 4}).apply(shared)
+    assert (whole.gpus, whole.gpu_share) == (4, None)
+    base = parse_body(GPRCreate, GPR_BODY).to_spec()
+    now_shared = parse_body(GPRUpdate, {"gpu_share": 0.25}).apply(base)
+    assert (now_shared.gpus, now_shared.nodes, now_shared.gpu_share) == (1, None, 0.25)
+    with pytest.raises(InvalidRequest) as raised:
+        parse_body(GPRUpdate, {"gpu_share": 0.25, "gpus": 3})
+    assert raised.value.field == "gpus"
+
+
 def test_update_apply_refuses_removing_gpus_and_nodes():
     base = parse_body(GPRCreate, GPR_BODY).to_spec()
     update = parse_body(GPRUpdate, {"gpus": None})

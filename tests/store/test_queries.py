@@ -220,16 +220,26 @@ def test_snapshot_books_priority_and_preemptible_and_counts_usage(sessions):
     assert snapshot.usage["team-a"] == pytest.approx(2 * 3600 / math.log(2) * 0.5)
 
 
-def test_mig_instances_round_trip_and_count_as_their_share_of_a_gpu(sessions):
+def test_mig_instances_and_shares_round_trip_and_count_as_their_part_of_a_gpu(sessions):
     mig_shape = core.Shape("H100", 80, 7, "1g.10gb")
     instances = [
         core.GPU(f"MIG-c-{k}", k, "c:1g.10gb", "local", "H100 MIG 1g.10gb", 9856, parent="GPU-c-0", profile="1g.10gb")
         for k in range(7)
     ]
     mig = core.Node("c:1g.10gb", "local", mig_shape, tuple(g.uuid for g in instances))
+    shares = [
+        core.GPU(f"GPU-d-0::{k}", k, "d:shared", "local", "H100 (time-sliced)", 81559, parent="GPU-d-0")
+        for k in range(4)
+    ]
+    shared = core.Node("d:shared", "local", core.Shape("H100", 80, 4, replicas=4), tuple(g.uuid for g in shares))
     with transaction(sessions) as session:
         queries.sync_inventory(
-            session, "local", "local", [node("a"), node("b"), mig], gpus_of("a") + gpus_of("b") + instances, NOW
+            session,
+            "local",
+            "local",
+            [node("a"), node("b"), mig, shared],
+            gpus_of("a") + gpus_of("b") + instances + shares,
+            NOW,
         )
     held = admit(sessions, submit(sessions, gpus=3).id, ("MIG-c-0", "MIG-c-1", "MIG-c-2"))
     whole = admit(sessions, submit(sessions, gpus=1).id, ("GPU-a-0",))
@@ -238,10 +248,12 @@ def test_mig_instances_round_trip_and_count_as_their_share_of_a_gpu(sessions):
         nodes, _ = queries.planning_inventory(session)
         uses = queries.gpu_uses(session, NOW - timedelta(days=7), later)
         stored = {g.uuid: (g.parent_uuid, g.mig_profile) for _, _, g in queries.present_gpus(session)}
-        fractions = queries.unit_fractions(session, ["MIG-c-0", "GPU-a-0", "nowhere"])
-    assert [n for n in nodes if n.name == "c:1g.10gb"] == [mig]
+        fractions = queries.unit_fractions(session, ["MIG-c-0", "GPU-a-0", "GPU-d-0::1", "nowhere"])
+        seen = queries.devices(session, ["GPU-d-0::2", "MIG-c-1", "GPU-d-0::0", "GPU-a-1"])
+    assert [n for n in nodes if n.name in ("c:1g.10gb", "d:shared")] == [mig, shared]
     assert sorted((u.gpus, u.start) for u in uses) == [(pytest.approx(3 / 7), NOW), (1, NOW)]
-    assert fractions == {"MIG-c-0": pytest.approx(1 / 7)}
+    assert fractions == {"MIG-c-0": pytest.approx(1 / 7), "GPU-d-0::1": 0.25}
+    assert seen == ["GPU-d-0", "MIG-c-1", "GPU-a-1"]  # a server sees a share's GPU, once
     assert stored["MIG-c-6"] == ("GPU-c-0", "1g.10gb") and stored["GPU-a-0"] == (None, None)
     assert held.bound_gpus[0] == "MIG-c-0" and whole.bound_gpus == ("GPU-a-0",)
 

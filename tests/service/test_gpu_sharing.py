@@ -1,7 +1,9 @@
-"""MIG instances end to end (issue 23): a declared inventory with an H100 node split into 1g.10gb
-instances, a real JupyterHub and proxy. A member sees the instances' shape in the wait times and
-the inventory, asks for two of them, and her server sees exactly their MIG- UUIDs; quotas count an
-instance as 1/7 of a GPU; instances are asked for by number, never as whole nodes."""
+"""GPU sharing end to end (issue 23): a declared inventory with an H100 node split into 1g.10gb MIG
+instances and one time-sliced into four shares, a real JupyterHub and proxy. A member sees the
+instances' shape in the wait times and the inventory, asks for two of them, and her server sees exactly
+their MIG- UUIDs; quotas count an instance as 1/7 of a GPU; instances are asked for by number, never as
+whole nodes. A slice that allows sharing gets a quarter of a GPU, its server sees that GPU; one that
+does not is refused."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ MIG_SHAPE = "H100-80GB 1g.10gb"
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    with sqlite_hub(tmp_path_factory.mktemp("hub-mig"), inventory="inventory_mig.yaml") as running:
+    with sqlite_hub(tmp_path_factory.mktemp("hub-sharing"), inventory="inventory_sharing.yaml") as running:
         yield running
 
 
@@ -65,3 +67,39 @@ def test_quotas_count_instances_as_their_share_of_a_gpu_and_nodes_are_refused(hu
     refused = as_bob.post("gprs", {"slice": team["name"], "nodes": 1, "duration": "1h", "shape": MIG_SHAPE}, expect=400)
     assert refused["field"] == "nodes" and "names MIG instances" in refused["message"]
     assert as_bob.get(f"gprs?slice={team['name']}")["gprs"] == []  # nothing was filed
+
+
+def test_a_slice_that_allows_sharing_gets_a_share_of_a_gpu_and_its_server_sees_the_gpu(hub):
+    admin = hub.admin()
+    carol = "carol-share"
+    as_carol = hub.client(hub.user_token(carol))
+    team = admin.post("slices", {"name": "share-team", "members": [carol], "policy": {"gpu_sharing": True}}, expect=201)
+    assert team["policy"]["gpu_sharing"] is True
+    shared = next(s for s in admin.get("inventory")["shapes"] if s["replicas"] == 4)
+    assert (shared["name"], shared["gpus"], shared["gpu_equivalents"]) == ("H100-80GB shared/4 x4", 4, 0.25)
+
+    waits = as_carol.post("wait-times", {"slice": team["name"], "gpu_share": 0.25, "duration": "30m"})
+    assert [o["shape"]["name"] for o in waits["options"]] == ["H100-80GB shared/4 x4"]
+    gpr = as_carol.post("gprs", {"slice": team["name"], "gpu_share": 0.25, "duration": "30m"}, expect=201)
+    assert (gpr["gpus"], gpr["gpu_share"]) == (1, 0.25)
+    gpr = wait_for(lambda: (g := as_carol.get(f"gprs/{gpr['id']}"))["status"] == "provisioned" and g, 30, "provisioned")
+    assert gpr["bound_nodes"] == ["shared-a:shared"] and gpr["bound_gpus"][0].endswith(("::0", "::1", "::2", "::3"))
+    parent = gpr["bound_gpus"][0].rsplit("::", 1)[0]
+
+    start_server(hub, carol, team["name"])
+    assert server_environment(hub, carol)["CUDA_VISIBLE_DEVICES"] == parent  # the GPU, shared
+    hub.hub_api("DELETE", f"users/{carol}/server", expect=(202, 204))
+    as_carol.post(f"gprs/{gpr['id']}/release", {"reason": "done"}, expect=200)
+
+
+def test_a_slice_that_keeps_its_gpus_to_itself_cannot_ask_for_a_share(hub):
+    admin = hub.admin()
+    dave = "dave-share"
+    as_dave = hub.client(hub.user_token(dave))
+    team = admin.post("slices", {"name": "own-team", "members": [dave]}, expect=201)
+    assert team["policy"]["gpu_sharing"] is False
+    refused = as_dave.post("gprs", {"slice": team["name"], "gpu_share": 0.25, "duration": "30m"}, expect=422)
+    assert refused["field"] == "gpu_share" and "does not allow shared GPUs" in refused["message"]
+    too_big = admin.post("wait-times", {"slice": "share-team", "gpu_share": 0.5, "duration": "30m"}, expect=422)
+    assert too_big["field"] == "gpu_share" and "0.5 share of a time-sliced GPU" in too_big["message"]
+    assert as_dave.get(f"gprs?slice={team['name']}")["gprs"] == []
