@@ -714,6 +714,8 @@ class GPU(Resource):
     memory_mib: int
     declared: bool
     healthy: bool
+    parent_uuid: str | None = Field(description="a MIG instance or a share of a time-sliced GPU: the GPU's UUID")
+    mig_profile: str | None = Field(description="a MIG instance: its profile")
     slice: str | None = Field(description="the slice holding it now")
     gpr: int | None = Field(description="the GPR holding it now")
     sample: GPUSample | None

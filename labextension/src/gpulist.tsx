@@ -63,6 +63,8 @@ function GpuRow({ gpu, points }: { gpu: IGpu; points: IMetricPoint[] }): JSX.Ele
     <li className="egs-Gpu" data-gpu-uuid={gpu.uuid}>
       <div className="egs-Gpu-title">
         GPU {gpu.index} · {gpu.node} · {shortModel(gpu.model)}
+        {gpu.mig_profile && <span> · MIG {gpu.mig_profile}</span>}
+        {gpu.parent_uuid && !gpu.mig_profile && <span className="egs-Muted"> · a share of a time-sliced GPU</span>}
         {gpu.slice && <span className="egs-Muted"> · {gpu.slice}{gpu.gpr !== null ? `, GPR ${gpu.gpr}` : ''}</span>}
         {gpu.declared && <span className="egs-Muted"> · declared</span>}
         {!gpu.healthy && <span className="egs-Error"> · unhealthy</span>}

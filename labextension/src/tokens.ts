@@ -144,6 +144,10 @@ export interface IGpu {
   memory_mib: number;
   declared: boolean;
   healthy: boolean;
+  /** A MIG instance or a share of a time-sliced GPU: the GPU's UUID. */
+  parent_uuid: string | null;
+  /** A MIG instance: its profile. */
+  mig_profile: string | null;
   slice: string | null;
   gpr: number | null;
   sample: IGpuSample | null;

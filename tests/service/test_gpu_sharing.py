@@ -47,6 +47,13 @@ def test_a_member_gets_exactly_the_mig_instances_she_asked_for(hub):
     assert gpr["bound_nodes"] == ["mig-a:1g.10gb"] and len(gpr["bound_gpus"]) == 2
     assert set(gpr["bound_gpus"]) <= {g["uuid"] for g in instances}
 
+    listed = {g["uuid"]: g for g in as_alice.get("gpus")["gpus"]}  # a member sees her slice's instances
+    assert set(listed) == set(gpr["bound_gpus"])
+    assert {(g["mig_profile"], g["node"], g["gpr"]) for g in listed.values()} == {
+        ("1g.10gb", "mig-a:1g.10gb", gpr["id"])
+    }
+    assert {g["parent_uuid"] for g in listed.values()} <= {g["parent_uuid"] for g in instances}
+
     start_server(hub, alice, team["name"])
     assert server_environment(hub, alice)["CUDA_VISIBLE_DEVICES"] == ",".join(gpr["bound_gpus"])
     hub.hub_api("DELETE", f"users/{alice}/server", expect=(202, 204))

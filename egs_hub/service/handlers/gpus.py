@@ -81,6 +81,8 @@ class GPUsHandler(MetricsBase):
                         memory_mib=gpu.memory_mib,
                         declared=gpu.declared,
                         healthy=gpu.healthy,
+                        parent_uuid=gpu.parent_uuid,
+                        mig_profile=gpu.mig_profile,
                         slice=slice_name,
                         gpr=gpr_id,
                         sample=sample_resource(latest.get(gpu.uuid)),

@@ -47,9 +47,13 @@ function renderSlices(slices, clusters) {
     } }, el("label", {}, "Add member", el("input", { name: "user", required: true, autocomplete: "off",
       "aria-describedby": `members-${s.name}` })),
     el("button", { type: "submit" }, "Add")) : null;
+    // A share of a time-sliced GPU is "<GPU UUID>::<k>" (core/sharing.py replica_uuid).
+    const shared = s.gpus.filter((uuid) => uuid.includes("::"));
     const gpus = s.gpus.length
       ? [`${s.gpus.length} GPU(s) bound now: `, el("code", {}, s.gpus.join(" ")),
-         " — servers started from now on see them; restart a running server to use them."]
+         " — servers started from now on see them; restart a running server to use them.",
+         shared.length ? el("strong", { class: "shared-gpus" }, ` ${shared.length} of them are shares of time-sliced ` +
+           "GPUs: other workspaces that allow sharing run on the same GPUs, with no memory isolation.") : ""]
       : ["No GPUs bound now."];
     const limits = [
       s.quota.max_gpus ? `max ${s.quota.max_gpus} GPUs at once` : "no GPU quota",
@@ -61,6 +65,7 @@ function renderSlices(slices, clusters) {
         : `${hours(s.usage.gpu_hours_week)} GPU-hours used this week`,
       `fair-share factor ${s.usage.fair_share_factor.toFixed(2)}`,
       s.policy.auto_gpr ? `starting a server with GPUs files a GPR from template ${s.policy.auto_gpr}` : null,
+      s.policy.gpu_sharing ? "may ask for shares of time-sliced GPUs (gpu_share)" : null,
     ].filter(Boolean).join(" · ");
     return el("div", { class: "card", "data-slice": s.name },
       el("h3", {}, s.display_name || s.name, " ", el("span", { class: "muted" }, `(${s.name}, hub group ${s.group})`)),

@@ -96,6 +96,8 @@ export function gpu(change: Partial<IGpu> = {}): IGpu {
     memory_mib: 81920,
     declared: false,
     healthy: true,
+    parent_uuid: null,
+    mig_profile: null,
     slice: 'ml',
     gpr: 1,
     sample: sample(),
