@@ -26,7 +26,9 @@ HELP = """\
 %egs: ask for GPUs and watch them from a notebook (egs-hub).
 
   %egs request N gpus|nodes for DURATION [options] [--wait]
-        Submit a GPU Provision Request (GPR), e.g. %egs request 2 gpus for 2h --shape H100.
+        Submit a GPU Provision Request (GPR), e.g. %egs request 2 gpus for 2h --shape H100;
+        N below 1 asks for that share of a time-sliced GPU (%egs request 0.25 gpu for 2h), where
+        your slice allows sharing.
         --wait blocks until it is provisioned (as %egs wait does).
   %egs request --template NAME [N gpus|nodes] [for DURATION] [options] [--wait]
         The same from a GPR template: what you leave out is the template's.
@@ -74,6 +76,7 @@ class Ask:
     count: int | None
     unit: str | None  # "gpus" or "nodes"
     duration: timedelta | None
+    share: float | None = None  # a share of one time-sliced GPU (N below 1 gpus); count is then None
     template: str | None = None
     shape: str | None = None
     priority: int | str | None = None  # a number, or a band name resolved against the slice
@@ -182,18 +185,25 @@ def _parse_ask(name: str, words: list[str], now: datetime) -> Ask:
     if (template is None and (len(size) != 2 or not duration_words)) or len(size) not in (0, 2):
         given = " ".join(positional) or "nothing"
         raise CommandError(f"expected {usage}; got {given!r}")
-    count, unit = None, None
+    count, unit, share = None, None, None
     if size:
         count_text, unit_text = size
-        if not count_text.isdigit() or not 0 < int(count_text) <= COUNT_MAX:
-            raise CommandError(f"the count {count_text!r} must be a whole number from 1 to {COUNT_MAX}")
         unit = unit_text.lower()
         if unit not in ("gpu", "gpus", "node", "nodes"):
             raise CommandError(f"{unit_text!r} is not gpus or nodes; expected {usage}")
-        count, unit = int(count_text), "gpus" if unit.startswith("gpu") else "nodes"
+        share = _share(count_text) if unit.startswith("gpu") else None
+        if share is None and (not count_text.isdigit() or not 0 < int(count_text) <= COUNT_MAX):
+            raise CommandError(
+                f"the count {count_text!r} must be a whole number from 1 to {COUNT_MAX} (or, of gpus, a share "
+                "between 0 and 1 like 0.25)"
+            )
+        count, unit = (
+            (None, None) if share is not None else (int(count_text), "gpus" if unit.startswith("gpu") else "nodes")
+        )
     return Ask(
         count=count,
         unit=unit,
+        share=share,
         duration=parse_duration_text(" ".join(duration_words)) if duration_words else None,
         template=template,
         shape=options.get("--shape"),
@@ -203,9 +213,20 @@ def _parse_ask(name: str, words: list[str], now: datetime) -> Ask:
     )
 
 
+def _share(text: str) -> float | None:
+    """A count like "0.25": that share of a GPU; None for anything else."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 < value < 1 and not text.isdigit() else None
+
+
 def describe(ask: Ask) -> str:
-    """``2 gpus for 2h``, ``template big for 1h``: what an ask asks for, in words."""
+    """``2 gpus for 2h``, ``template big for 1h``, ``0.25 of a gpu for 1h``: what an ask asks for, in words."""
     parts = [f"template {ask.template}"] if ask.template else []
+    if ask.share is not None:
+        parts.append(f"{ask.share:g} of a gpu")
     if ask.count is not None:
         parts.append(f"{ask.count} {ask.unit if ask.count != 1 else ask.unit[:-1]}")
     if ask.duration is not None:

@@ -122,6 +122,8 @@ class EGSMagics(Magics):
         if isinstance(priority, str):
             priority = cmd.band_priority(priority, client.slice(slice_name).policy.max_priority)
         size = {ask.unit: ask.count} if ask.unit else {}
+        if ask.share is not None:
+            size = {"gpu_share": ask.share}
         return {
             **size,
             "duration": ask.duration,

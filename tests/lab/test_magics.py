@@ -65,6 +65,7 @@ PARSED = {
     ),
     "wait-times": ("wait-times 2 gpus for 2h", cmd.WaitTimes(ask())),
     "wait-times options": ("wait-times 1 node for 2h --shape A100", cmd.WaitTimes(ask(1, "nodes", shape="A100"))),
+    "a share of a GPU": ("request 0.25 gpu for 1h", cmd.Request(ask(None, None, timedelta(hours=1), share=0.25))),
     "MIG instances": (
         'request 1 gpu for 1h --shape "H100-80GB 1g.10gb"',
         cmd.Request(ask(1, "gpus", timedelta(hours=1), shape="H100-80GB 1g.10gb")),
@@ -101,6 +102,8 @@ REFUSED = {
     "no duration": ("request 2 gpus for", "'for' needs a duration; expected %egs request N gpus|nodes"),
     "nothing": ("wait-times", "expected %egs wait-times N gpus|nodes for DURATION, e.g. %egs wait-times 2 gpus"),
     "zero": ("request 0 gpus for 2h", "the count '0' must be a whole number from 1 to 100000"),
+    "a share of a node": ("request 0.5 nodes for 2h", "the count '0.5' must be a whole number from 1 to 100000"),
+    "a share above 1": ("request 1.5 gpus for 2h", "the count '1.5' must be a whole number from 1 to 100000"),
     "negative": ("request -2 gpus for 2h", "the count '-2' must be a whole number from 1 to 100000"),
     "unit": ("request 2 cpus for 2h", "'cpus' is not gpus or nodes"),
     "duration": ("request 2 gpus for 2 parsecs", "the duration '2 parsecs' is not a duration: use whole seconds"),
