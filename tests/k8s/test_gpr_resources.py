@@ -57,6 +57,10 @@ BODY_CASES = {
             "preemptible": False,
         },
     ),
+    "a share of a time-sliced GPU": (
+        {"gpuShare": 0.25, "duration": "1h"},
+        {"slice": "ml", "name": "train", "gpu_share": 0.25, "duration": "1h", "cluster": "east"},
+    ),
 }
 
 

@@ -11,6 +11,7 @@ reads its spec as the body of ``POST /gprs``:
 | the namespace's slice     | ``slice``        |
 | ``spec.startAfter``       | ``start_after``  |
 | ``spec.idleTimeout``      | ``idle_timeout`` |
+| ``spec.gpuShare``         | ``gpu_share``    |
 | ``spec.cluster``, or the  | ``cluster``      |
 | cluster it was applied on |                  |
 | other ``spec`` fields     | the same name    |
@@ -66,6 +67,7 @@ SPEC_FIELDS = {
     "startAfter": "start_after",
     "idleTimeout": "idle_timeout",
     "preemptible": "preemptible",
+    "gpuShare": "gpu_share",
 }
 RESOURCE_FIELDS = {
     **{api: f"spec.{name}" for name, api in SPEC_FIELDS.items()},
