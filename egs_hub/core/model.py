@@ -98,8 +98,8 @@ class Shape:
         MIG instances: ``H100-80GB 1g.10gb``, ``H100 1g.10gb``); None is any whole-GPU shape."""
         if wanted is None:
             return self.profile is None and self.replicas == 1
-        wanted = " ".join(wanted.strip().lower().split())
-        kinds = {f"{self.model}-{self.memory_gb}GB".lower(), self.model.lower()}
+        wanted = _normal(wanted)
+        kinds = self._gpu_kinds()
         if self.profile is not None:
             kinds = {f"{kind} {self.profile.lower()}" for kind in kinds}
         elif self.replicas > 1:
@@ -114,7 +114,16 @@ class Shape:
             return self.matches(wanted)
         if self.replicas == 1 or share > 1 / self.replicas:
             return False
-        return wanted is None or Shape(self.model, self.memory_gb, self.gpus_per_node).matches(wanted)
+        return wanted is None or _normal(wanted) in self._gpu_kinds()
+
+    def _gpu_kinds(self) -> set[str]:
+        """The GPU type and model as a request may name them, lower case."""
+        return {f"{self.model}-{self.memory_gb}GB".lower(), self.model.lower()}
+
+
+def _normal(wanted: str) -> str:
+    """A requested shape, lower case, single spaces."""
+    return " ".join(wanted.strip().lower().split())
 
 
 @dataclass(frozen=True)

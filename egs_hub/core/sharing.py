@@ -48,17 +48,19 @@ def gpu_slices(model: str) -> int:
 
 def profile_slices(profile: str) -> int:
     """The compute slices of a MIG profile; ValueError when ``profile`` is not one."""
-    found = MIG_PROFILE.fullmatch(profile)
-    if found is None:
-        raise ValueError(f'{profile!r} is not a MIG profile like "1g.10gb" or "3g.40gb"')
-    return int(found["slices"])
+    return int(_parsed(profile)["slices"])
 
 
 def profile_memory_gb(profile: str) -> int:
+    """The memory of a MIG profile's instance; ValueError when ``profile`` is not one."""
+    return int(_parsed(profile)["memory"])
+
+
+def _parsed(profile: str) -> re.Match:
     found = MIG_PROFILE.fullmatch(profile)
     if found is None:
         raise ValueError(f'{profile!r} is not a MIG profile like "1g.10gb" or "3g.40gb"')
-    return int(found["memory"])
+    return found
 
 
 def equivalents(model: str, profile: str | None, replicas: int = 1) -> Fraction:

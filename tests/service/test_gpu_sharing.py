@@ -20,6 +20,16 @@ def hub(tmp_path_factory):
         yield running
 
 
+def visible_devices(hub, user: str, client, gpr: dict) -> str:
+    """CUDA_VISIBLE_DEVICES of the user's server started in the GPR's slice; the server is stopped and
+    the GPR released after."""
+    start_server(hub, user, gpr["slice"])
+    devices = server_environment(hub, user)["CUDA_VISIBLE_DEVICES"]
+    hub.hub_api("DELETE", f"users/{user}/server", expect=(202, 204))
+    client.post(f"gprs/{gpr['id']}/release", {"reason": "done"}, expect=200)
+    return devices
+
+
 def test_a_member_gets_exactly_the_mig_instances_she_asked_for(hub):
     admin = hub.admin()
     alice = "alice-mig"
@@ -54,10 +64,7 @@ def test_a_member_gets_exactly_the_mig_instances_she_asked_for(hub):
     }
     assert {g["parent_uuid"] for g in listed.values()} <= {g["parent_uuid"] for g in instances}
 
-    start_server(hub, alice, team["name"])
-    assert server_environment(hub, alice)["CUDA_VISIBLE_DEVICES"] == ",".join(gpr["bound_gpus"])
-    hub.hub_api("DELETE", f"users/{alice}/server", expect=(202, 204))
-    as_alice.post(f"gprs/{gpr['id']}/release", {"reason": "done"}, expect=200)
+    assert visible_devices(hub, alice, as_alice, gpr) == ",".join(gpr["bound_gpus"])
 
 
 def test_quotas_count_instances_as_their_share_of_a_gpu_and_nodes_are_refused(hub):
@@ -93,10 +100,7 @@ def test_a_slice_that_allows_sharing_gets_a_share_of_a_gpu_and_its_server_sees_t
     assert gpr["bound_nodes"] == ["shared-a:shared"] and gpr["bound_gpus"][0].endswith(("::0", "::1", "::2", "::3"))
     parent = gpr["bound_gpus"][0].rsplit("::", 1)[0]
 
-    start_server(hub, carol, team["name"])
-    assert server_environment(hub, carol)["CUDA_VISIBLE_DEVICES"] == parent  # the GPU, shared
-    hub.hub_api("DELETE", f"users/{carol}/server", expect=(202, 204))
-    as_carol.post(f"gprs/{gpr['id']}/release", {"reason": "done"}, expect=200)
+    assert visible_devices(hub, carol, as_carol, gpr) == parent  # the GPU, shared
 
 
 def test_a_slice_that_keeps_its_gpus_to_itself_cannot_ask_for_a_share(hub):
