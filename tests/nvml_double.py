@@ -43,17 +43,22 @@ class Device:
     graphics_processes: tuple[Process, ...] = ()
     unsupported: frozenset[str] = frozenset()  # functions answering NVML_ERROR_NOT_SUPPORTED
     # MIG: None on a GPU without MIG (nvmlDeviceGetMigMode is not supported); else whether MIG mode is
-    # on, and its MIG devices by index (None: no instance there; NVML's indexes may have gaps)
+    # on, and its MIG devices by index (None: no instance there; NVML's indexes may have gaps). An
+    # H100 or A100 supports MIG: off unless said.
     mig_enabled: bool | None = None
     mig_devices: tuple[Device | None, ...] = ()
 
 
 def h100(i: int, **readings) -> Device:
-    return Device(H100, f"GPU-4b0e6f7a-1c2d-3e4f-5a6b-7c8d9e0f1a{i:02d}", H100_BYTES, **readings)
+    return Device(
+        H100, f"GPU-4b0e6f7a-1c2d-3e4f-5a6b-7c8d9e0f1a{i:02d}", H100_BYTES, **{"mig_enabled": False, **readings}
+    )
 
 
 def a100(i: int, **readings) -> Device:
-    return Device(A100_40, f"GPU-9d8c7b6a-5f4e-3d2c-1b0a-0f1e2d3c4b{i:02d}", A100_40_BYTES, **readings)
+    return Device(
+        A100_40, f"GPU-9d8c7b6a-5f4e-3d2c-1b0a-0f1e2d3c4b{i:02d}", A100_40_BYTES, **{"mig_enabled": False, **readings}
+    )
 
 
 def h100_mig(i: int, layout: tuple[str, ...] = ("1g.10gb",) * 7, **readings) -> Device:
@@ -67,7 +72,7 @@ def h100_mig(i: int, layout: tuple[str, ...] = ("1g.10gb",) * 7, **readings) -> 
 
 
 _MIG_BYTES = {"1g.10gb": 9856 * 2**20, "2g.20gb": 20096 * 2**20, "3g.40gb": 40192 * 2**20, "7g.80gb": 80896 * 2**20}
-MAX_MIG_DEVICES = 7  # nvmlDeviceGetMaxMigDeviceCount on an H100
+MAX_MIG_DEVICES = 7  # nvmlDeviceGetMaxMigDeviceCount on an H100 in MIG mode
 
 
 class _Handle:
@@ -170,6 +175,10 @@ class FakeNVML:
 
     # MIG
 
+    # What a real H100 80GB HBM3 with MIG off answered (driver 580.159.04, the device tool,
+    # 2026-11-27): nvmlDeviceGetMigMode [0, 0], nvmlDeviceGetMaxMigDeviceCount 0,
+    # nvmlDeviceGetMigDeviceHandleByIndex(handle, 0) NVML_ERROR_NOT_FOUND.
+
     def nvmlDeviceGetMigMode(self, handle: _Handle) -> list[int]:
         """[current, pending] mode; NVML_ERROR_NOT_SUPPORTED on a GPU without MIG."""
         device = self._device(handle, "nvmlDeviceGetMigMode")
@@ -180,13 +189,13 @@ class FakeNVML:
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: _Handle) -> int:
         device = self._device(handle, "nvmlDeviceGetMaxMigDeviceCount")
-        return MAX_MIG_DEVICES if device.mig_enabled is not None else 0
+        return MAX_MIG_DEVICES if device.mig_enabled else 0  # NVML: 0 where MIG is not supported or enabled
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: _Handle, index: int) -> _Handle:
         """A MIG device's handle; NVML_ERROR_NOT_FOUND where no instance has that index."""
         device = self._device(handle, "nvmlDeviceGetMigDeviceHandleByIndex")
         if not device.mig_enabled:
-            raise self.NVMLError("Invalid Argument")
+            raise self.NVMLError("Not Found", self.NVML_ERROR_NOT_FOUND)
         if not 0 <= index < MAX_MIG_DEVICES:
             raise self.NVMLError("Invalid Argument")
         if index >= len(device.mig_devices) or device.mig_devices[index] is None:

@@ -81,7 +81,8 @@ def test_a_failing_device_query_is_nvml_unavailable_and_shuts_nvml_down(function
 
 def test_real_pynvml_on_this_host():
     """The real binding. Without the NVIDIA driver (this development host, CI) NVML cannot
-    start and discover_gpus says so as NVMLUnavailable; on a GPU host it lists real GPUs."""
+    start and discover_gpus says so as NVMLUnavailable; on a GPU host it lists real GPUs (on the
+    device tool's H100 with MIG off, 2026-11-27: one unit, GPU-ce457ed6-..., 81,559 MiB, no profile)."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as e:
@@ -123,16 +124,18 @@ def mig_layout(device: Device) -> list[str]:
     return [d.name.rsplit(" ", 1)[1] for d in device.mig_devices]
 
 
-def test_gaps_in_the_mig_device_indexes_are_skipped_and_mig_off_is_a_whole_gpu():
+def test_gaps_in_the_mig_device_indexes_are_skipped_and_mig_off_or_unsupported_is_a_whole_gpu():
     with_gap = h100_mig(0, layout=("1g.10gb", "1g.10gb"))
     with_gap = Device(**{**with_gap.__dict__, "mig_devices": (with_gap.mig_devices[0], None, with_gap.mig_devices[1])})
-    mig_off = Device(**{**h100(1).__dict__, "mig_enabled": False})
-    gpus = discover_gpus("gpu-host", "local", nvml=FakeNVML([with_gap, mig_off]))
+    mig_off = h100(1)
+    no_mig = Device("NVIDIA GeForce RTX 4090", "GPU-1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9", 25757220864)
+    gpus = discover_gpus("gpu-host", "local", nvml=FakeNVML([with_gap, mig_off, no_mig]))
 
     assert [(g.uuid, g.index, g.profile) for g in gpus] == [
         (with_gap.mig_devices[0].uuid, 0, "1g.10gb"),
         (with_gap.mig_devices[2].uuid, 1, "1g.10gb"),
         (mig_off.uuid, 2, None),
+        (no_mig.uuid, 3, None),
     ]
 
 
