@@ -89,6 +89,11 @@ class Shape:
         return f"{self.gpu_type} x{self.gpus_per_node}"
 
     @property
+    def whole(self) -> bool:
+        """Whether its units are whole GPUs (neither MIG instances nor shares)."""
+        return self.profile is None and self.replicas == 1
+
+    @property
     def equivalents(self) -> Fraction:
         """What one unit counts as in quotas and GPU-hours (sharing.equivalents)."""
         return sharing.equivalents(self.model, self.profile, self.replicas)
@@ -97,7 +102,7 @@ class Shape:
         """A GPR's ``shape`` names a shape, its GPU type or its model (with the profile, for
         MIG instances: ``H100-80GB 1g.10gb``, ``H100 1g.10gb``); None is any whole-GPU shape."""
         if wanted is None:
-            return self.profile is None and self.replicas == 1
+            return self.whole
         wanted = _normal(wanted)
         kinds = self._gpu_kinds()
         if self.profile is not None:

@@ -44,6 +44,54 @@ def gpu_node(
     }
 
 
+def mig_mixed_node(name: str, instances: dict[str, int], *, whole: int = 0, unhealthy: int = 0, **node) -> dict:
+    """A node under the GPU Operator's mixed MIG strategy: GFD's ``nvidia.com/gpu.*`` labels describe
+    its whole GPUs (all of them counted), ``whole`` of which are not in MIG mode (``nvidia.com/gpu``);
+    per profile, the resource ``nvidia.com/mig-<profile>`` and GFD's ``.count`` and ``.memory`` labels.
+    ``unhealthy`` instances of each profile are left out of allocatable."""
+    labels = {"nvidia.com/mig.strategy": "mixed"}
+    for profile, count in instances.items():
+        labels |= {f"nvidia.com/mig-{profile}.count": str(count), f"nvidia.com/mig-{profile}.memory": "9856"}
+    obj = gpu_node(name, labels=labels, **node)
+    status = obj["status"]
+    status["capacity"]["nvidia.com/gpu"] = status["allocatable"]["nvidia.com/gpu"] = str(whole)
+    for profile, count in instances.items():
+        status["capacity"][f"nvidia.com/mig-{profile}"] = str(count)
+        status["allocatable"][f"nvidia.com/mig-{profile}"] = str(count - unhealthy)
+    return obj
+
+
+def mig_single_node(name: str, profile: str = "1g.10gb", instances: int = 56, **node) -> dict:
+    """A node under the single MIG strategy: every GPU split alike, GFD's product, count and memory
+    labels overridden to describe the instances, ``nvidia.com/gpu`` counting them."""
+    return gpu_node(
+        name,
+        gpus=instances,
+        product=f"NVIDIA-H100-80GB-HBM3-MIG-{profile}",
+        memory_mib=9856,
+        labels={"nvidia.com/mig.strategy": "single"},
+        **node,
+    )
+
+
+def time_sliced_node(
+    name: str, replicas: int = 4, gpus: int = 2, renamed: bool = False, strategy: str = "time-slicing"
+) -> dict:
+    """A node whose GPUs the device plugin time-slices (or shares through MPS) into ``replicas``: GFD
+    counts the physical GPUs, adds ``-SHARED`` to the product and labels the replicas and strategy;
+    the shares are ``nvidia.com/gpu``, or ``nvidia.com/gpu.shared`` where the plugin renames them
+    (then without the suffix)."""
+    product = "NVIDIA-H100-80GB-HBM3" + ("" if renamed else "-SHARED")
+    labels = {"nvidia.com/gpu.replicas": str(replicas), "nvidia.com/gpu.sharing-strategy": strategy}
+    obj = gpu_node(name, gpus=gpus, product=product, labels=labels)
+    status = obj["status"]
+    if renamed:
+        del status["capacity"]["nvidia.com/gpu"], status["allocatable"]["nvidia.com/gpu"]
+    resource = "nvidia.com/gpu.shared" if renamed else "nvidia.com/gpu"
+    status["capacity"][resource] = status["allocatable"][resource] = str(gpus * replicas)
+    return obj
+
+
 def node_status(gpus: int, allocatable: int, ready: bool) -> dict:
     return {
         "capacity": {"cpu": "192", "memory": "2097152Mi", "nvidia.com/gpu": str(gpus)},

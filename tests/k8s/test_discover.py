@@ -10,7 +10,7 @@ import pytest
 from egs_hub.backends.kubernetes import ClusterUnavailable
 from egs_hub.core.model import Shape
 
-from .builders import cpu_node, gpu_node
+from .builders import cpu_node, gpu_node, mig_mixed_node, time_sliced_node
 from .kubeconfig import write_kubeconfig
 
 
@@ -40,6 +40,22 @@ async def test_discover_finds_managed_gpu_nodes(cluster, make_backend):
     assert [g.uuid for g in found.gpus if not g.healthy] == ["emu/gpu-b/gpu3"]
     assert len(found.gpus) == 12
     assert "2 GPU node(s)" in found.source and "node no-gfd has no nvidia.com/gpu.product" in found.source
+
+
+async def test_mig_instances_and_shares_are_listed_and_not_offered(cluster, make_backend):
+    """GPU Operator nodes with MIG (mixed strategy, one GPU not in MIG mode) and time-slicing: the planner
+    sees their instances and shares as planning nodes, unschedulable while binding them is not built."""
+    await cluster.add_node(mig_mixed_node("mig-a", {"1g.10gb": 7}, whole=1, gpus=2))
+    await cluster.add_node(time_sliced_node("ts-a", replicas=4, gpus=1))
+    found = await make_backend().discover()
+
+    assert [(n.name, n.shape.name, n.schedulable, n.whole) for n in found.nodes] == [
+        ("mig-a", "H100-80GB x1", True, True),
+        ("mig-a:1g.10gb", "H100-80GB 1g.10gb x7", False, False),
+        ("ts-a:shared", "H100-80GB shared/4 x4", False, False),
+    ]
+    assert [g.uuid for g in found.gpus if g.node == "ts-a:shared"] == [f"emu/ts-a/gpu0::{k}" for k in range(4)]
+    assert "listed, not offered (not bound on Kubernetes yet): mig-a:1g.10gb, ts-a:shared" in found.source
 
 
 async def test_watch_keeps_the_inventory_fresh(cluster, make_backend):

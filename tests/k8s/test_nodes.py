@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from egs_hub.backends.kubernetes import objects
-from egs_hub.backends.kubernetes.nodes import NodeUnusable, entry_problems, read_node, read_nodes
+from egs_hub.backends.kubernetes.nodes import NodeUnusable, entry_problems, read_node, read_nodes, read_units
 from egs_hub.core.model import Shape
 
-from .builders import cpu_node, gpu_node
+from .builders import cpu_node, gpu_node, mig_mixed_node, mig_single_node, time_sliced_node
 
 
 def without_label(obj: dict, label: str) -> dict:
@@ -94,6 +94,118 @@ def test_read_nodes_sorts_and_names_the_unusable():
     assert [n.name for n in inventory.nodes] == ["a", "b"]
     assert len(inventory.gpus) == 16
     assert list(inventory.unusable) == ["x"] and "GPU Feature Discovery" in inventory.unusable["x"]
+
+
+# --- MIG instances and shares, as the GPU Operator offers them -----------------------------
+
+
+@dataclass
+class UnitsCase:
+    obj: dict
+    whole: Shape | None  # the node's whole GPUs (read_node); None: none
+    units: dict[str, Shape]  # planning node -> shape (read_units)
+
+
+UNITS_CASES = {
+    "mixed: every GPU in MIG mode": UnitsCase(
+        mig_mixed_node("a", {"1g.10gb": 14, "3g.40gb": 4}, gpus=4),
+        whole=None,
+        units={"a:1g.10gb": Shape("H100", 80, 14, "1g.10gb"), "a:3g.40gb": Shape("H100", 80, 4, "3g.40gb")},
+    ),
+    "mixed: whole GPUs beside instances; GFD's count includes both": UnitsCase(
+        mig_mixed_node("a", {"1g.10gb": 7}, whole=3, gpus=4),
+        whole=Shape("H100", 80, 3),
+        units={"a:1g.10gb": Shape("H100", 80, 7, "1g.10gb")},
+    ),
+    "single: nvidia.com/gpu are instances, the product says the GPU": UnitsCase(
+        mig_single_node("a", "2g.20gb", 24), whole=None, units={"a:2g.20gb": Shape("H100", 80, 24, "2g.20gb")}
+    ),
+    "single strategy on a node without MIG: whole GPUs": UnitsCase(
+        gpu_node("a", labels={"nvidia.com/mig.strategy": "single"}), whole=Shape("H100", 80, 8), units={}
+    ),
+    "time-sliced: GFD counts physical GPUs, -SHARED dropped": UnitsCase(
+        time_sliced_node("a", replicas=4, gpus=2), whole=None, units={"a:shared": Shape("H100", 80, 8, replicas=4)}
+    ),
+    "time-sliced, renamed to nvidia.com/gpu.shared": UnitsCase(
+        time_sliced_node("a", replicas=5, gpus=1, renamed=True),
+        whole=None,
+        units={"a:shared": Shape("H100", 80, 5, replicas=5)},
+    ),
+    "MPS shares count as shares": UnitsCase(
+        time_sliced_node("a", replicas=2, gpus=1, strategy="mps"),
+        whole=None,
+        units={"a:shared": Shape("H100", 80, 2, replicas=2)},
+    ),
+    "one replica is no sharing": UnitsCase(
+        gpu_node("a", labels={"nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none"}),
+        whole=Shape("H100", 80, 8),
+        units={},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNITS_CASES.values(), ids=UNITS_CASES.keys())
+def test_read_units(case: UnitsCase):
+    whole = read_node(case.obj, "emu")
+    units = read_units(case.obj, "emu")
+
+    assert (whole.node.shape if whole else None) == case.whole
+    assert {f.node.name: f.node.shape for f in units} == case.units
+    for found in units:
+        assert found.node.gpus == tuple(g.uuid for g in found.gpus)
+        assert {(g.node, g.cluster, g.profile) for g in found.gpus} == {
+            (found.node.name, "emu", found.node.shape.profile)
+        }
+        assert [g.index for g in found.gpus] == list(range(found.node.shape.gpus_per_node))
+    inventory = read_nodes([case.obj], "emu")
+    assert [n.name for n in inventory.nodes] == (["a"] if case.whole else []) + list(case.units)
+
+
+def test_instance_and_share_ids_say_their_node_and_gpu():
+    instances = read_units(mig_mixed_node("a", {"1g.10gb": 2}, unhealthy=1), "emu")[0]
+    assert [(g.uuid, g.parent, g.model, g.memory_mib, g.healthy) for g in instances.gpus] == [
+        ("emu/a/mig-1g.10gb-0", None, "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", 10240, True),
+        ("emu/a/mig-1g.10gb-1", None, "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", 10240, False),
+    ]
+    assert instances.allocatable == 1
+    shares = read_units(time_sliced_node("a", replicas=2, gpus=2), "emu")[0]
+    assert [(g.uuid, g.parent, g.model) for g in shares.gpus] == [
+        ("emu/a/gpu0::0", "emu/a/gpu0", "NVIDIA-H100-80GB-HBM3"),
+        ("emu/a/gpu0::1", "emu/a/gpu0", "NVIDIA-H100-80GB-HBM3"),
+        ("emu/a/gpu1::0", "emu/a/gpu1", "NVIDIA-H100-80GB-HBM3"),
+        ("emu/a/gpu1::1", "emu/a/gpu1", "NVIDIA-H100-80GB-HBM3"),
+    ]
+
+
+def with_labels(obj: dict, labels: dict[str, str]) -> dict:
+    obj["metadata"]["labels"].update(labels)
+    return obj
+
+
+UNUSABLE_UNITS = {
+    "replicas egs-hub cannot count in GPU-equivalents": (time_sliced_node("a", replicas=11), "gpu.replicas"),
+    "replicas not a number": (
+        with_labels(time_sliced_node("a"), {"nvidia.com/gpu.replicas": "four"}),
+        "'four'",
+    ),
+    "an unknown MIG profile": (mig_mixed_node("a", {"1c.3g.40gb": 2}), "'1c.3g.40gb'"),
+    "an instance larger than the GPU": (
+        mig_mixed_node("a", {"7g.80gb": 1}, product="NVIDIA-A100-SXM4-40GB", memory_mib=40960),
+        "does not fit a 40 GB A100",
+    ),
+    "single strategy, product without memory": (
+        with_labels(mig_single_node("a"), {"nvidia.com/gpu.product": "NVIDIA-A30-MIG-1g.6gb"}),
+        "does not say the GPU's memory",
+    ),
+}
+
+
+@pytest.mark.parametrize("obj, error", UNUSABLE_UNITS.values(), ids=UNUSABLE_UNITS.keys())
+def test_unusable_units_are_left_out_saying_why(obj: dict, error: str):
+    with pytest.raises(NodeUnusable, match=error):
+        read_units(obj, "emu")
+    inventory = read_nodes([obj], "emu")
+    assert inventory.nodes == [] and error.strip("'") in inventory.unusable["a"]
 
 
 @dataclass

@@ -148,7 +148,10 @@ GPU_CASES = {
         {"containers": [{}], "initContainers": [{"resources": {"limits": {"nvidia.com/gpu": 1}}}]},
         True,
     ),
+    "a MIG instance": ({"containers": [{"resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}]}, True),
+    "a renamed share": ({"containers": [{"resources": {"requests": {"nvidia.com/gpu.shared": 1}}}]}, True),
     "zero": ({"containers": [{"resources": {"limits": {"nvidia.com/gpu": "0"}}}]}, False),
+    "zero instances": ({"containers": [{"resources": {"limits": {"nvidia.com/mig-1g.10gb": "0"}}}]}, False),
     "other resources": ({"containers": [{"resources": {"limits": {"cpu": "1", "amd.com/gpu": "1"}}}]}, False),
     "null resources": ({"containers": [{"resources": None}]}, False),
 }

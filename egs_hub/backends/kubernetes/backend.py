@@ -179,8 +179,13 @@ class KubernetesBackend:
         source = f"Kubernetes {self.where}: {len(found.found)} GPU node(s) matching {self.node_selector!r}"
         if found.unusable:
             source += "; left out: " + "; ".join(found.unusable.values())
-        # A node carries one slice label, so it is bound to one GPR at a time (Node.whole).
-        nodes = [replace(n, whole=True) for n in found.nodes]
+        # A node carries one slice label, so it is bound to one GPR at a time (Node.whole). MIG instances
+        # and shares are listed but not planned: entry binds whole nodes, and nothing binds units yet.
+        nodes = [replace(n, whole=True) if n.shape.whole else replace(n, schedulable=False) for n in found.nodes]
+        units = [n.name for n in found.nodes if not n.shape.whole]
+        if units:
+            source += "; MIG instances and GPU shares listed, not offered (not bound on Kubernetes yet): "
+            source += ", ".join(units)
         return Inventory(nodes, found.gpus, source=source)
 
     # Entry and exit

@@ -10,21 +10,51 @@ dashes for spaces), ``nvidia.com/gpu.memory`` (MiB per GPU) and
 
 Nodes expose no GPU UUIDs, so a GPU's id is ``<cluster>/<node>/gpu<i>``: stable
 while the node keeps its name, and unique across clusters (GPU ids are global).
+
+*Shared GPUs*, as the GPU Operator exposes them, are read as planning nodes of
+units (core/sharing.py), named ``<node>:<profile>`` or ``<node>:shared``:
+
+- MIG, ``nvidia.com/mig.strategy=mixed``: each resource ``nvidia.com/mig-<profile>``
+  (its count in ``status.capacity``, the healthy ones in ``allocatable``) is a
+  planning node of instances ``<cluster>/<node>/mig-<profile>-<k>``; GFD's
+  ``nvidia.com/gpu.*`` labels describe the whole GPUs, and ``nvidia.com/gpu``
+  counts those not in MIG mode.
+- MIG, ``nvidia.com/mig.strategy=single``: every GPU is split alike, the product
+  label says how (``NVIDIA-H100-80GB-HBM3-MIG-1g.10gb``) and ``nvidia.com/gpu``
+  counts the instances; the whole GPU's memory is read from the product name.
+- Time-slicing (or MPS): ``nvidia.com/gpu.sharing-strategy`` ``time-slicing`` or
+  ``mps`` with ``nvidia.com/gpu.replicas`` above 1; GFD's count is of physical GPUs,
+  the product label may end ``-SHARED``, and the shares are ``nvidia.com/gpu``
+  (``nvidia.com/gpu.shared`` where the device plugin renames them), ids
+  ``<cluster>/<node>/gpu<i>::<k>``.
+
+Kubernetes does not say which GPU an instance is on, so an instance has no parent.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ...core import sharing
 from ...core.model import GPU, Node, Shape
 from ...core.node_pools import POOL_LABEL
 from ..local.nvml import gpu_model
 
 GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_RESOURCE = "nvidia.com/gpu.shared"  # time-sliced shares where the device plugin renames them
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # + profile: MIG instances under the mixed strategy
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 COUNT_LABEL = "nvidia.com/gpu.count"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+SHARING_STRATEGIES = ("time-slicing", "mps")
+SHARED_SUFFIX = "-SHARED"
+_SINGLE_MIG_PRODUCT = re.compile(r"(?P<product>.+)-MIG-(?P<profile>[^-]+)")
+_PRODUCT_MEMORY = re.compile(r"-(?P<gb>[0-9]+)GB(?:-|$)")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 SLICE_LABEL = "egs.io/slice"
 GPR_LABEL = "egs.io/gpr"
@@ -66,11 +96,21 @@ def _count(value: object, what: str) -> int:
     return int(text)
 
 
-def allocatable_gpus(obj: Mapping) -> int:
-    value = ((obj.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE)
+def is_gpu_resource(resource: str) -> bool:
+    """Whether an extended resource is a GPU, a MIG instance or a share of a GPU."""
+    return resource in (GPU_RESOURCE, SHARED_RESOURCE) or resource.startswith(MIG_RESOURCE_PREFIX)
+
+
+def _quantity(obj: Mapping, section: str, resource: str) -> int:
+    """``status.<section>[resource]`` as a whole number, 0 when absent; NodeUnusable when not a number."""
+    value = ((obj.get("status") or {}).get(section) or {}).get(resource)
     if value is None:
         return 0
-    return _count(value, f"status.allocatable[{GPU_RESOURCE!r}]")
+    return _count(value, f"status.{section}[{resource!r}]")
+
+
+def allocatable_gpus(obj: Mapping) -> int:
+    return _quantity(obj, "allocatable", GPU_RESOURCE)
 
 
 def is_ready(obj: Mapping) -> bool:
@@ -83,14 +123,20 @@ def product_model(product: str) -> str:
     return gpu_model(product.replace("-", " "))
 
 
-def read_node(obj: Mapping, cluster: str) -> FoundNode | None:
-    """The node as egs-hub sees it; None for a node without GPUs; NodeUnusable when GFD labels are missing."""
-    meta = obj.get("metadata") or {}
-    name = meta.get("name") or ""
-    allocatable = allocatable_gpus(obj)
-    if allocatable == 0:
+def _shares_gpus(labels: Mapping) -> bool:
+    """Whether the device plugin offers the node's GPUs as time-sliced (or MPS) shares."""
+    return labels.get(SHARING_LABEL) in SHARING_STRATEGIES and labels.get(REPLICAS_LABEL, "1").strip() != "1"
+
+
+def _single_mig(labels: Mapping) -> re.Match | None:
+    """The product and profile of a node whose ``nvidia.com/gpu`` are MIG instances (single strategy)."""
+    if labels.get(MIG_STRATEGY_LABEL) != "single":
         return None
-    labels = meta.get("labels") or {}
+    return _SINGLE_MIG_PRODUCT.fullmatch(labels.get(PRODUCT_LABEL) or "")
+
+
+def _gfd(labels: Mapping, name: str) -> tuple[str, int]:
+    """GFD's product and memory (MiB) labels; NodeUnusable when missing or wrong."""
     product = labels.get(PRODUCT_LABEL)
     if not product:
         raise NodeUnusable(f"node {name} has no {PRODUCT_LABEL} label: is GPU Feature Discovery running?")
@@ -99,35 +145,147 @@ def read_node(obj: Mapping, cluster: str) -> FoundNode | None:
     memory_mib = _count(labels[MEMORY_LABEL], f"node {name}'s label {MEMORY_LABEL}")
     if memory_mib == 0:
         raise NodeUnusable(f"node {name}'s label {MEMORY_LABEL} is 0 MiB")
-    count = _count(labels[COUNT_LABEL], f"node {name}'s label {COUNT_LABEL}") if COUNT_LABEL in labels else 0
-    # GFD counts the GPUs on the node; the device plugin leaves unhealthy ones out of allocatable.
+    return product, memory_mib
+
+
+def read_node(obj: Mapping, cluster: str) -> FoundNode | None:
+    """The node's whole GPUs as egs-hub sees them; None for a node without any (no GPUs, or all of
+    them MIG instances or shares: ``read_units``); NodeUnusable when GFD labels are missing."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    labels = meta.get("labels") or {}
+    if _shares_gpus(labels) or _single_mig(labels):
+        return None
+    allocatable = allocatable_gpus(obj)
+    if allocatable == 0:
+        return None
+    product, memory_mib = _gfd(labels, name)
+    if labels.get(MIG_STRATEGY_LABEL) == "mixed":  # GFD's count includes the GPUs in MIG mode
+        count = _quantity(obj, "capacity", GPU_RESOURCE)
+    else:
+        count = _count(labels[COUNT_LABEL], f"node {name}'s label {COUNT_LABEL}") if COUNT_LABEL in labels else 0
+    # The device plugin leaves unhealthy GPUs out of allocatable.
     count = max(count, allocatable)
+    shape = Shape(product_model(product), round(memory_mib / 1024), count)
+    gpus = [
+        GPU(gpu_id(cluster, name, index), index, name, cluster, product, memory_mib, healthy=index < allocatable)
+        for index in range(count)
+    ]
+    return _found(obj, cluster, name, shape, gpus, allocatable)
+
+
+def read_units(obj: Mapping, cluster: str) -> list[FoundNode]:
+    """The node's MIG instances and time-sliced shares, one planning node per profile (or of its
+    shares); NodeUnusable when their labels or resources are missing or wrong."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    labels = meta.get("labels") or {}
+    found = []
+    if _shares_gpus(labels):
+        found.append(_shares(obj, cluster, name, labels))
+    single = _single_mig(labels)
+    if single is not None:
+        whole = _PRODUCT_MEMORY.search(single["product"])
+        if whole is None:
+            raise NodeUnusable(
+                f"node {name}: the product {single['product']!r} of its MIG instances does not say the GPU's memory"
+            )
+        found.append(
+            _instances(obj, cluster, name, single["product"], int(whole["gb"]), single["profile"], GPU_RESOURCE)
+        )
+    if labels.get(MIG_STRATEGY_LABEL) == "mixed":
+        status = obj.get("status") or {}
+        resources = {*(status.get("capacity") or {}), *(status.get("allocatable") or {})}
+        profiles = sorted(r.removeprefix(MIG_RESOURCE_PREFIX) for r in resources if r.startswith(MIG_RESOURCE_PREFIX))
+        if profiles:
+            product, memory_mib = _gfd(labels, name)
+            memory_gb = round(memory_mib / 1024)
+            for profile in profiles:
+                resource = MIG_RESOURCE_PREFIX + profile
+                found.append(_instances(obj, cluster, name, product, memory_gb, profile, resource))
+    return [f for f in found if f.gpus]
+
+
+def _instances(
+    obj: Mapping, cluster: str, name: str, product: str, memory_gb: int, profile: str, resource: str
+) -> FoundNode:
+    """The planning node of the node's MIG instances of ``profile``, offered as ``resource``."""
+    try:
+        instance_gb = sharing.profile_memory_gb(profile)
+    except ValueError:
+        raise NodeUnusable(f"node {name}: {profile!r} ({resource}) is not a MIG profile egs-hub knows") from None
+    model = product_model(product)
+    if instance_gb > memory_gb:
+        raise NodeUnusable(f"node {name}: a {profile} instance does not fit a {memory_gb} GB {model}")
+    allocatable = _quantity(obj, "allocatable", resource)
+    count = max(_quantity(obj, "capacity", resource), allocatable)
+    unit_node = sharing.unit_node_name(name, profile)
+    gpus = [
+        GPU(
+            f"{cluster}/{name}/mig-{profile}-{k}",
+            k,
+            unit_node,
+            cluster,
+            f"{product}-MIG-{profile}",
+            instance_gb * 1024,
+            healthy=k < allocatable,
+            profile=profile,
+        )
+        for k in range(count)
+    ]
+    return _found(obj, cluster, unit_node, Shape(model, memory_gb, count, profile), gpus, allocatable)
+
+
+def _shares(obj: Mapping, cluster: str, name: str, labels: Mapping) -> FoundNode:
+    """The planning node of the node's time-sliced (or MPS) shares."""
+    try:
+        replicas = sharing.check_replicas(_count(labels[REPLICAS_LABEL], f"node {name}'s label {REPLICAS_LABEL}"))
+    except sharing.LayoutError as e:
+        raise NodeUnusable(f"node {name}'s label {REPLICAS_LABEL}: {e}") from None
+    product, memory_mib = _gfd(labels, name)
+    resource = SHARED_RESOURCE if _quantity(obj, "capacity", SHARED_RESOURCE) else GPU_RESOURCE
+    allocatable = _quantity(obj, "allocatable", resource)
+    offered = max(_quantity(obj, "capacity", resource), allocatable)
+    if COUNT_LABEL in labels:  # GFD counts the physical GPUs
+        physical = _count(labels[COUNT_LABEL], f"node {name}'s label {COUNT_LABEL}")
+    else:
+        physical = -(-offered // replicas)
+    product = product.removesuffix(SHARED_SUFFIX)
+    unit_node = sharing.unit_node_name(name, "shared")
+    gpus = [
+        GPU(
+            sharing.replica_uuid(gpu_id(cluster, name, index // replicas), index % replicas),
+            index,
+            unit_node,
+            cluster,
+            product,
+            memory_mib,
+            healthy=index < allocatable,
+            parent=gpu_id(cluster, name, index // replicas),
+        )
+        for index in range(physical * replicas)
+    ]
+    shape = Shape(product_model(product), round(memory_mib / 1024), len(gpus), replicas=replicas)
+    return _found(obj, cluster, unit_node, shape, gpus, allocatable)
+
+
+def _found(obj: Mapping, cluster: str, name: str, shape: Shape, gpus: list[GPU], allocatable: int) -> FoundNode:
+    """A planning node ``name`` of the node ``obj`` with ``gpus``, as Kubernetes says of the node."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
     ready = is_ready(obj)
     cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
-    shape = Shape(product_model(product), round(memory_mib / 1024), count)
-    gpus = tuple(
-        GPU(
-            uuid=gpu_id(cluster, name, index),
-            index=index,
-            node=name,
-            cluster=cluster,
-            model=product,
-            memory_mib=memory_mib,
-            healthy=index < allocatable,
-        )
-        for index in range(count)
-    )
     node = Node(
         name=name,
         cluster=cluster,
         shape=shape,
         gpus=tuple(g.uuid for g in gpus),
         schedulable=ready and not cordoned,
-        pool=labels.get(POOL_LABEL),
+        pool=labels.get(POOL_LABEL) if shape.whole else None,  # a pool grows by whole nodes
     )
     return FoundNode(
         node=node,
-        gpus=gpus,
+        gpus=tuple(gpus),
         ready=ready,
         cordoned=cordoned,
         allocatable=allocatable,
@@ -158,11 +316,11 @@ def read_nodes(objects: Iterable[Mapping], cluster: str) -> NodeInventory:
     for obj in sorted(objects, key=lambda o: (o.get("metadata") or {}).get("name") or ""):
         try:
             node = read_node(obj, cluster)
+            units = read_units(obj, cluster)
         except NodeUnusable as e:
             unusable[(obj.get("metadata") or {}).get("name") or "?"] = str(e)
             continue
-        if node is not None:
-            found.append(node)
+        found.extend([node, *units] if node is not None else units)
     return NodeInventory(tuple(found), unusable)
 
 

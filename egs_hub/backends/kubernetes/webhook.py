@@ -2,8 +2,9 @@
 
 Vocabulary: a *review* is an AdmissionReview v1 request the API server posts;
 the *answer* is the AdmissionReview v1 with ``response``. A *GPU pod* asks for
-``nvidia.com/gpu`` (limits or requests, any container or init container, any
-amount but 0). A GPU pod in a namespace of a slice (``slice_of``: namespace ->
+a GPU resource (``nvidia.com/gpu``, a MIG instance ``nvidia.com/mig-<profile>`` or a
+renamed share ``nvidia.com/gpu.shared``; limits or requests, any container or init
+container, any amount but 0). A GPU pod in a namespace of a slice (``slice_of``: namespace ->
 slice, from the namespace's ``egs.io/slice`` label) gets, by a JSONPatch:
 
 - ``spec.nodeSelector["egs.io/slice"] = <slice>``, which replaces a value the
@@ -30,7 +31,7 @@ import base64
 import json
 from collections.abc import Callable, Mapping
 
-from .nodes import GPU_RESOURCE, SLICE_LABEL
+from .nodes import GPU_RESOURCE, SLICE_LABEL, is_gpu_resource
 from .objects import TAINT_EFFECT
 
 API_VERSION = "admission.k8s.io/v1"
@@ -51,7 +52,7 @@ def _pointer(key: str) -> str:
 
 
 def wants_gpus(pod: Mapping) -> bool:
-    """Whether any container or init container limits or requests ``nvidia.com/gpu`` (other than 0)."""
+    """Whether any container or init container limits or requests a GPU resource (other than 0)."""
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
         raise ValueError("the pod has no spec")
@@ -65,26 +66,31 @@ def wants_gpus(pod: Mapping) -> bool:
             if not isinstance(container, Mapping):
                 raise ValueError(f"an entry of spec.{field} is not an object")
             for kind in ("limits", "requests"):
-                amount = _gpu_amount(container, kind)
-                if amount is not None and str(amount).strip() not in ("0", ""):
-                    return True
+                for resource, amount in _amounts(container, kind).items():
+                    if is_gpu_resource(resource) and str(amount).strip() not in ("0", ""):
+                        return True
     return False
 
 
-def _gpu_amount(container: Mapping, kind: str) -> object:
-    """The container's ``resources.<kind>["nvidia.com/gpu"]``, None when not set; ValueError when unreadable."""
+def _amounts(container: Mapping, kind: str) -> Mapping:
+    """The container's ``resources.<kind>`` (empty when not set); ValueError when unreadable."""
     name = container.get("name")
     resources = container.get("resources")
     if resources is None:
-        return None
+        return {}
     if not isinstance(resources, Mapping):
         raise ValueError(f"resources of container {name!r} is not an object")
     amounts = resources.get(kind)
     if amounts is None:
-        return None
+        return {}
     if not isinstance(amounts, Mapping):
         raise ValueError(f"resources.{kind} of container {name!r} is not an object")
-    return amounts.get(GPU_RESOURCE)
+    return amounts
+
+
+def _gpu_amount(container: Mapping, kind: str) -> object:
+    """The container's ``resources.<kind>["nvidia.com/gpu"]``, None when not set; ValueError when unreadable."""
+    return _amounts(container, kind).get(GPU_RESOURCE)
 
 
 def gpu_count(pod: Mapping) -> int:
