@@ -203,7 +203,10 @@ class FakeNVML:
         return _Handle(handle._index, index)
 
     def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> SimpleNamespace:
+        """NVML_ERROR_NOT_SUPPORTED in MIG mode, of the GPU or of its MIG devices (NVML's documentation)."""
         device = self._device(handle, "nvmlDeviceGetUtilizationRates")
+        if handle._mig is not None or device.mig_enabled:
+            raise self.NVMLError("Not Supported", self.NVML_ERROR_NOT_SUPPORTED)
         return SimpleNamespace(gpu=device.utilization, memory=device.memory_utilization)
 
     def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:

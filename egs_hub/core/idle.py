@@ -2,7 +2,8 @@
 
 Vocabulary: a GPU is *idle* in a sample when its utilization is below the *idle
 threshold* and no process uses it (a source that cannot list processes, the
-DCGM exporter, is judged on utilization alone). A GPR is idle when every one of
+DCGM exporter, is judged on utilization alone; a unit whose utilization is
+unknown but whose processes are listed, an NVML MIG instance, on its processes). A GPR is idle when every one of
 its GPUs is; its *idle stretch* began at the first pass that found it idle. A
 GPU without a fresh sample is not known to be idle and ends the stretch: no GPR
 is released on missing data. The owner is *warned* ``IDLE_WARNING`` before the
@@ -29,8 +30,11 @@ def effective_idle_timeout(spec: GPRSpec, policy: SlicePolicy) -> timedelta | No
 
 
 def gpu_idle(sample: GpuSample, threshold: float) -> bool:
-    """Below ``threshold`` percent utilization with no process; unknown utilization is not idle."""
-    return sample.utilization is not None and sample.utilization < threshold and not sample.processes
+    """Below ``threshold`` percent utilization with no process; with utilization unknown, no process
+    listed (unknown processes too: not idle)."""
+    if sample.utilization is None:
+        return sample.processes == ()
+    return sample.utilization < threshold and not sample.processes
 
 
 class IdleAction(enum.StrEnum):

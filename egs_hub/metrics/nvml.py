@@ -9,6 +9,12 @@ GPU is registered on one event set when first seen, and each pass drains the set
 without waiting; a GPU's ``xid`` is the last XID code it reported (0: none since the
 service started), as the DCGM exporter's ``DCGM_FI_DEV_XID_ERRORS`` is. The NVML module is a parameter so hosts
 without the driver can exercise this with a double of the same functions.
+
+A GPU in MIG mode is sampled per MIG instance, by the instance's ``MIG-`` UUID (the unit the
+inventory lists): its memory and processes are the instance's own; its temperature, power,
+clocks, throttle reasons, ECC and XID are the physical GPU's, shared by its instances; its
+utilization is None, as NVML reads no utilization in MIG mode (core/idle.py then judges the
+instance by its processes). Its ``index`` is None: the inventory numbers units, not NVML.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from types import ModuleType
 
 import pynvml
 
-from ..backends.local.nvml import as_text
+from ..backends.local.nvml import as_text, mig_enabled, mig_handles
 from ..core.samples import GpuProcess, GpuSample
 from . import MetricsUnavailable
 from .processes import server_of
@@ -83,7 +89,7 @@ class NVMLSource:
         samples = []
         for index in range(count):
             try:
-                samples.append(self._read_gpu(index, now))
+                samples.extend(self._read_gpu(index, now))
             except nvml.NVMLError as e:
                 log.warning("NVML cannot read GPU %d on %s: %s", index, self.node, e)
         return samples
@@ -136,36 +142,53 @@ class NVMLSource:
         except self.nvml.NVMLError:
             return None
 
-    def _read_gpu(self, index: int, now: datetime) -> GpuSample:
+    def _read_gpu(self, index: int, now: datetime) -> list[GpuSample]:
+        """The GPU's sample, or its MIG instances' samples when it is in MIG mode."""
         nvml = self.nvml
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        rates = nvml.nvmlDeviceGetUtilizationRates(handle)
-        memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-        power_mw = self._optional("nvmlDeviceGetPowerUsage", handle)
-        limit_mw = self._optional("nvmlDeviceGetEnforcedPowerLimit", handle)
-        reasons = self._optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
         uuid = as_text(nvml.nvmlDeviceGetUUID(handle))
         if uuid not in self._xid:
             self._register_xid(handle, uuid)
+        if mig_enabled(nvml, handle):
+            physical = self._physical(handle, uuid)
+            return [
+                self._sample(mig, as_text(nvml.nvmlDeviceGetUUID(mig)), None, now, physical)
+                for mig in mig_handles(nvml, handle)
+            ]
+        rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+        readings = {"utilization": float(rates.gpu), "memory_utilization": float(rates.memory)}
+        return [self._sample(handle, uuid, index, now, self._physical(handle, uuid) | readings)]
+
+    def _physical(self, handle, uuid: str) -> dict:
+        """The readings of the physical GPU: temperature (required), power, clocks, throttle reasons, ECC, XID."""
+        nvml = self.nvml
+        power_mw = self._optional("nvmlDeviceGetPowerUsage", handle)
+        limit_mw = self._optional("nvmlDeviceGetEnforcedPowerLimit", handle)
+        reasons = self._optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        return {
+            "temperature_c": float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+            "power_w": None if power_mw is None else power_mw / 1000,
+            "power_limit_w": None if limit_mw is None else limit_mw / 1000,
+            "sm_clock_mhz": self._optional("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
+            "throttle_reasons": () if reasons is None else throttle_names(reasons),
+            "ecc_errors": self._optional(
+                "nvmlDeviceGetTotalEccErrors", handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+            ),
+            "xid": self._xid[uuid],
+        }
+
+    def _sample(self, handle, uuid: str, index: int | None, now: datetime, readings: dict) -> GpuSample:
+        """A sample of the unit ``handle`` (a GPU or a MIG device): its memory (required) and processes."""
+        memory = self.nvml.nvmlDeviceGetMemoryInfo(handle)
         return GpuSample(
             uuid=uuid,
             time=now,
             node=self.node,
             index=index,
-            utilization=float(rates.gpu),
-            memory_utilization=float(rates.memory),
             memory_used_mib=memory.used / 2**20,
             memory_total_mib=memory.total / 2**20,
-            temperature_c=float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
-            power_w=None if power_mw is None else power_mw / 1000,
-            power_limit_w=None if limit_mw is None else limit_mw / 1000,
-            sm_clock_mhz=self._optional("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
-            throttle_reasons=() if reasons is None else throttle_names(reasons),
-            ecc_errors=self._optional(
-                "nvmlDeviceGetTotalEccErrors", handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
-            ),
             processes=self._processes(handle),
-            xid=self._xid[uuid],
+            **readings,
         )
 
     def _processes(self, handle) -> tuple[GpuProcess, ...] | None:

@@ -106,7 +106,9 @@ def test_gprs_no_longer_watched_are_forgotten_and_decisions_are_in_id_order():
 GPU_IDLE_CASES = {
     "below the threshold, no process": (idle("g", utilization=4.9), True),
     "at the threshold": (idle("g", utilization=5.0), False),
-    "utilization unknown": (idle("g", utilization=None), False),
+    "utilization unknown, processes listed: none (an NVML MIG instance)": (idle("g", utilization=None), True),
+    "utilization unknown, a process": (idle("g", utilization=None, processes=(GpuProcess(pid=1),)), False),
+    "utilization and processes unknown": (idle("g", utilization=None, processes=None), False),
     "processes unknown (DCGM): utilization decides": (idle("g", processes=None), True),
     "a process": (idle("g", processes=(GpuProcess(pid=1),)), False),
 }

@@ -20,7 +20,7 @@ from egs_hub.metrics import MetricsUnavailable
 from egs_hub.metrics.nvml import NVMLSource, throttle_names
 from egs_hub.metrics.processes import server_of
 
-from ..nvml_double import H100_BYTES, FakeNVML, Process, h100
+from ..nvml_double import H100_BYTES, Device, FakeNVML, Process, h100, h100_mig
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 OWNERS = {4242: ("ada", ""), 4343: ("bob", "big")}
@@ -151,6 +151,36 @@ def test_a_gpu_failing_a_required_reading_is_left_out_and_the_others_are_read(fu
     assert [s.uuid for s in read(nvml)] == [h100(0).uuid, h100(2).uuid]
 
 
+def test_a_gpu_in_mig_mode_is_sampled_per_instance():
+    """Each MIG instance by its MIG- UUID with its own memory and processes, the physical GPU's
+    temperature, power, clocks, ECC and XID, and no utilization (NVML reads none in MIG mode)."""
+    mig = h100_mig(1, layout=("3g.40gb", "1g.10gb"), temperature=51, power_mw=250_000)
+    busy, idle = mig.mig_devices
+    busy = Device(**{**busy.__dict__, "used_bytes": 3 * 2**30, "compute_processes": (Process(4242, 3 * 2**30),)})
+    mig = Device(**{**mig.__dict__, "mig_devices": (busy, idle)})
+    samples = read(FakeNVML([h100(0), mig]))
+
+    assert [(s.uuid, s.index) for s in samples] == [(h100(0).uuid, 0), (busy.uuid, None), (idle.uuid, None)]
+    whole, first, second = samples
+    assert whole.utilization == 0.0 and whole.temperature_c == 33.0
+    for sample in (first, second):
+        assert (sample.utilization, sample.memory_utilization) == (None, None)
+        assert (sample.temperature_c, sample.power_w, sample.power_limit_w) == (51.0, 250.0, 700.0)
+        assert (sample.sm_clock_mhz, sample.ecc_errors, sample.xid, sample.node) == (345, 0, 0, "gpu-host")
+    assert (first.memory_used_mib, first.memory_total_mib) == (3072.0, 40192.0)
+    assert first.processes == (GpuProcess(pid=4242, used_mib=3072, user="ada", server=""),)
+    assert (second.memory_total_mib, second.processes) == (9856.0, ())
+
+
+def test_an_xid_of_a_gpu_in_mig_mode_shows_on_each_of_its_instances():
+    nvml = FakeNVML([h100_mig(0, layout=("3g.40gb", "3g.40gb"))])
+    source = NVMLSource("gpu-host", nvml, owner_of=OWNERS.get)
+    source.read(NOW)
+    nvml.xid(0, 79)
+
+    assert [s.xid for s in source.read(NOW)] == [79, 79]
+
+
 def test_nvml_starts_once_and_close_shuts_it_down():
     nvml = FakeNVML([h100(0)])
     source = NVMLSource("gpu-host", nvml)
@@ -267,10 +297,16 @@ def test_real_pynvml_on_this_host():
         samples = source.read(NOW)
     finally:
         source.close()
-    listed = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True)
-    assert [s.uuid for s in samples] == listed.stdout.split()
+    listed = subprocess.run(
+        ["nvidia-smi", "--query-gpu=uuid,mig.mode.current", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    whole = [line.split(", ")[0] for line in listed.stdout.splitlines() if not line.endswith(", Enabled")]
+    assert [s.uuid for s in samples if s.uuid.startswith("GPU-")] == whole
     for s in samples:
-        assert 0 <= s.utilization <= 100 and 0 <= s.memory_utilization <= 100
+        if s.uuid.startswith("MIG-"):  # an instance of a GPU in MIG mode
+            assert s.utilization is None and s.memory_utilization is None
+        else:
+            assert 0 <= s.utilization <= 100 and 0 <= s.memory_utilization <= 100
         assert 0 < s.memory_used_mib <= s.memory_total_mib
         assert 0 < s.temperature_c < 120
         assert s.power_w is None or 0 < s.power_w <= 1.2 * s.power_limit_w

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -73,7 +74,7 @@ def discover_units(node: str, cluster: str, nvml: ModuleType = pynvml) -> list[U
             product = as_text(nvml.nvmlDeviceGetName(handle))
             uuid = as_text(nvml.nvmlDeviceGetUUID(handle))
             memory_mib = nvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20
-            if _mig_enabled(nvml, handle):
+            if mig_enabled(nvml, handle):
                 units.extend(_instances(nvml, handle, uuid, memory_mib, node, cluster, len(units)))
             else:
                 units.append(Unit(GPU(uuid, len(units), node, cluster, product, memory_mib), memory_mib))
@@ -90,7 +91,7 @@ def mig_profile(name: str) -> str | None:
     return found[1].lower() if found and MIG_PROFILE.fullmatch(found[1].lower()) else None
 
 
-def _mig_enabled(nvml: ModuleType, handle) -> bool:
+def mig_enabled(nvml: ModuleType, handle) -> bool:
     """Whether the GPU is in MIG mode now (a GPU without MIG answers NOT_SUPPORTED)."""
     try:
         current, _pending = nvml.nvmlDeviceGetMigMode(handle)
@@ -101,17 +102,22 @@ def _mig_enabled(nvml: ModuleType, handle) -> bool:
     return current == nvml.NVML_DEVICE_MIG_ENABLE
 
 
-def _instances(nvml: ModuleType, handle, parent: str, memory_mib: int, node: str, cluster: str, first: int):
-    """The MIG instances of the GPU ``parent``, numbered from ``first``; one whose name has no
-    profile is left out, with a warning."""
-    units = []
+def mig_handles(nvml: ModuleType, handle) -> Iterator:
+    """The handles of the MIG devices of a GPU in MIG mode, in index order (gaps skipped)."""
     for k in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
         try:
-            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, k)
+            yield nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, k)
         except nvml.NVMLError as e:
             if getattr(e, "value", None) == nvml.NVML_ERROR_NOT_FOUND:  # no instance at this index
                 continue
             raise
+
+
+def _instances(nvml: ModuleType, handle, parent: str, memory_mib: int, node: str, cluster: str, first: int):
+    """The MIG instances of the GPU ``parent``, numbered from ``first``; one whose name has no
+    profile is left out, with a warning."""
+    units = []
+    for mig in mig_handles(nvml, handle):
         name = as_text(nvml.nvmlDeviceGetName(mig))
         uuid = as_text(nvml.nvmlDeviceGetUUID(mig))
         profile = mig_profile(name)
