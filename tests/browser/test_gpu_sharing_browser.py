@@ -1,6 +1,7 @@
 """GPU sharing in the browser (issue 23): an admin lets a workspace share time-sliced GPUs from the
-Workspaces page, and the portal's workspace card says when the GPUs it holds are shares of GPUs that
-other workspaces run on too; on a hub whose declared inventory has a time-sliced node."""
+Workspaces page, the portal's workspace card says when the GPUs it holds are shares of GPUs that
+other workspaces run on too, and the admin dashboard counts instances and shares in GPU-equivalents;
+on a hub whose declared inventory has MIG instances, a time-sliced node and whole GPUs."""
 
 from __future__ import annotations
 
@@ -44,4 +45,17 @@ def test_an_admin_allows_sharing_and_the_workspace_card_says_its_gpus_are_shared
     mine = page.locator('#slices [data-slice="notebooks"]')
     expect(mine.locator(".shared-gpus")).to_contain_text("1 of them are shares of time-sliced GPUs")
     expect(mine).to_contain_text("may ask for shares of time-sliced GPUs (gpu_share)")
+
+    # 14 1g.10gb instances (2 GPUs), 4 shares (1 GPU) and 8 whole GPUs: 11 GPUs; a quarter of one is bound.
+    open_page(page, hub, "admin/", "Dashboard")
+    capacity = page.get_by_role("table", name="GPUs per cluster and shape now")
+    expect(capacity.locator("tbody tr")).to_have_text(
+        [
+            "localH100-80GB 1g.10gb x14140140",
+            "localH100-80GB shared/4 x44130",
+            "localH100-80GB x88080",
+            "All, in GPU-equivalents110.2510.750",
+        ]
+    )
+    expect(page.locator("[data-figure='bound-now']")).to_have_text("2% (0.25 of 11 GPUs)")
     assert watched.errors == []

@@ -4,7 +4,7 @@
 import { api, apiAll, el, hours, live, localTime, page, patch, query, span } from "./api.js";
 import { clustersTable, loadClusters } from "./kubernetes.js";
 import { lineChart } from "./chart.js";
-import { capacity, gpuSecondsBy, percent, top } from "./usage.js";
+import { capacity, gpuSecondsBy, nodeEquivalents, percent, top } from "./usage.js";
 
 const DAY = 86400e3;
 const TOP = 5;
@@ -24,14 +24,19 @@ async function load() {
 
 const figure = (name, value, id) => [el("dt", {}, name), el("dd", { "data-figure": id }, value)];
 
+// The sum of a capacity column over its rows in GPU-equivalents (a MIG instance or a share is part of a GPU).
+const equivalentSum = (rows, k) => rows.reduce((n, r) => n + r[k] * r.equivalents, 0);
+const gpuCount = (n) => String(Math.round(n * 100) / 100);
+
 function drawCapacity(inventory) {
   const rows = capacity(inventory);
-  const sum = (k) => rows.reduce((n, r) => n + r[k], 0);
+  const shared = rows.some((r) => r.equivalents !== 1);
+  const sum = (k) => gpuCount(equivalentSum(rows, k));
   patch(document.querySelector("#capacity tbody"), [
     ...rows.map((r) => el("tr", {}, el("td", {}, r.cluster), el("td", {}, r.shape), el("td", {}, r.total),
       el("td", {}, r.bound), el("td", {}, r.free), el("td", {}, r.unusable))),
-    el("tr", { class: "total" }, el("th", { scope: "row", colspan: 2 }, "All"), el("td", {}, sum("total")),
-      el("td", {}, sum("bound")), el("td", {}, sum("free")), el("td", {}, sum("unusable"))),
+    el("tr", { class: "total" }, el("th", { scope: "row", colspan: 2 }, shared ? "All, in GPU-equivalents" : "All"),
+      el("td", {}, sum("total")), el("td", {}, sum("bound")), el("td", {}, sum("free")), el("td", {}, sum("unusable"))),
   ]);
 }
 
@@ -49,17 +54,19 @@ function usedDay(used) {
     "kept in memory since the service started)", chart];
 }
 
+// Bound and its share of the whole in GPU-equivalents: a MIG instance or a share counts its part of a GPU.
 function drawUtilisation({ now, inventory, gpus, used, schedule }) {
-  const total = inventory.gpus;
-  const bound = capacity(inventory).reduce((n, r) => n + r.bound, 0);
-  const day = gpuSecondsBy(schedule, now - DAY, now, () => "all").get("all") || 0;
+  const rows = capacity(inventory);
+  const total = equivalentSum(rows, "total");
+  const bound = equivalentSum(rows, "bound");
+  const day = gpuSecondsBy(schedule, now - DAY, now, () => "all", nodeEquivalents(inventory)).get("all") || 0;
   const readings = gpus.gpus.map((g) => g.sample?.utilization).filter((u) => u !== null && u !== undefined);
   const usedNow = gpus.source.name
     ? (readings.length ? `${Math.round(readings.reduce((a, b) => a + b, 0) / readings.length)}% mean over ${readings.length} GPU(s) with readings (${gpus.source.name})`
       : `no readings yet from ${gpus.source.name}`)
     : "not known: no GPU metrics source is configured";
   patch(document.getElementById("utilisation"), [
-    ...figure("Bound now", `${percent(bound, total)} (${bound} of ${total} GPUs)`, "bound-now"),
+    ...figure("Bound now", `${percent(bound, total)} (${gpuCount(bound)} of ${gpuCount(total)} GPUs)`, "bound-now"),
     ...figure("Used now", usedNow, "used-now"),
     ...figure("Bound, last 24 h", `${percent(day, total * 86400)} (${hours(day / 3600)} GPU-hours)`, "bound-24h"),
     ...figure("Used, last 24 h", usedDay(used), "used-24h"),
@@ -94,7 +101,7 @@ function drawAlerts(alerts) {
     : [el("p", { class: "muted" }, "No active alerts.")]);
 }
 
-function drawTop({ now, slices, schedule, gprs }) {
+function drawTop({ now, inventory, slices, schedule, gprs }) {
   const bySlice = slices.slices.map((s) => [s, s.usage.gpu_hours_week])
     .sort((a, b) => b[1] - a[1] || a[0].name.localeCompare(b[0].name)).slice(0, TOP);
   patch(document.querySelector("#top-slices tbody"), bySlice.length
@@ -102,7 +109,8 @@ function drawTop({ now, slices, schedule, gprs }) {
       el("td", {}, s.usage.fair_share_factor.toFixed(2))))
     : [el("tr", {}, el("td", { colspan: 3, class: "muted" }, "No workspaces yet."))]);
   const askedBy = new Map(gprs.gprs.map((g) => [g.id, g.requested_by]));
-  const users = top(gpuSecondsBy(schedule, now - 7 * DAY, now, (w) => askedBy.get(w.gpr) || "?"), TOP);
+  const week = gpuSecondsBy(schedule, now - 7 * DAY, now, (w) => askedBy.get(w.gpr) || "?", nodeEquivalents(inventory));
+  const users = top(week, TOP);
   patch(document.querySelector("#top-users tbody"), users.length
     ? users.map(([user, seconds]) => el("tr", {}, el("td", {}, user), el("td", {}, hours(seconds / 3600))))
     : [el("tr", {}, el("td", { colspan: 2, class: "muted" }, "No GPUs held this week."))]);
