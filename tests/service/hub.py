@@ -277,7 +277,19 @@ def start_server(hub: Hub, user: str, slice_name: str) -> None:
     )
 
 
-def start_hub(
+def start_hub(data_dir: str, db_url: str, port: int, **options) -> Hub:
+    """egs-hub up (``options`` as ``start_hub_once`` takes them), started a second time on new ports
+    when the first start fails: egs-hub up picks free ports for the proxy's API and the service, and
+    a hub another test worker starts at the same moment can take one of them between the pick and the
+    bind (the hub then talks to that other proxy). A second failure is the test's error."""
+    try:
+        return start_hub_once(data_dir, db_url, port, **options)
+    except AssertionError as first:
+        print(f"egs-hub up did not start; starting it again on new ports. The first try:\n{first}", file=sys.stderr)
+        return start_hub_once(data_dir, db_url, free_port(), **options)
+
+
+def start_hub_once(
     data_dir: str,
     db_url: str,
     port: int,
@@ -289,7 +301,8 @@ def start_hub(
     """egs-hub up with the test ``config``, the declared ``inventory`` (files beside this one) and extra ``env``.
 
     Returns once the EGS service answers /health through the proxy; with a config that runs the
-    service unmanaged (hub_unmanaged_service.py), once the hub's API answers."""
+    service unmanaged (hub_unmanaged_service.py), once the hub's API answers. A hub that does not
+    within 60 s is stopped before the AssertionError."""
     admin_token = secrets.token_hex(16)
     env = {
         **os.environ,
@@ -328,7 +341,18 @@ def start_hub(
             return False
 
     ready_url = f"{hub.url}/hub/api/" if config == UNMANAGED_SERVICE_CONFIG else hub.api + "health"
-    wait_for(healthy, 60, f"egs-hub to answer {ready_url}")
+    try:
+        wait_for(healthy, 60, f"egs-hub to answer {ready_url}")
+    except AssertionError as e:
+        if process.poll() is not None:  # healthy() said how it exited
+            raise
+        process.send_signal(signal.SIGINT)  # as stop_hub does, so that it stops its proxy and service
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise AssertionError(f"{e}:\n{hub.log()[-3000:]}") from None
     return hub
 
 
