@@ -114,12 +114,13 @@ class Shape:
     def serves(self, wanted: str | None, share: float | None) -> bool:
         """Whether a unit of this shape serves a GPR asking for ``wanted`` (its ``shape``) and ``share``
         (its ``gpu_share``): a share is served by a time-sliced GPU whose shares are at least that part
-        of it, of the GPU type or model ``wanted`` names (None: any); the rest as ``matches`` says."""
+        of it, of the GPU type or model ``wanted`` names, or of this very shape (None: any); the rest
+        as ``matches`` says."""
         if share is None:
             return self.matches(wanted)
         if self.replicas == 1 or share > 1 / self.replicas:
             return False
-        return wanted is None or _normal(wanted) in self._gpu_kinds()
+        return wanted is None or _normal(wanted) in self._gpu_kinds() or self.matches(wanted)
 
     def _gpu_kinds(self) -> set[str]:
         """The GPU type and model as a request may name them, lower case."""

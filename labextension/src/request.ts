@@ -11,7 +11,8 @@ export interface IRequestForm {
   slice: string;
   /** A GPR template's name; '' for none. */
   template: string;
-  unit: 'gpus' | 'nodes';
+  /** Whole GPUs, whole nodes, or a share of one time-sliced GPU (``count`` is then the share, like 0.25). */
+  unit: 'gpus' | 'nodes' | 'share';
   count: string;
   duration: string;
   /** A shape name, GPU type or model; '' for any. */
@@ -84,9 +85,26 @@ export function priorityChoices(slice: ISlice | undefined): IPriorityChoice[] {
   return BANDS.filter(band => band.low <= max).map(band => ({ label: `${band.name} (${band.low})`, value: band.low }));
 }
 
-function parseCount(form: IRequestForm): { gpus: number } | { nodes: number } {
-  const label = form.unit === 'gpus' ? 'GPUs' : 'Nodes';
+/** The count input's label for each unit. */
+export const COUNT_LABELS: Record<IRequestForm['unit'], string> = {
+  gpus: 'GPUs',
+  nodes: 'Nodes',
+  share: 'Share of a GPU'
+};
+
+function parseCount(form: IRequestForm): { gpus: number } | { nodes: number } | { gpu_share: number } {
+  const label = COUNT_LABELS[form.unit];
   const text = form.count.trim();
+  if (form.unit === 'share') {
+    const share = Number(text);
+    if (!/^(0?\.[0-9]+|0)$/.test(text) || !(share > 0 && share < 1)) {
+      throw new FormError(label, `${label} must be a number above 0 and below 1, like 0.25, not "${form.count}"`);
+    }
+    if (migProfile(form.shape)) {
+      throw new FormError('Shape', `A share is of a whole time-sliced GPU; ${form.shape} names MIG instances`);
+    }
+    return { gpu_share: share };
+  }
   const count = Number(text);
   if (!/^[0-9]+$/.test(text) || !Number.isInteger(count) || count < 1 || count > 100000) {
     throw new FormError(label, `${label} must be a whole number from 1 to 100000, not "${form.count}"`);
@@ -157,10 +175,11 @@ export function requestBody(form: IRequestForm, slice: ISlice | undefined, now: 
  * The POST wait-times body: the request without shape and cluster, so that the
  * answer lists every shape on every cluster that could serve it (asking again must
  * not narrow the table to the last pick). A shape naming MIG instances stays as its
- * GPU type and profile: without it the answer lists whole GPUs only.
+ * GPU type and profile: without it the answer lists whole GPUs only (a share's lists
+ * the time-sliced GPUs that can serve it).
  */
 export function waitTimesBody(form: IRequestForm, slice: ISlice | undefined, now: number): IGprRequest {
-  const profile = migProfile(form.shape);
+  const profile = form.unit === 'share' ? null : migProfile(form.shape);
   const shape = profile ? `${form.shape.trim().split(/\s+/)[0]} ${profile}` : '';
   return requestBody({ ...form, shape, cluster: '' }, slice, now);
 }
@@ -188,6 +207,11 @@ export function durationText(seconds: number): string {
     [seconds % 60, 's']
   ];
   return parts.map(([n, unit]) => (n ? `${n}${unit}` : '')).join('') || '0s';
+}
+
+/** The units a slice lets its members ask for: a share of a time-sliced GPU only where its policy allows sharing. */
+export function unitChoices(slice: ISlice | undefined): IRequestForm['unit'][] {
+  return slice?.policy.gpu_sharing ? ['gpus', 'nodes', 'share'] : ['gpus', 'nodes'];
 }
 
 /**

@@ -11,6 +11,7 @@ import { EgsModel, IEgsState } from './model';
 import { ShowNotice } from './notice';
 import {
   applyTemplate,
+  COUNT_LABELS,
   EMPTY_FORM,
   formatMoney,
   FormError,
@@ -20,6 +21,7 @@ import {
   pickOption,
   priorityChoices,
   requestBody,
+  unitChoices,
   usableTemplates,
   waitTimesBody
 } from './request';
@@ -31,6 +33,13 @@ interface IProps {
   now: number;
   show: ShowNotice;
 }
+
+const UNIT_NAMES: Record<IRequestForm['unit'], string> = {
+  gpus: 'single GPUs',
+  nodes: 'whole nodes',
+  share: 'a share of a GPU'
+};
+const SHARE = '0.25'; // what the count becomes when the form turns to a share
 
 /** Fields whose change makes a wait-time answer stale. */
 const ASKED: (keyof IRequestForm)[] = ['slice', 'template', 'unit', 'count', 'duration', 'priority', 'startAfter'];
@@ -55,7 +64,9 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
     form.priority && choices.some(c => String(c.value) === form.priority)
       ? form.priority
       : String((choices.find(c => c.label.startsWith('medium')) ?? choices[choices.length - 1])?.value ?? '');
-  const current: IRequestForm = { ...form, slice: sliceName, template: template?.name ?? '', priority };
+  const unit = unitChoices(slice).includes(form.unit) ? form.unit : 'gpus';
+  const count = unit === form.unit ? form.count : '1';
+  const current: IRequestForm = { ...form, slice: sliceName, template: template?.name ?? '', priority, unit, count };
 
   const set = (field: keyof IRequestForm) => (
     event: React.ChangeEvent<HTMLInputElement | HTMLSelectElement>
@@ -63,6 +74,9 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
     const change: Partial<IRequestForm> = { [field]: event.target.value };
     if (field === 'shape') {
       change.cluster = '';
+    }
+    if (field === 'unit' && (event.target.value === 'share') !== (current.unit === 'share')) {
+      change.count = event.target.value === 'share' ? SHARE : '1';
     }
     if (field === 'template') {
       setWaits(null);
@@ -117,7 +131,7 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
     });
   };
 
-  const countLabel = current.unit === 'gpus' ? 'GPUs' : 'Nodes';
+  const countLabel = COUNT_LABELS[current.unit];
   const shapeNames = [...new Set(state.shapes.map(s => s.name))];
   const invalid = (label: string) => (formError?.field === label ? { 'aria-invalid': true, 'aria-errormessage': 'egs-form-error' } : {});
   const picked = waits ? pickedOption(current, waits.options) : undefined;
@@ -150,8 +164,11 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
       <div className="egs-Field">
         <label htmlFor="egs-unit">Ask for</label>
         <select id="egs-unit" className="jp-mod-styled" value={current.unit} onChange={set('unit')}>
-          <option value="gpus">single GPUs</option>
-          <option value="nodes">whole nodes</option>
+          {unitChoices(slice).map(unit => (
+            <option key={unit} value={unit}>
+              {UNIT_NAMES[unit]}
+            </option>
+          ))}
         </select>
       </div>
       <div className="egs-Field">
@@ -160,8 +177,9 @@ export function RequestForm({ model, state, now, show }: IProps): JSX.Element {
           id="egs-count"
           className="jp-mod-styled"
           type="number"
-          min={1}
-          step={1}
+          min={current.unit === 'share' ? 0.01 : 1}
+          max={current.unit === 'share' ? 0.99 : undefined}
+          step={current.unit === 'share' ? 0.01 : 1}
           value={current.count}
           onChange={set('count')}
           {...invalid(countLabel)}

@@ -66,6 +66,8 @@ export interface ISlicePolicy {
   max_active_gprs: number;
   idle_timeout: number | null;
   max_idle_timeout: number | null;
+  /** Members may ask for a share of a time-sliced GPU (gpu_share). */
+  gpu_sharing: boolean;
 }
 
 export interface ISlice {
@@ -253,6 +255,8 @@ export interface IGprRequest {
   duration: string;
   gpus?: number;
   nodes?: number;
+  /** A share of one time-sliced GPU, above 0 and below 1. */
+  gpu_share?: number;
   priority?: number;
   shape?: string;
   cluster?: string;

@@ -1,7 +1,9 @@
 """GPU sharing in the browser (issue 23): an admin lets a workspace share time-sliced GPUs from the
 Workspaces page, the portal's workspace card says when the GPUs it holds are shares of GPUs that
 other workspaces run on too, and the admin dashboard counts instances and shares in GPU-equivalents;
-on a hub whose declared inventory has MIG instances, a time-sliced node and whole GPUs."""
+a data scientist asks for a share and for one 1g.10gb instance from the JupyterLab sidebar, sees when
+and at what price, and gets them; on a hub whose declared inventory has MIG instances, a time-sliced
+node and whole GPUs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from playwright.sync_api import expect
 
 from ..service.hub import Hub, sqlite_hub, wait_for
 from .test_admin_pages import Watched, open_page
+from .test_lab_browser import opens_jupyterlab
 from .test_walkthrough_browser import ADMIN_PASSWORD, log_in
 
 
@@ -59,3 +62,44 @@ def test_an_admin_allows_sharing_and_the_workspace_card_says_its_gpus_are_shared
     )
     expect(page.locator("[data-figure='bound-now']")).to_have_text("2% (0.25 of 11 GPUs)")
     assert watched.errors == []
+
+
+@pytest.mark.browser
+def test_a_share_and_a_mig_instance_from_the_sidebar_with_wait_and_price(hub: Hub, new_page) -> None:
+    admin = hub.admin()
+    policy = {"gpu_sharing": True, "max_active_gprs": 3}
+    admin.post("slices", {"name": "lab-team", "members": ["dana"], "policy": policy}, expect=201)
+    prices = {"H100-80GB shared/4 x4": 0.8, "H100-80GB 1g.10gb x14": 0.5}
+    admin.call("PUT", "clusters/local/prices", prices, expect=200)
+    page = new_page()
+    page.set_viewport_size({"width": 1280, "height": 1600})
+    opens_jupyterlab(hub, page, "dana", "dana-shares-a-gpu")
+    page.locator('.jp-SideBar [data-id="egs-sidebar"]').click()
+    panel = page.locator("#egs-sidebar")
+    expect(panel.get_by_label("Workspace")).to_have_value("lab-team")
+
+    panel.get_by_label("Ask for").select_option("a share of a GPU")
+    expect(panel.get_by_label("Share of a GPU")).to_have_value("0.25")
+    panel.get_by_role("button", name="Get wait times").click()
+    waits = panel.get_by_role("table", name="Wait times")
+    expect(waits.get_by_role("radio")).to_have_count(1)  # the time-sliced node alone serves a share
+    expect(waits).to_contain_text("H100-80GB shared/4 x4")
+    expect(waits.locator("tbody td").nth(5)).to_have_text("0.80")  # one share at 0.80 an hour
+    panel.get_by_role("button", name="Request GPUs").click()
+    expect(panel.locator('[data-gpr-id][data-status="provisioned"]')).to_have_count(1, timeout=30_000)
+    (share,) = [g for g in admin.get("gprs?slice=lab-team")["gprs"] if g["status"] == "provisioned"]
+    assert (share["gpu_share"], len(share["bound_gpus"]), share["price_per_gpu_hour"]) == (0.25, 1, 0.8)
+
+    panel.get_by_label("Ask for").select_option("single GPUs")
+    expect(panel.get_by_label("GPUs", exact=True)).to_have_value("1")
+    panel.get_by_label("Shape").select_option("H100-80GB 1g.10gb x14")
+    panel.get_by_role("button", name="Get wait times").click()
+    expect(waits.get_by_role("radio")).to_have_count(1)
+    expect(waits).to_contain_text("H100-80GB 1g.10gb x14")
+    expect(waits).to_contain_text("now")
+    expect(waits.locator("tbody td").nth(5)).to_have_text("0.50")
+    panel.get_by_role("button", name="Request GPUs").click()
+    expect(panel.locator('[data-gpr-id][data-status="provisioned"]')).to_have_count(2, timeout=30_000)
+    instance = next(g for g in admin.get("gprs?slice=lab-team")["gprs"] if g["id"] != share["id"])
+    (uuid,) = instance["bound_gpus"]
+    assert instance["shape"] == "H100-80GB 1g.10gb x14" and uuid.startswith("MIG-")

@@ -32,14 +32,15 @@ def lab_hub(tmp_path_factory) -> Iterator[Hub]:
         yield running.hub
 
 
-def carol_opens_jupyterlab(hub: Hub, page: Page) -> None:
-    sign_up(page, hub.invite_link("carol"), "carol", CAROL_PASSWORD)
+def opens_jupyterlab(hub: Hub, page: Page, user: str, password: str) -> None:
+    """``user`` signs up through an invite, logs in, and opens JupyterLab on a started server."""
+    sign_up(page, hub.invite_link(user), user, password)
     page.goto(f"{hub.url}/hub/login")
-    log_in(page, "carol", CAROL_PASSWORD)
+    log_in(page, user, password)
     expect(page).not_to_have_url(re.compile(r"/hub/login"))
-    hub.hub_api("POST", "users/carol/server", expect=(201, 202))
-    wait_for(lambda: server_model(hub, "carol").get("ready"), 60, "carol's server", interval=0.5)
-    page.goto(f"{hub.url}/user/carol/lab")
+    hub.hub_api("POST", f"users/{user}/server", expect=(201, 202))
+    wait_for(lambda: server_model(hub, user).get("ready"), 60, f"{user}'s server", interval=0.5)
+    page.goto(f"{hub.url}/user/{user}/lab")
     expect(page.locator(".jp-Launcher")).to_be_visible(timeout=60_000)
 
 
@@ -53,7 +54,7 @@ def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, ne
     admin.call("PUT", "clusters/local/prices", {shape["name"]: 2.5}, expect=200)
     page = new_page()
     page.set_viewport_size({"width": 1280, "height": 1600})  # the whole sidebar in one screenshot
-    carol_opens_jupyterlab(lab_hub, page)
+    opens_jupyterlab(lab_hub, page, "carol", CAROL_PASSWORD)
     first_pid = server_model(lab_hub, "carol")["state"]["pid"]
     assert server_environment(first_pid)["CUDA_VISIBLE_DEVICES"] == ""
 

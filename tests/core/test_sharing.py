@@ -195,6 +195,8 @@ SHARING = SlicePolicy(max_active_gprs=20, gpu_sharing=True)
         (None, None, False),  # whole GPUs never get shares
         ("H100", None, False),
         ("H100-80GB shared/4", None, True),  # named by its type, as the inventory lists it
+        ("H100-80GB shared/4 x8", 0.25, True),  # a share of the shape a wait-time row names
+        ("H100-80GB shared/4", 0.5, False),
     ],
 )
 def test_a_time_sliced_shape_serves_shares_no_larger_than_its_own(wanted, share, want):

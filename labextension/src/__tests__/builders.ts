@@ -64,7 +64,8 @@ export function slice(change: Partial<ISlice> = {}): ISlice {
       auto_approve_max_gpus: null,
       max_active_gprs: 1,
       idle_timeout: null,
-      max_idle_timeout: null
+      max_idle_timeout: null,
+      gpu_sharing: false
     },
     usage: { gpu_hours_week: 3, decayed_gpu_hours: 2, fair_share_factor: 1 },
     gpus: [],

@@ -9,6 +9,7 @@ import {
   pickOption,
   priorityChoices,
   requestBody,
+  unitChoices,
   usableTemplates,
   migProfile,
   waitTimesBody
@@ -137,6 +138,25 @@ describe('requestBody', () => {
     expect(requestBody(form({ unit: 'nodes', count: '1' }), slice(), NOW)).toEqual({ slice: 'ml', nodes: 1, duration: '1h' });
   });
 
+  it('asks for a share of a time-sliced GPU, of any shape or the picked one', () => {
+    expect(requestBody(form({ unit: 'share', count: '0.25' }), slice(), NOW)).toEqual({ slice: 'ml', gpu_share: 0.25, duration: '1h' });
+    expect(requestBody(form({ unit: 'share', count: '.5', shape: 'H100-80GB shared/2 x2' }), slice(), NOW)).toEqual({
+      slice: 'ml',
+      gpu_share: 0.5,
+      duration: '1h',
+      shape: 'H100-80GB shared/2 x2'
+    });
+  });
+
+  it('offers a share only in a slice whose policy allows sharing', () => {
+    const sharing = slice({ policy: { ...slice().policy, gpu_sharing: true } });
+    expect([unitChoices(slice()), unitChoices(sharing), unitChoices(undefined)]).toEqual([
+      ['gpus', 'nodes'],
+      ['gpus', 'nodes', 'share'],
+      ['gpus', 'nodes']
+    ]);
+  });
+
   it('sends the start time in UTC from the browser’s local time', () => {
     expect(requestBody(form({ startAfter: '2024-05-14T16:30' }), slice(), NOW).start_after).toBe('2024-05-14T14:30:00.000Z');
   });
@@ -148,7 +168,16 @@ describe('requestBody', () => {
     ['a duration in words', { duration: 'two hours' }, 'Duration', 'Duration must be like "2h", "1h30m" or "90m", not "two hours"'],
     ['longer than the policy', { duration: '2d' }, 'Duration', 'Duration 2d is longer than ml allows (1d)'],
     ['a start in the past', { startAfter: '2024-05-14T10:00' }, 'Start after', 'Start after is in the past; leave it empty to start as soon as possible'],
-    ['priority above the policy', { priority: '301' }, 'Priority', 'Priority must be from 1 to 300 in ml, not "301"']
+    ['priority above the policy', { priority: '301' }, 'Priority', 'Priority must be from 1 to 300 in ml, not "301"'],
+    ['a whole GPU as a share', { unit: 'share', count: '1' }, 'Share of a GPU', 'Share of a GPU must be a number above 0 and below 1, like 0.25, not "1"'],
+    ['no share', { unit: 'share', count: '0' }, 'Share of a GPU', 'Share of a GPU must be a number above 0 and below 1, like 0.25, not "0"'],
+    ['a share in words', { unit: 'share', count: 'half' }, 'Share of a GPU', 'Share of a GPU must be a number above 0 and below 1, like 0.25, not "half"'],
+    [
+      'a share of MIG instances',
+      { unit: 'share', count: '0.5', shape: 'H100-80GB 1g.10gb x14' },
+      'Shape',
+      'A share is of a whole time-sliced GPU; H100-80GB 1g.10gb x14 names MIG instances'
+    ]
   ];
   it.each(errors)('refuses %s, naming the field', (_, change, field, message) => {
     const error = formError(() => requestBody(form(change), slice(), NOW));
@@ -178,6 +207,14 @@ describe('wait times', () => {
       null,
       null
     ]);
+  });
+
+  it('asks for a share on any time-sliced GPU that can serve it', () => {
+    expect(waitTimesBody(form({ unit: 'share', count: '0.25', shape: 'H100-80GB shared/4 x4', cluster: 'local' }), slice(), NOW)).toEqual({
+      slice: 'ml',
+      gpu_share: 0.25,
+      duration: '1h'
+    });
   });
 
   it('picks a row into the form and finds it again', () => {
