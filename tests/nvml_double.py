@@ -47,6 +47,7 @@ class Device:
     # H100 or A100 supports MIG: off unless said.
     mig_enabled: bool | None = None
     mig_devices: tuple[Device | None, ...] = ()
+    gpu_instance_id: int | None = None  # a MIG device's GPU instance id (NVML numbers them per GPU)
 
 
 def h100(i: int, **readings) -> Device:
@@ -65,7 +66,12 @@ def h100_mig(i: int, layout: tuple[str, ...] = ("1g.10gb",) * 7, **readings) -> 
     """An H100 in MIG mode split into ``layout``'s instances, named and sized as NVML names them
     ("NVIDIA H100 80GB HBM3 MIG 1g.10gb"; a 1g.10gb has 9,856 MiB)."""
     devices = tuple(
-        Device(f"{H100} MIG {profile}", f"MIG-7c1d2e3f-4a5b-5c6d-8e9f-{i:02d}{k:02d}00000000", _MIG_BYTES[profile])
+        Device(
+            f"{H100} MIG {profile}",
+            f"MIG-7c1d2e3f-4a5b-5c6d-8e9f-{i:02d}{k:02d}00000000",
+            _MIG_BYTES[profile],
+            gpu_instance_id=GPU_INSTANCE_IDS[k],
+        )
         for k, profile in enumerate(layout)
     )
     return Device(H100, h100(i).uuid, H100_BYTES, mig_enabled=True, mig_devices=devices, **readings)
@@ -73,6 +79,8 @@ def h100_mig(i: int, layout: tuple[str, ...] = ("1g.10gb",) * 7, **readings) -> 
 
 _MIG_BYTES = {"1g.10gb": 9856 * 2**20, "2g.20gb": 20096 * 2**20, "3g.40gb": 40192 * 2**20, "7g.80gb": 80896 * 2**20}
 MAX_MIG_DEVICES = 7  # nvmlDeviceGetMaxMigDeviceCount on an H100 in MIG mode
+# The GPU instance ids of a GPU's MIG devices in index order: other numbers than the indexes, as on a GPU.
+GPU_INSTANCE_IDS = (7, 8, 9, 10, 11, 12, 13)
 
 
 class _Handle:
@@ -201,6 +209,13 @@ class FakeNVML:
         if index >= len(device.mig_devices) or device.mig_devices[index] is None:
             raise self.NVMLError("Not Found", self.NVML_ERROR_NOT_FOUND)
         return _Handle(handle._index, index)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: _Handle) -> int:
+        """A MIG device's GPU instance id; NVML_ERROR_INVALID_ARGUMENT for a whole GPU's handle."""
+        device = self._device(handle, "nvmlDeviceGetGpuInstanceId")
+        if handle._mig is None:
+            raise self.NVMLError("Invalid Argument")
+        return device.gpu_instance_id
 
     def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> SimpleNamespace:
         """NVML_ERROR_NOT_SUPPORTED in MIG mode, of the GPU or of its MIG devices (NVML's documentation)."""

@@ -12,12 +12,21 @@ in ``FIELDS``; memory total is FB_USED + FB_FREE (+ FB_RESERVED where the
 exporter publishes it). DCGM cannot list processes, so ``processes`` stays
 None; the pod a GPU is assigned to comes from the exporter's ``pod`` and
 ``namespace`` labels (Kubernetes only).
+
+A MIG instance's series carry its GPU's ``UUID`` and its GPU instance id
+``GPU_I_ID`` (and ``GPU_I_PROFILE``): one sample is built per instance that
+``instances`` ((GPU UUID, GPU instance id) -> the instance's ``MIG-`` UUID, as
+NVML found them: LocalBackend.mig_instances) names, by that UUID; an instance it
+does not name is left out. DCGM has no ``DCGM_FI_DEV_GPU_UTIL`` for an instance:
+its utilization is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (a ratio, times 100), which
+also stands in for a whole GPU without ``DCGM_FI_DEV_GPU_UTIL``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -42,23 +51,27 @@ FIELDS = {
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_errors",
 }
 INTEGER_FIELDS = {"xid", "ecc_errors"}
+ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # the graphics engine's busy ratio: a MIG instance's utilization
+Instances = Mapping[tuple[str, int], str]  # (GPU UUID, GPU instance id) -> the MIG instance's UUID
 
 
 def make_query(selector: str = "") -> str:
     """The one instant query that fetches every field of every GPU the selector picks."""
-    matchers = [f'__name__=~"{"|".join(FIELDS)}"']
+    matchers = [f'__name__=~"{"|".join([*FIELDS, ENGINE_ACTIVE])}"']
     if selector.strip():
         matchers.append(selector.strip().strip(","))
     return "{" + ",".join(matchers) + "}"
 
 
-def samples_from_query(result_json: Any) -> list[GpuSample]:
-    """GPU samples from a decoded ``/api/v1/query`` answer, one per ``UUID``, ordered by node, index, UUID.
+def samples_from_query(result_json: Any, instances: Instances | None = None) -> list[GpuSample]:
+    """GPU samples from a decoded ``/api/v1/query`` answer, one per ``UUID`` and one per MIG instance that
+    ``instances`` names, ordered by node, index, UUID.
 
-    Series without a UUID, of MIG instances (``GPU_I_ID``: they would overwrite
-    the whole GPU's readings) or of other metrics are ignored; a NaN or infinite
-    value is no reading. Raises ValueError when the answer is not a successful instant vector.
+    Series without a UUID, of MIG instances ``instances`` does not name or of other metrics are ignored;
+    a NaN or infinite value is no reading. Raises ValueError when the answer is not a successful instant
+    vector.
     """
+    instances = instances or {}
     if not isinstance(result_json, dict):
         raise ValueError(f"expected a JSON object, got {type(result_json).__name__}")
     if result_json.get("status") != "success":
@@ -78,13 +91,22 @@ def samples_from_query(result_json: Any) -> list[GpuSample]:
             timestamp, value = float(pair[0]), float(pair[1])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed series {series!r}: {e}") from e
-        if not uuid or name not in FIELDS or "GPU_I_ID" in labels:
+        if not uuid or name not in (*FIELDS, ENGINE_ACTIVE):
             continue
+        if "GPU_I_ID" in labels:
+            uuid = _instance(instances, uuid, labels["GPU_I_ID"])
+            if uuid is None:
+                continue
         gpu = gpus.setdefault(uuid, {"labels": labels, "time": timestamp})
         gpu["time"] = max(gpu["time"], timestamp)
         if math.isfinite(value):
             gpu[name] = value
     return sorted((make_sample(uuid, gpu) for uuid, gpu in gpus.items()), key=sample_key)
+
+
+def _instance(instances: Instances, gpu: str, gpu_instance: str) -> str | None:
+    """The UUID of GPU ``gpu``'s MIG instance ``gpu_instance`` (a label's text), None when not known."""
+    return instances.get((gpu, int(gpu_instance))) if gpu_instance.isdigit() else None
 
 
 def make_sample(uuid: str, gpu: dict[str, Any]) -> GpuSample:
@@ -93,6 +115,8 @@ def make_sample(uuid: str, gpu: dict[str, Any]) -> GpuSample:
     for field, attribute in FIELDS.items():
         if attribute and field in gpu:
             readings[attribute] = int(gpu[field]) if attribute in INTEGER_FIELDS else gpu[field]
+    if "utilization" not in readings and ENGINE_ACTIVE in gpu:
+        readings["utilization"] = 100 * gpu[ENGINE_ACTIVE]
     used, free = gpu.get("DCGM_FI_DEV_FB_USED"), gpu.get("DCGM_FI_DEV_FB_FREE")
     if used is not None and free is not None:
         readings["memory_total_mib"] = used + free + gpu.get("DCGM_FI_DEV_FB_RESERVED", 0.0)
@@ -101,7 +125,7 @@ def make_sample(uuid: str, gpu: dict[str, Any]) -> GpuSample:
         uuid=uuid,
         time=datetime.fromtimestamp(gpu["time"], UTC),
         node=labels.get("Hostname") or None,
-        index=int(index) if index.isdigit() else None,
+        index=int(index) if index.isdigit() and "GPU_I_ID" not in labels else None,  # an instance's is its GPU's
         pod=labels.get("pod") or None,
         namespace=labels.get("namespace") or None,
         **readings,
@@ -117,10 +141,11 @@ class PrometheusSource:
 
     name = "prometheus"
 
-    def __init__(self, url: str, selector: str = "", timeout: float = 10.0):
+    def __init__(self, url: str, selector: str = "", timeout: float = 10.0, instances: Callable[[], Instances] = dict):
         self.url = url.rstrip("/")
         self.selector = selector
         self.timeout = timeout
+        self.instances = instances  # the MIG instances known now (samples_from_query)
 
     async def sample(self, now: datetime) -> list[GpuSample]:
         """The latest sample of every GPU, stamped with the time Prometheus gives its values, not ``now``.
@@ -146,7 +171,7 @@ class PrometheusSource:
         except OSError as e:
             raise MetricsUnavailable(f"{where} cannot be reached ({e}); check that it runs and the URL") from e
         try:
-            return samples_from_query(json.loads(response.body))
+            return samples_from_query(json.loads(response.body), self.instances())
         except ValueError as e:  # json.JSONDecodeError is a ValueError
             raise MetricsUnavailable(
                 f"{where} gave no usable query result ({e}); "

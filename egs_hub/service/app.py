@@ -695,7 +695,9 @@ class EGSService(Application):
         if choice == "prometheus":
             if not self.prometheus_url:
                 raise TraitError("metrics_source is 'prometheus' but prometheus_url is not set")
-            return PrometheusSource(self.prometheus_url, self.prometheus_selector)
+            backend = self.local_backend
+            instances = (lambda: backend.mig_instances) if backend is not None else dict
+            return PrometheusSource(self.prometheus_url, self.prometheus_selector, instances=instances)
         return None
 
     async def serve(self) -> None:

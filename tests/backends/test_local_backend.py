@@ -147,6 +147,10 @@ async def test_discover_from_nvml(tmp_path, case: NVMLCase):
     units = [d.uuid for d in devices if not d.mig_enabled] + [m.uuid for d in devices for m in d.mig_devices if m]
     assert sorted(by_uuid) == sorted(units)
     assert case.nvml.inits == case.nvml.shutdowns
+    # each instance by its GPU and GPU instance id, as the DCGM exporter names it (metrics/prometheus.py)
+    assert local.mig_instances == {
+        (d.uuid, m.gpu_instance_id): m.uuid for d in devices if d.mig_enabled for m in d.mig_devices if m
+    }
 
 
 # --- bind ----------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ def test_a_gpu_in_mig_mode_is_found_as_its_instances_in_index_order():
         (h100(2).uuid, 5, None, None),
     ]
     assert [u.gpu.memory_mib for u in units[1:5]] == [40192, 20096, 9856, 9856]
+    assert [u.gpu_instance for u in units] == [None, 7, 8, 9, 10, None]  # DCGM's GPU_I_ID
     assert {u.gpu_memory_mib for u in units} == {81559}  # the whole GPU's, for the shape
     assert (nvml.inits, nvml.shutdowns) == (1, 1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ def answer(*result: dict[str, Any]) -> dict[str, Any]:
 class Case:
     result: list[dict[str, Any]]
     want: list[GpuSample] = field(default_factory=list)  # exactly these samples, in this order
+    instances: dict[tuple[str, int], str] = field(default_factory=dict)  # the MIG instances known
 
 
 NODE = {"gpu": "0", "Hostname": "node-a"}
@@ -107,14 +109,48 @@ CASES = {
         result=[series("DCGM_FI_DEV_GPU_UTIL", "NaN"), series("DCGM_FI_DEV_XID_ERRORS", "+Inf")],
         want=[GpuSample(uuid="GPU-a", time=TIME0)],
     ),
-    "series without UUID, of other metrics or of MIG instances are ignored": Case(
+    "series without UUID, of other metrics or of MIG instances not known are ignored": Case(
         result=[
             series("DCGM_FI_DEV_GPU_UTIL", "50", uuid=None),
-            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0.9", uuid="GPU-b"),
+            series("DCGM_FI_DEV_MEM_CLOCK", "2619", uuid="GPU-b"),
             series("DCGM_FI_DEV_FB_USED", "10", GPU_I_ID="3", GPU_I_PROFILE="1g.10gb"),
             series("DCGM_FI_DEV_FB_USED", "20"),
         ],
         want=[GpuSample(uuid="GPU-a", time=TIME0, memory_used_mib=20)],
+        instances={("GPU-a", 4): "MIG-a4", ("GPU-b", 3): "MIG-b3"},
+    ),
+    "a MIG instance known is sampled by its UUID, its engine's busy ratio as utilization": Case(
+        result=[
+            series("DCGM_FI_DEV_GPU_TEMP", "48", **NODE),
+            series("DCGM_FI_DEV_FB_USED", "10048", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb", pod="p", **NODE),
+            series("DCGM_FI_DEV_FB_FREE", "30144", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb", pod="p", **NODE),
+            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0.5", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb", pod="p", **NODE),
+            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0", GPU_I_ID="x", **NODE),
+        ],
+        want=[  # an instance has no index (its gpu label is its GPU's): it comes first on its node
+            GpuSample(
+                uuid="MIG-a1",
+                time=TIME0,
+                node="node-a",
+                utilization=50,
+                memory_used_mib=10048,
+                memory_total_mib=40192,
+                pod="p",
+            ),
+            GpuSample(uuid="GPU-a", time=TIME0, node="node-a", index=0, temperature_c=48),
+        ],
+        instances={("GPU-a", 1): "MIG-a1"},
+    ),
+    "the engine's busy ratio stands in for a GPU without DCGM_FI_DEV_GPU_UTIL, not over it": Case(
+        result=[
+            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0.25", uuid="GPU-a"),
+            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0.25", uuid="GPU-b"),
+            series("DCGM_FI_DEV_GPU_UTIL", "40", uuid="GPU-b"),
+        ],
+        want=[
+            GpuSample(uuid="GPU-a", time=TIME0, utilization=25),
+            GpuSample(uuid="GPU-b", time=TIME0, utilization=40),
+        ],
     ),
     "one sample per UUID, ordered by node and index, stamped with its latest series": Case(
         result=[
@@ -137,7 +173,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_samples_from_query(case: Case) -> None:
-    assert samples_from_query(answer(*case.result)) == case.want
+    assert samples_from_query(answer(*case.result), case.instances) == case.want
 
 
 BAD_ANSWERS = {  # answer -> words the error must contain
@@ -159,7 +195,7 @@ def test_samples_from_query_rejects_malformed_answers(bad: Any, want_words: str)
 
 def test_query_is_one_selector_with_the_extra_matchers() -> None:
     assert make_query().startswith('{__name__=~"DCGM_FI_DEV_GPU_UTIL|')
-    assert make_query(' job="dcgm", ').endswith('|DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",job="dcgm"}')
+    assert make_query(' job="dcgm", ').endswith('|DCGM_FI_PROF_GR_ENGINE_ACTIVE",job="dcgm"}')
 
 
 # ---- PrometheusSource against a real Prometheus -------------------------------------------------------------------
@@ -247,6 +283,39 @@ async def test_a_changed_exposition_shows_up_after_the_next_scrape(
     samples = await PrometheusSource(scraped.url).sample(datetime.now(UTC))
 
     assert without_time(samples) == [dataclasses.replace(WANT_RECORDED[0], utilization=12)]
+
+
+MIG_EXPOSITION = os.path.join(os.path.dirname(__file__), "dcgm_mig_exposition.txt")
+MIG_GPU = "GPU-5d2c9a7e-3b1f-4c6d-8e0a-1f2b3c4d5e60"
+
+
+async def test_mig_instances_are_sampled_per_instance_through_prometheus(
+    scraped: Prometheus, exposition: ExpositionServer
+) -> None:
+    """An H100 in MIG mode as the exporter publishes it: each instance NVML found (by its GPU's UUID and
+    GPU instance id) is one sample, with its own memory, busy ratio and pod; an instance not found is
+    left out; the GPU's own series (no GPU_I_ID) stay the GPU's."""
+    with open(MIG_EXPOSITION, encoding="utf-8") as f:
+        exposition.text = f.read()
+    instance_ids = lambda result: sorted(r["metric"].get("GPU_I_ID", "") for r in result) == ["1", "13"]  # noqa: E731
+    wait_for_scrape(scraped.url, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", instance_ids)
+    instances = {(MIG_GPU, 1): "MIG-11111111-2222-5333-8444-555555555555"}
+
+    samples = await PrometheusSource(scraped.url, instances=lambda: instances).sample(datetime.now(UTC))
+
+    assert without_time(samples) == [
+        GpuSample(
+            uuid="MIG-11111111-2222-5333-8444-555555555555",
+            time=TIME0,
+            node="gpu-node-2",
+            utilization=78.4913,
+            memory_used_mib=10048,
+            memory_total_mib=40192,
+            pod="jupyter-bob",
+            namespace="egs-ml-team",
+        ),
+        GpuSample(uuid=MIG_GPU, time=TIME0, node="gpu-node-2", index=0, temperature_c=48),
+    ]
 
 
 SELECTORS = {  # selector -> UUIDs wanted

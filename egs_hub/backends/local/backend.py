@@ -55,6 +55,7 @@ class LocalBackend:
         self.inventory_file = inventory_file
         self.nvml = nvml
         self.uses_nvml = False
+        self.mig_instances: dict[tuple[str, int], str] = {}  # (GPU UUID, GPU instance id) -> MIG UUID
 
     async def discover(self) -> Inventory:
         try:
@@ -62,6 +63,9 @@ class LocalBackend:
             nvml_note = f"NVML found {len(units)} GPU(s)"
         except NVMLUnavailable as e:
             units, nvml_note = [], f"NVML unavailable ({e})"
+        self.mig_instances = {
+            (u.gpu.parent, u.gpu_instance): u.gpu.uuid for u in units if u.gpu.parent and u.gpu_instance is not None
+        }
         if units:
             self.uses_nvml = True
             if self.inventory_file:

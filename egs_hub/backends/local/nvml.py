@@ -47,10 +47,13 @@ def as_text(value: str | bytes) -> str:
 @dataclass(frozen=True)
 class Unit:
     """A unit NVML found: a whole GPU, or a MIG instance (``gpu.parent`` and ``gpu.profile`` set);
-    ``gpu_memory_mib`` is the whole GPU's memory (the instance's parent's)."""
+    ``gpu_memory_mib`` is the whole GPU's memory (the instance's parent's); ``gpu_instance`` is a MIG
+    instance's GPU instance id (``nvmlDeviceGetGpuInstanceId``, by which the DCGM exporter names it:
+    ``GPU_I_ID``), None for a whole GPU or where NVML cannot tell."""
 
     gpu: GPU
     gpu_memory_mib: int
+    gpu_instance: int | None = None
 
 
 def discover_gpus(node: str, cluster: str, nvml: ModuleType = pynvml) -> list[GPU]:
@@ -126,5 +129,15 @@ def _instances(nvml: ModuleType, handle, parent: str, memory_mib: int, node: str
             continue
         instance_mib = nvml.nvmlDeviceGetMemoryInfo(mig).total // 2**20
         gpu = GPU(uuid, first + len(units), node, cluster, name, instance_mib, parent=parent, profile=profile)
-        units.append(Unit(gpu, memory_mib))
+        units.append(Unit(gpu, memory_mib, _gpu_instance(nvml, mig)))
     return units
+
+
+def _gpu_instance(nvml: ModuleType, mig) -> int | None:
+    """The MIG device's GPU instance id; None where NVML does not support asking."""
+    try:
+        return int(nvml.nvmlDeviceGetGpuInstanceId(mig))
+    except nvml.NVMLError as e:
+        if getattr(e, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
+            return None
+        raise
