@@ -59,9 +59,9 @@ class SliceHost(Protocol):
 
     async def check_slice(self, slice_name: str, namespaces: Sequence[str]) -> object: ...
 
-    async def ensure_slice(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> object: ...
+    async def ensure_slice(self, slice_name: str, namespaces: Sequence[str], gpus: Sequence[str]) -> object: ...
 
-    async def set_slice_gpus(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> None: ...
+    async def set_slice_gpus(self, slice_name: str, namespaces: Sequence[str], gpus: Sequence[str]) -> None: ...
 
     async def remove_slice(self, slice_name: str) -> object: ...
 
@@ -75,7 +75,7 @@ class SliceHost(Protocol):
 @dataclass(frozen=True)
 class Setup:
     namespaces: tuple[str, ...]
-    gpus: int
+    gpus: tuple[str, ...]  # the GPUs (and units) the slice holds there
 
 
 class SliceSetup:
@@ -104,10 +104,10 @@ class SliceSetup:
     def lock(self, slice_name: str) -> asyncio.Lock:
         return self._locks.setdefault(slice_name, asyncio.Lock())
 
-    def _held(self, slice_name: str) -> dict[str, int]:
+    def _held(self, slice_name: str) -> dict[str, tuple[str, ...]]:
         with self.sessions() as session:
-            counts = queries.bound_gpu_counts(session)
-        return {cluster: n for (name, cluster), n in counts.items() if name == slice_name}
+            held = queries.bound_gpus(session)
+        return {cluster: gpus for (name, cluster), gpus in held.items() if name == slice_name}
 
     # The API's changes
 
@@ -126,12 +126,12 @@ class SliceSetup:
         done: list[str] = []
         try:
             for cluster in sorted(after.keys() | before.keys()):
-                await self._apply(slice_name, cluster, after.get(cluster), held.get(cluster, 0))
+                await self._apply(slice_name, cluster, after.get(cluster), held.get(cluster, ()))
                 done.append(cluster)
         except Exception:
             for cluster in done:
                 try:
-                    await self._apply(slice_name, cluster, before.get(cluster), held.get(cluster, 0))
+                    await self._apply(slice_name, cluster, before.get(cluster), held.get(cluster, ()))
                 except Exception as e:
                     log.error("slice %s: could not undo its change on cluster %s: %s", slice_name, cluster, e)
             raise
@@ -142,7 +142,9 @@ class SliceSetup:
         except SliceConflict as e:
             raise SliceConflict(f"cluster {cluster}: {e}") from None
 
-    async def _apply(self, slice_name: str, cluster: str, namespaces: tuple[str, ...] | None, gpus: int) -> None:
+    async def _apply(
+        self, slice_name: str, cluster: str, namespaces: tuple[str, ...] | None, gpus: tuple[str, ...]
+    ) -> None:
         """Set up (``namespaces``) or remove (None) the slice on the cluster; ``applied`` follows."""
         host = self.host(cluster)
         if namespaces is None:
@@ -160,10 +162,10 @@ class SliceSetup:
     def wanted(self) -> dict[tuple[str, str], Setup]:
         """Every slice's setup on every slice host, from the store."""
         with self.sessions() as session:
-            held = queries.bound_gpu_counts(session)
+            held = queries.bound_gpus(session)
             slices = [(row.name, queries.slice_namespaces(row)) for row in queries.all_slices(session)]
         return {
-            (name, cluster): Setup(namespaces, held.get((name, cluster), 0))
+            (name, cluster): Setup(namespaces, held.get((name, cluster), ()))
             for name, by_cluster in slices
             for cluster, namespaces in by_cluster.items()
             if self.is_host(cluster)

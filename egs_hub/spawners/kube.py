@@ -11,7 +11,11 @@ GPUs the slice holds now), then sets KubeSpawner's own traits:
 - with GPUs asked and GPUs of the slice on ``egs_cluster`` (a provisioned GPR):
   ``extra_resource_limits`` ``nvidia.com/gpu`` = the GPUs asked, at most those
   held there; ``node_selector`` ``egs.io/slice=<slice>`` and the toleration
-  ``egs.io/slice=<slice>:NoSchedule`` of the slice's nodes' taint;
+  ``egs.io/slice=<slice>:NoSchedule`` of the slice's nodes' taint; where the
+  slice holds no whole GPUs there but MIG instances or shares, those it holds
+  most of instead (``nvidia.com/mig-<profile>`` or ``nvidia.com/gpu.shared``),
+  on the share nodes where it holds them (``share.egs.io/<slice>=true``,
+  tolerating the free pool's taint; backends/kubernetes/shares.py);
 - without such GPUs: none of the three; the server starts CPU-only, and the
   spawn progress says when the slice's next queued GPR is estimated to start
   (or that none is queued).
@@ -25,9 +29,10 @@ GPUs the slice holds now), then sets KubeSpawner's own traits:
 Each start sets these from the values configured for the spawner, so nothing
 of a previous start carries over. A user in no slice starts CPU-only in the
 configured ``namespace``. The GPU limit is this spawner's to set: a configured
-``nvidia.com/gpu`` in ``extra_resource_limits`` is replaced (or dropped without
-GPUs). KubeSpawner's ``profile_list`` form is replaced by the slice form, and
-``enable_user_namespaces`` is refused: servers live in their slice's namespace.
+GPU resource (``nvidia.com/gpu``, a MIG instance or a share) in
+``extra_resource_limits`` is replaced (or dropped without GPUs). KubeSpawner's
+``profile_list`` form is replaced by the slice form, and ``enable_user_namespaces``
+is refused: servers live in their slice's namespace.
 
 The device plugin enforces the GPU limit, so unlike SliceLocalSpawner this is
 an isolation boundary, as far as the cluster's pod security allows.
@@ -43,7 +48,8 @@ from urllib.parse import quote, urlencode
 
 from traitlets import TraitError, Unicode, default, validate
 
-from ..backends.kubernetes.nodes import GPU_RESOURCE, SLICE_LABEL
+from ..backends.kubernetes.nodes import FREE, GPU_RESOURCE, SLICE_LABEL, is_gpu_resource
+from ..backends.kubernetes.shares import resource_counts, share_label
 from ..backends.kubernetes.webhook import slice_toleration
 from .slice import SliceSpawnerMixin, parse_time, requested_gpus
 
@@ -103,22 +109,32 @@ def slice_namespace(slice_view: Mapping, cluster: str) -> str:
 
 
 def gpus_on(cluster: str, gpus: list[str]) -> list[str]:
-    """The GPU ids on the cluster: a Kubernetes GPU's id is ``<cluster>/<node>/gpu<i>`` (nodes.py)."""
+    """The GPU ids on the cluster: a Kubernetes GPU's id begins ``<cluster>/<node>/`` (nodes.py)."""
     return [g for g in gpus if g.startswith(f"{cluster}/")]
+
+
+def held_resource(held: list[str]) -> tuple[str, int]:
+    """What a pod asks for of the GPUs the slice holds on the cluster (``held``): whole GPUs where it holds
+    any, else the MIG instances or shares it holds most of (shares.py); and how many it holds of that."""
+    counts = resource_counts(held)
+    if GPU_RESOURCE in counts:
+        return GPU_RESOURCE, counts[GPU_RESOURCE]
+    return min(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a server's pod goes and what it may use; ``gpus`` 0 is CPU-only."""
+    """Where a server's pod goes and what it may use: ``gpus`` of ``resource`` (0: CPU-only)."""
 
     slice: str | None
     namespace: str | None
     gpus: int
     home: HomeMount | None = None
+    resource: str = GPU_RESOURCE
 
     def traits(self, configured: Mapping) -> dict:
         """KubeSpawner's placement traits: the configured values with the slice's added."""
-        limits = {k: v for k, v in configured["extra_resource_limits"].items() if k != GPU_RESOURCE}
+        limits = {k: v for k, v in configured["extra_resource_limits"].items() if not is_gpu_resource(k)}
         traits = {
             "namespace": self.namespace or configured["namespace"],
             "extra_labels": dict(configured["extra_labels"]),
@@ -142,10 +158,14 @@ class Placement:
                     {"name": HOME_VOLUME, "mountPath": self.home.mount_path},
                 ],
             )
-        if self.gpus:
+        if self.gpus and self.resource == GPU_RESOURCE:
             traits["node_selector"][SLICE_LABEL] = self.slice
             traits["tolerations"] = [*_listed(configured["tolerations"]), slice_toleration(self.slice)]
-            limits[GPU_RESOURCE] = str(self.gpus)
+        elif self.gpus:  # MIG instances or shares, on the share nodes where the slice holds them
+            traits["node_selector"][share_label(self.slice)] = "true"
+            traits["tolerations"] = [*_listed(configured["tolerations"]), slice_toleration(FREE)]
+        if self.gpus:
+            limits[self.resource] = str(self.gpus)
         return traits
 
 
@@ -250,9 +270,13 @@ class SliceKubeSpawner(SliceSpawnerMixin, KubeSpawner):
         if not held:
             notice = next_gpr_notice(slice_name, self.egs_cluster, await self.queued_gprs(slice_name))
             return Placement(slice_name, namespace, 0, home), notice
-        count = min(wanted, len(held))
-        capped = f" (asked {wanted}; the slice holds {len(held)} there)" if count < wanted else ""
-        return Placement(slice_name, namespace, count, home), f"Starting in {where} with {count} GPU(s){capped}."
+        resource, holds = held_resource(held)
+        count = min(wanted, holds)
+        capped = f" (asked {wanted}; the slice holds {holds} there)" if count < wanted else ""
+        what = "GPU(s)" if resource == GPU_RESOURCE else resource
+        return Placement(
+            slice_name, namespace, count, home, resource
+        ), f"Starting in {where} with {count} {what}{capped}."
 
     async def egs_place(self) -> str:
         """Place this start: set the placement traits from the configured ones and the slice; the progress notice."""

@@ -440,16 +440,19 @@ def namespace_slice(session: Session, cluster: str, namespace: str) -> tuple[str
     return None if found is None else (found[0], found[1])
 
 
-def bound_gpu_counts(session: Session) -> dict[tuple[str, str], int]:
-    """How many GPUs each slice holds on each cluster now: (slice, cluster) -> count, held ones only."""
+def bound_gpus(session: Session) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The GPUs (and units) each slice holds on each cluster now: (slice, cluster) -> their ids, sorted."""
     query = (
-        select(Binding.slice, Cluster.name, func.count())
+        select(Binding.slice, Cluster.name, Binding.gpu_uuid)
         .join(GPU, GPU.uuid == Binding.gpu_uuid)
         .join(Node, Node.id == GPU.node_id)
         .join(Cluster, Cluster.id == Node.cluster_id)
-        .group_by(Binding.slice, Cluster.name)
+        .order_by(Binding.slice, Cluster.name, Binding.gpu_uuid)
     )
-    return {(slice_name, cluster): count for slice_name, cluster, count in session.execute(query)}
+    held: dict[tuple[str, str], tuple[str, ...]] = {}
+    for slice_name, cluster, gpu in session.execute(query):
+        held[(slice_name, cluster)] = (*held.get((slice_name, cluster), ()), gpu)
+    return held
 
 
 def project_id(session: Session, now: datetime) -> int:

@@ -92,6 +92,11 @@ def time_sliced_node(
     return obj
 
 
+def held_gpus(count: int, node: str = "gpu-a") -> list[str]:
+    """The ids of ``count`` whole GPUs a slice holds on ``node`` (as nodes.py names them on cluster emu)."""
+    return [f"emu/{node}/gpu{i}" for i in range(count)]
+
+
 def node_status(gpus: int, allocatable: int, ready: bool) -> dict:
     return {
         "capacity": {"cpu": "192", "memory": "2097152Mi", "nvidia.com/gpu": str(gpus)},

@@ -42,20 +42,24 @@ async def test_discover_finds_managed_gpu_nodes(cluster, make_backend):
     assert "2 GPU node(s)" in found.source and "node no-gfd has no nvidia.com/gpu.product" in found.source
 
 
-async def test_mig_instances_and_shares_are_listed_and_not_offered(cluster, make_backend):
-    """GPU Operator nodes with MIG (mixed strategy, one GPU not in MIG mode) and time-slicing: the planner
-    sees their instances and shares as planning nodes, unschedulable while binding them is not built."""
+async def test_mig_instances_and_shares_are_offered_where_a_pod_can_ask_for_them(cluster, make_backend):
+    """GPU Operator nodes with MIG (mixed strategy, one GPU not in MIG mode) and time-slicing: instances
+    (nvidia.com/mig-1g.10gb) and renamed shares (nvidia.com/gpu.shared) are offered one by one, not
+    whole; shares offered as nvidia.com/gpu and the whole GPUs of a node offering units are listed only."""
     await cluster.add_node(mig_mixed_node("mig-a", {"1g.10gb": 7}, whole=1, gpus=2))
     await cluster.add_node(time_sliced_node("ts-a", replicas=4, gpus=1))
+    await cluster.add_node(time_sliced_node("ts-b", replicas=2, gpus=1, renamed=True))
     found = await make_backend().discover()
 
     assert [(n.name, n.shape.name, n.schedulable, n.whole) for n in found.nodes] == [
-        ("mig-a", "H100-80GB x1", True, True),
-        ("mig-a:1g.10gb", "H100-80GB 1g.10gb x7", False, False),
+        ("mig-a", "H100-80GB x1", False, True),
+        ("mig-a:1g.10gb", "H100-80GB 1g.10gb x7", True, False),
         ("ts-a:shared", "H100-80GB shared/4 x4", False, False),
+        ("ts-b:shared", "H100-80GB shared/2 x2", True, False),
     ]
     assert [g.uuid for g in found.gpus if g.node == "ts-a:shared"] == [f"emu/ts-a/gpu0::{k}" for k in range(4)]
-    assert "listed, not offered (not bound on Kubernetes yet): mig-a:1g.10gb, ts-a:shared" in found.source
+    assert "mig-a (its whole GPUs are not offered beside its instances or shares)" in found.source
+    assert "ts-a:shared (its units are nvidia.com/gpu, which a pod cannot tell from whole GPUs" in found.source
 
 
 async def test_watch_keeps_the_inventory_fresh(cluster, make_backend):

@@ -19,7 +19,7 @@ from egs_hub.backends.kubernetes.kubeconfig import (
     token_request,
 )
 
-from .builders import pod
+from .builders import held_gpus, pod
 
 
 async def api_of(text: str) -> client.ApiClient:
@@ -40,7 +40,7 @@ async def test_kubeconfig_reaches_the_slice_namespaces_only(cluster, make_backen
     home, other = cluster.name("team-a"), cluster.name("team-a-dev")
     elsewhere = await cluster.add_namespace("elsewhere")
     backend = make_backend()
-    await backend.ensure_slice("team-a", [home, other], gpus=1)
+    await backend.ensure_slice("team-a", [home, other], gpus=held_gpus(1))
     made = await backend.slice_kubeconfig("team-a", [home, other], expiration=3600)
     document = yaml.safe_load(made.text)
     assert document["current-context"] == "team-a@emu"
@@ -69,7 +69,7 @@ async def test_kubeconfig_reaches_the_slice_namespaces_only(cluster, make_backen
 async def test_removing_the_slice_revokes_its_kubeconfig(emulator, cluster, make_backend):
     home = cluster.name("team-a")
     backend = make_backend()
-    await backend.ensure_slice("team-a", [home], gpus=1)
+    await backend.ensure_slice("team-a", [home], gpus=held_gpus(1))
     api = await api_of((await backend.slice_kubeconfig("team-a", [home], expiration=600)).text)
     try:
         core = client.CoreV1Api(api)
@@ -83,7 +83,7 @@ async def test_removing_the_slice_revokes_its_kubeconfig(emulator, cluster, make
 async def test_an_expired_token_is_refused(emulator, cluster, make_backend):
     home = cluster.name("team-a")
     backend = make_backend()
-    await backend.ensure_slice("team-a", [home], gpus=1)
+    await backend.ensure_slice("team-a", [home], gpus=held_gpus(1))
     api = await api_of((await backend.slice_kubeconfig("team-a", [home], expiration=600)).text)
     try:
         emulator.expire_tokens()

@@ -108,7 +108,7 @@ def keyed(objects: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def test_managed_objects_per_namespace_and_template():
-    objects = so.managed_objects("team-a", ("a", "b"), DEFAULT_ROLE_TEMPLATES, 8)
+    objects = so.managed_objects("team-a", ("a", "b"), DEFAULT_ROLE_TEMPLATES, {"nvidia.com/gpu": 8})
     assert keyed(objects) == [
         ("ServiceAccount", "a", "egs-team-a"),
         ("Role", "a", "egs-deployment"),
@@ -176,7 +176,7 @@ def test_custom_templates_render_their_placeholders():
             }
         }
     )
-    objects = so.managed_objects("team-a", ("home", "b"), templates, 0)
+    objects = so.managed_objects("team-a", ("home", "b"), templates, {})
     role = next(o for o in objects if o["kind"] == "Role" and o["metadata"]["namespace"] == "b")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}]
     binding = next(o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == "b")
@@ -227,7 +227,7 @@ def test_default_templates_survive_parsing():
 
 def quota_edited(edit) -> dict:
     """The slice's quota as the server might hold it, after ``edit`` (a function changing it in place)."""
-    current = copy.deepcopy(so.gpu_quota("team-a", "a", 4))
+    current = copy.deepcopy(so.gpu_quota("team-a", "a", {"nvidia.com/gpu": 4}))
     edit(current)
     return current
 
@@ -249,11 +249,11 @@ DIFFERS_CASES = {
 
 @pytest.mark.parametrize("edit, want", DIFFERS_CASES.values(), ids=DIFFERS_CASES.keys())
 def test_differs(edit, want):
-    assert so.differs(so.gpu_quota("team-a", "a", 4), quota_edited(edit)) is want
+    assert so.differs(so.gpu_quota("team-a", "a", {"nvidia.com/gpu": 4}), quota_edited(edit)) is want
 
 
 def test_stale_objects_are_those_not_desired():
-    desired = so.managed_objects("team-a", ("a",), DEFAULT_ROLE_TEMPLATES, 1)
+    desired = so.managed_objects("team-a", ("a",), DEFAULT_ROLE_TEMPLATES, {"nvidia.com/gpu": 1})
     old_role = so.role("team-a", "a", parse_role_templates({"old": {"rules": [RULE]}})["old"])
     moved_account = so.service_account("team-a", "b")
     assert so.stale(desired, [*desired, old_role, moved_account]) == [old_role, moved_account]
@@ -261,6 +261,6 @@ def test_stale_objects_are_those_not_desired():
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="at least one namespace"):
-        so.managed_objects("team-a", (), DEFAULT_ROLE_TEMPLATES, 1)
+        so.managed_objects("team-a", (), DEFAULT_ROLE_TEMPLATES, {"nvidia.com/gpu": 1})
     with pytest.raises(ValueError, match="cannot be negative"):
-        so.gpu_quota("team-a", "a", -1)
+        so.gpu_quota("team-a", "a", {"nvidia.com/gpu": -1})

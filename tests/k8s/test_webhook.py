@@ -72,6 +72,11 @@ DOCUMENT_CASES = {
         {"egs.io/slice": "team-a", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
         [{"key": "egs.io/slice", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"}, OWN_TOLERATION],
     ),
+    "a pod asking for MIG instances goes to the share nodes where its slice holds units": DocumentCase(
+        "mig-instance-pod.json",
+        {"share.egs.io/team-a": "true"},
+        [*DEFAULT_TOLERATIONS, {**OWN_TOLERATION, "value": "free"}],
+    ),
     "a CPU pod is untouched": DocumentCase("cpu-pod.json", None, DEFAULT_TOLERATIONS),
     "zero GPUs is no GPU": DocumentCase("zero-gpu-pod.json", None, None),
     "an UPDATE is allowed untouched, with a warning": DocumentCase(

@@ -192,6 +192,31 @@ async def test_with_a_provisioned_gpr_the_pod_gets_the_slice_gpus_and_stop_forge
     assert egs.requests[-1] == ("DELETE", "servers/alice/gpu", None)
 
 
+async def test_with_mig_instances_held_the_pod_asks_for_them_on_the_share_nodes(egs, emulator, cluster):
+    """A slice holding two 1g.10gb instances and a share there (no whole GPU): the pod asks for the
+    instances, which it holds most of, on the share nodes where the slice holds units."""
+    namespace = await cluster.add_namespace("team-a", slice="a")
+    held = ["east/mig-a/mig-1g.10gb-0", "east/mig-a/mig-1g.10gb-4", "east/ts-a/gpu0::1"]
+    egs.slices = [Slice("a", {"alice"}, namespaces={CLUSTER: [namespace]}, gpus=held, gprs=[4])]
+    configured = {"nvidia.com/gpu": "8", "nvidia.com/mig-3g.40gb": "1", "example.com/fpga": "1"}
+    spawner = make_spawner(egs, emulator, user_options={"slice": "a", "gpus": "4"}, extra_resource_limits=configured)
+
+    started = spawner.start()
+    progress = asyncio.create_task(messages(spawner))
+    pod = await created_pod(emulator, namespace, "jupyter-alice")
+    assert container(pod)["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "2", "example.com/fpga": "1"}
+    assert pod["spec"]["nodeSelector"] == {"share.egs.io/a": "true"}
+    assert pod["spec"]["tolerations"] == [{**TOLERATION, "value": "free"}]
+    await run_pod(cluster, namespace, "jupyter-alice")
+    await asyncio.wait_for(started, 15)
+    notices = await asyncio.wait_for(progress, 5)
+    assert notices[0] == (
+        f"Starting in slice a (namespace {namespace} on cluster east) with 2 nvidia.com/mig-1g.10gb"
+        " (asked 4; the slice holds 2 there)."
+    )
+    await asyncio.wait_for(spawner.stop(), 15)
+
+
 async def test_without_a_provisioned_gpr_the_pod_is_cpu_only_and_progress_says_when_gpus_come(egs, emulator, cluster):
     namespace = await cluster.add_namespace("team-a", slice="a")
     queued = [

@@ -38,14 +38,23 @@ from ...core.model import GPR, Event, SlicePolicy
 from ...core.node_pools import POOL_LABEL, NodePool
 from ...core.requests import CheckSpec
 from .. import BindError, Inventory, ServerRef, UnbindError
-from . import objects, pools
+from . import objects, pools, shares
 from .api import API_ERRORS, describe_error, json_of, json_or_none
 from .checks import CheckJob, run_pvc_check
-from .drain import drain_node
+from .drain import drain_node, release_units
 from .events import Notice, create_event, namespace_event, node_event
 from .gpr_api import GPRResourceAPI
 from .kubeconfig import SliceKubeconfig, make_kubeconfig
-from .nodes import SLICE_LABEL, FoundNode, NodeInventory, entry_problems, read_node, read_nodes
+from .nodes import (
+    SLICE_LABEL,
+    FoundNode,
+    NodeInventory,
+    NodeUnusable,
+    entry_problems,
+    read_node,
+    read_nodes,
+    read_units,
+)
 from .reflector import NodeReflector
 from .roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
 from .slice_objects import NamespacePlan, SliceConflict, plan_namespaces
@@ -179,23 +188,27 @@ class KubernetesBackend:
         source = f"Kubernetes {self.where}: {len(found.found)} GPU node(s) matching {self.node_selector!r}"
         if found.unusable:
             source += "; left out: " + "; ".join(found.unusable.values())
-        # A node carries one slice label, so it is bound to one GPR at a time (Node.whole). MIG instances
-        # and shares are listed but not planned: entry binds whole nodes, and nothing binds units yet.
-        nodes = [replace(n, whole=True) if n.shape.whole else replace(n, schedulable=False) for n in found.nodes]
-        units = [n.name for n in found.nodes if not n.shape.whole]
-        if units:
-            source += "; MIG instances and GPU shares listed, not offered (not bound on Kubernetes yet): "
-            source += ", ".join(units)
+        # A node carries one slice label, so it is bound to one GPR at a time (Node.whole); the units of a
+        # share node are bound one by one (shares.py).
+        share_hosts = {f.host for f in found.found if not f.node.shape.whole and shares.is_unit_resource(f.resource)}
+        nodes, not_offered = [], []
+        for f in found.found:
+            why = shares.not_offered(f, share_hosts)
+            if why is not None:
+                not_offered.append(f"{f.node.name} ({why})")
+            nodes.append(replace(f.node, whole=f.node.shape.whole, schedulable=f.node.schedulable and why is None))
+        if not_offered:
+            source += "; listed, not offered: " + "; ".join(not_offered)
         return Inventory(nodes, found.gpus, source=source)
 
     # Entry and exit
 
     def _gpus_by_node(self, gpr: GPR) -> dict[str, int]:
-        """The GPR's nodes on this cluster with how many of its GPUs each has."""
+        """The GPR's planning nodes on this cluster with how many of its GPUs (or units) each has."""
         counts = {}
         for node in gpr.bound_nodes:
-            prefix = f"{self.cluster}/{node}/"
-            counts[node] = sum(1 for g in gpr.bound_gpus if g.startswith(prefix))
+            prefix, resource = f"{self.cluster}/{shares.host_of(node)}/", shares.planning_resource(node)
+            counts[node] = sum(1 for g in gpr.bound_gpus if g.startswith(prefix) and shares.resource_of(g) == resource)
         return counts
 
     async def _read(self, core: client.CoreV1Api, name: str) -> dict | None:
@@ -212,14 +225,15 @@ class KubernetesBackend:
             raise BindError(f"GPR {gpr.id} has no nodes on cluster {self.cluster}")
         core = await self._core()
         # 1. snapshot
-        current = {name: await self._read(core, name) for name in wanted}
+        current = {host: await self._read(core, host) for host in sorted({shares.host_of(n) for n in wanted})}
         # 2. decide
         problems, failed = [], []
-        for name, obj in current.items():
+        for name, count in wanted.items():
+            obj = current[shares.host_of(name)]
             found = (
-                [f"node {name} no longer exists"]
+                [f"node {shares.host_of(name)} no longer exists"]
                 if obj is None
-                else entry_problems(read_node(obj, self.cluster), name, gpr.id, gpr.spec.slice, wanted[name])
+                else self._problems(obj, name, gpr, count)
             )
             problems.extend(found)
             if found:
@@ -230,10 +244,14 @@ class KubernetesBackend:
         # 3. act
         events = []
         for name, obj in current.items():
-            await core.patch_node(name, objects.entry_patch(obj, gpr.spec.slice, gpr.id))
-            events.append(
-                self._event(gpr, "node-entered", name, f"labelled and tainted {SLICE_LABEL}={gpr.spec.slice}", now)
-            )
+            if name in wanted:
+                await core.patch_node(name, objects.entry_patch(obj, gpr.spec.slice, gpr.id))
+                reason = f"labelled and tainted {SLICE_LABEL}={gpr.spec.slice}"
+                events.append(self._event(gpr, "node-entered", name, reason, now))
+            else:
+                await core.patch_node(name, shares.entry_patch(obj, gpr.spec.slice, gpr.id))
+                reason = f"labelled {shares.share_label(gpr.spec.slice)}=true: the slice's pods may use its units here"
+                events.append(self._event(gpr, "units-entered", name, reason, now))
         events.extend(
             Event(
                 kind="restart-to-use-gpus",
@@ -248,27 +266,45 @@ class KubernetesBackend:
         )
         return events
 
+    def _problems(self, obj: dict, name: str, gpr: GPR, count: int) -> list[str]:
+        """Why ``count`` of the GPR's GPUs on the planning node ``name`` (of the node ``obj``) cannot be bound."""
+        try:
+            if shares.host_of(name) == name:
+                return entry_problems(read_node(obj, self.cluster), name, gpr.id, gpr.spec.slice, count)
+            found = next((f for f in read_units(obj, self.cluster) if f.node.name == name), None)
+        except NodeUnusable as e:
+            return [str(e)]
+        return shares.entry_problems(found, name, count)
+
     async def _undo_entry(self, core: client.CoreV1Api, gpr: GPR, current: dict[str, dict | None]) -> None:
-        """Return nodes that an earlier, interrupted bind of this GPR entered, before the GPR fails."""
+        """Return nodes (and units) that an earlier, interrupted bind of this GPR entered, before the GPR fails."""
         for name, obj in current.items():
-            found: FoundNode | None = read_node(obj, self.cluster) if obj is not None else None
+            if obj is None:
+                continue
+            found: FoundNode | None = read_node(obj, self.cluster)
             if found is not None and found.gpr == str(gpr.id):
                 await core.patch_node(name, objects.return_patch(obj))
+            undo = shares.undo_patch(obj, gpr.spec.slice, gpr.id)
+            if undo is not None:
+                await core.patch_node(name, undo)
 
     async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:
-        """Exit every node of the GPR; UnbindError (from drain_node) while the slice's pods remain on one.
+        """Exit every node of the GPR, and its units from every share node; UnbindError (from drain_node,
+        release_units) while the slice's pods remain on one.
 
         ``servers`` are not used: a server's pod on these nodes is evicted with the slice's other pods.
         """
         core = await self._core()
         events, waiting = [], []
-        for name in self._gpus_by_node(gpr):
+        planning = self._gpus_by_node(gpr)
+        for name in sorted({shares.host_of(n) for n in planning}):
             obj = await self._read(core, name)
             if obj is None:
                 events.append(self._event(gpr, "node-gone", name, "the node no longer exists; nothing to return", now))
                 continue
+            exit_node = drain_node if name in planning else release_units
             try:
-                events.extend(await drain_node(core, obj, gpr, now, self.exit_grace, self._event))
+                events.extend(await exit_node(core, obj, gpr, now, self.exit_grace, self._event))
             except UnbindError as e:
                 events.extend(e.events)
                 waiting.append(str(e))
@@ -305,23 +341,27 @@ class KubernetesBackend:
             raise SliceConflict(f"slice {slice_name}: " + "; ".join(plan.conflicts))
         return plan
 
-    async def ensure_slice(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> NamespacePlan:
-        """Set up the slice's namespaces, ServiceAccount, RBAC and a GPU quota of ``gpus`` (none for 0);
-        SliceConflict when a namespace belongs to another slice, ClusterUnavailable when the API fails."""
+    async def ensure_slice(self, slice_name: str, namespaces: Sequence[str], gpus: Sequence[str]) -> NamespacePlan:
+        """Set up the slice's namespaces, ServiceAccount, RBAC and a quota of the GPUs (and units) it holds,
+        ``gpus`` (none while it holds none); SliceConflict when a namespace belongs to another slice,
+        ClusterUnavailable when the API fails."""
         api = await self._client()
+        quota = shares.resource_counts(gpus)
         try:
             plan = await ensure_slice(
-                api, slice_name, namespaces, self.role_templates, gpus, request_timeout=self.request_timeout
+                api, slice_name, namespaces, self.role_templates, quota, request_timeout=self.request_timeout
             )
             return plan
         except API_ERRORS as e:
             raise self._unavailable(f"set up slice {slice_name}", e) from None
 
-    async def set_slice_gpus(self, slice_name: str, namespaces: Sequence[str], gpus: int) -> None:
-        """The slice's GPU quota in each namespace: ``gpus``, or no quota object for 0 (see the module doc)."""
+    async def set_slice_gpus(self, slice_name: str, namespaces: Sequence[str], gpus: Sequence[str]) -> None:
+        """The slice's quota in each namespace: per resource, the GPUs (and units) ``gpus`` it holds, or no
+        quota object while it holds none (see the module doc)."""
         api = await self._client()
+        quota = shares.resource_counts(gpus)
         try:
-            await set_slice_gpus(api, slice_name, namespaces, gpus, request_timeout=self.request_timeout)
+            await set_slice_gpus(api, slice_name, namespaces, quota, request_timeout=self.request_timeout)
         except API_ERRORS as e:
             raise self._unavailable(f"set the GPU quota of slice {slice_name}", e) from None
 

@@ -1,4 +1,6 @@
-"""Exit of one node from a GPR's slice: cordon, evict the slice's pods, delete the rest after the grace period.
+"""Exit of one node from a GPR's slice: cordon, evict the slice's pods, delete the rest after the grace period;
+and exit of a GPR's units from a share node (shares.py): the same for the slice's pods that use units there,
+without a cordon (other slices use the node).
 
 Vocabulary: the *slice's pods* on a node are those in the namespaces labelled
 ``egs.io/slice=<slice>``, except DaemonSet and mirror (static) pods, which
@@ -18,9 +20,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ...core.model import GPR, Event
 from .. import UnbindError
-from . import objects
+from . import objects, shares
 from .api import json_of
 from .nodes import FREE, GPR_LABEL, SLICE_LABEL
+from .webhook import wants_units
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -75,8 +78,66 @@ async def drain_node(
         if not was_cordoned:
             events.append(event(gpr, "node-cordoned", name, "cordoned for exit", now))
     deadline = datetime.fromisoformat(started) + grace
+    await _evict(core, name, gpr, now, deadline, event, events, lambda pod: True)
+    await core.patch_node(name, objects.return_patch(obj))
+    events.append(event(gpr, "node-returned", name, f"back in the free pool ({SLICE_LABEL}={FREE})", now))
+    return events
+
+
+async def release_units(
+    core: client.CoreV1Api,
+    obj: dict,
+    gpr: GPR,
+    now: datetime,
+    grace: timedelta,
+    event: Callable[..., Event],
+) -> list[Event]:
+    """Take ``gpr``'s units on one share node back; UnbindError while the slice's pods that use units remain
+    there after its last GPR on the node left."""
+    name, slice_name = obj["metadata"]["name"], gpr.spec.slice
+    ids = shares.holders(obj, slice_name)
+    if str(gpr.id) in ids and len(ids) > 1:
+        await core.patch_node(name, shares.keep_patch(obj, slice_name, gpr.id))
+        return [
+            event(gpr, "units-returned", name, f"its units go back; other GPRs of {slice_name} hold units here", now)
+        ]
+    started = shares.exit_started(obj, slice_name)
+    if str(gpr.id) not in ids and started is None:
+        return []  # returned already
+    events = []
+    if started is None:
+        started = now.isoformat()
+        await core.patch_node(name, shares.exit_patch(slice_name, started))
+        reason = f"label {shares.share_label(slice_name)} removed: no new pod of the slice lands here"
+        events.append(event(gpr, "units-exit", name, reason, now))
+    deadline = datetime.fromisoformat(started) + grace
+    await _evict(core, name, gpr, now, deadline, event, events, _uses_units)
+    await core.patch_node(name, shares.done_patch(slice_name))
+    events.append(event(gpr, "units-returned", name, "the slice's pods using units here are gone", now))
+    return events
+
+
+def _uses_units(pod: dict) -> bool:
+    try:
+        return wants_units(pod)
+    except ValueError:  # unreadable: not one egs-hub put here
+        return False
+
+
+async def _evict(
+    core: client.CoreV1Api,
+    name: str,
+    gpr: GPR,
+    now: datetime,
+    deadline: datetime,
+    event: Callable[..., Event],
+    events: list[Event],
+    chosen: Callable[[dict], bool],
+) -> None:
+    """Evict the slice's ``chosen`` pods on node ``name`` (delete them from ``deadline``), adding to
+    ``events``; UnbindError while some remain."""
     held_back = []
-    for pod in await slice_pods(core, name, gpr.spec.slice):
+    for pod in [p for p in await slice_pods(core, name, gpr.spec.slice) if chosen(p)]:
         pod_name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
         if pod["metadata"].get("deletionTimestamp"):
             continue
@@ -93,7 +154,7 @@ async def drain_node(
                 held_back.append(_pod_name(pod))
             elif e.status != 404:
                 raise
-    remaining = await slice_pods(core, name, gpr.spec.slice)
+    remaining = [p for p in await slice_pods(core, name, gpr.spec.slice) if chosen(p)]
     if remaining:
         why = f" ({', '.join(held_back)} held back by a disruption budget)" if held_back else ""
         raise UnbindError(
@@ -101,6 +162,3 @@ async def drain_node(
             f"what remains is deleted at {deadline.isoformat()}",
             events,
         )
-    await core.patch_node(name, objects.return_patch(obj))
-    events.append(event(gpr, "node-returned", name, f"back in the free pool ({SLICE_LABEL}={FREE})", now))
-    return events

@@ -72,6 +72,8 @@ class FoundNode:
     ``schedulable`` on ``node`` is Ready and not cordoned; ``allocatable`` GPUs are
     those the device plugin offers (the others are unhealthy); ``slice`` is the
     ``egs.io/slice`` label (None on an unmanaged node) and ``gpr`` the ``egs.io/gpr`` one.
+    ``host`` is the Kubernetes node (``node`` a planning node of its instances or shares, or the
+    node itself) and ``resource`` what a pod asks for one of its GPUs as.
     """
 
     node: Node
@@ -82,6 +84,8 @@ class FoundNode:
     slice: str | None
     gpr: str | None
     instance_type: str | None
+    host: str
+    resource: str = GPU_RESOURCE
 
 
 def gpu_id(cluster: str, node: str, index: int) -> str:
@@ -171,7 +175,7 @@ def read_node(obj: Mapping, cluster: str) -> FoundNode | None:
         GPU(gpu_id(cluster, name, index), index, name, cluster, product, memory_mib, healthy=index < allocatable)
         for index in range(count)
     ]
-    return _found(obj, cluster, name, shape, gpus, allocatable)
+    return _found(obj, cluster, name, shape, gpus, allocatable, GPU_RESOURCE)
 
 
 def read_units(obj: Mapping, cluster: str) -> list[FoundNode]:
@@ -233,7 +237,7 @@ def _instances(
         )
         for k in range(count)
     ]
-    return _found(obj, cluster, unit_node, Shape(model, memory_gb, count, profile), gpus, allocatable)
+    return _found(obj, cluster, unit_node, Shape(model, memory_gb, count, profile), gpus, allocatable, resource)
 
 
 def _shares(obj: Mapping, cluster: str, name: str, labels: Mapping) -> FoundNode:
@@ -266,11 +270,14 @@ def _shares(obj: Mapping, cluster: str, name: str, labels: Mapping) -> FoundNode
         for index in range(physical * replicas)
     ]
     shape = Shape(product_model(product), round(memory_mib / 1024), len(gpus), replicas=replicas)
-    return _found(obj, cluster, unit_node, shape, gpus, allocatable)
+    return _found(obj, cluster, unit_node, shape, gpus, allocatable, resource)
 
 
-def _found(obj: Mapping, cluster: str, name: str, shape: Shape, gpus: list[GPU], allocatable: int) -> FoundNode:
-    """A planning node ``name`` of the node ``obj`` with ``gpus``, as Kubernetes says of the node."""
+def _found(
+    obj: Mapping, cluster: str, name: str, shape: Shape, gpus: list[GPU], allocatable: int, resource: str
+) -> FoundNode:
+    """A planning node ``name`` of the node ``obj`` with ``gpus`` asked for as ``resource``, as Kubernetes
+    says of the node."""
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
     ready = is_ready(obj)
@@ -292,6 +299,8 @@ def _found(obj: Mapping, cluster: str, name: str, shape: Shape, gpus: list[GPU],
         slice=labels.get(SLICE_LABEL),
         gpr=labels.get(GPR_LABEL),
         instance_type=labels.get(INSTANCE_TYPE_LABEL),
+        host=meta.get("name") or "",
+        resource=resource,
     )
 
 

@@ -8,9 +8,10 @@ egs-hub put in it). The slice's *home* namespace is its first: it holds the
 slice's *ServiceAccount* ``egs-<slice>``. Every namespace holds, per role
 template, a Role and a RoleBinding ``egs-<template>`` (roles.py), and the
 ResourceQuota ``egs-gpus`` capping ``requests.nvidia.com/gpu`` at the GPUs the
-slice holds on the cluster. These *managed objects* carry the labels
-``egs.io/slice=<slice>`` and ``app.kubernetes.io/managed-by=egs-hub``, by which
-egs-hub finds (and prunes) them.
+slice holds on the cluster (and ``requests.nvidia.com/mig-<profile>`` or
+``requests.nvidia.com/gpu.shared`` at the MIG instances or shares it holds,
+shares.py). These *managed objects* carry the labels ``egs.io/slice=<slice>``
+and ``app.kubernetes.io/managed-by=egs-hub``, by which egs-hub finds (and prunes) them.
 
 The quota is per namespace, so a slice with several namespaces may request up
 to that many GPUs in each; the node selector and taint (webhook.py, objects.py)
@@ -22,14 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .nodes import GPU_RESOURCE, SLICE_LABEL
+from .nodes import SLICE_LABEL
 from .roles import RBAC_GROUP, RoleTemplate, render_subject
 
 CREATED_BY = "egs.io/created-by"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 EGS_HUB = "egs-hub"
 QUOTA_NAME = "egs-gpus"
-GPU_QUOTA = f"requests.{GPU_RESOURCE}"
 # The kinds of managed objects, in the order they are applied (a RoleBinding names its Role).
 MANAGED_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ResourceQuota")
 API_VERSIONS = {
@@ -160,14 +160,17 @@ def role_binding(slice_name: str, namespace: str, template: RoleTemplate, home: 
     )
 
 
-def gpu_quota(slice_name: str, namespace: str, gpus: int) -> dict:
-    if gpus < 0:
-        raise ValueError(f"a slice's GPU quota cannot be negative ({gpus})")
-    return _object("ResourceQuota", _metadata(slice_name, QUOTA_NAME, namespace), spec={"hard": {GPU_QUOTA: str(gpus)}})
+def gpu_quota(slice_name: str, namespace: str, quota: Mapping[str, int]) -> dict:
+    """The ResourceQuota capping requests of each resource at its count in ``quota``."""
+    negative = {r: n for r, n in quota.items() if n < 0}
+    if negative:
+        raise ValueError(f"a slice's GPU quota cannot be negative ({negative})")
+    hard = {f"requests.{resource}": str(count) for resource, count in sorted(quota.items())}
+    return _object("ResourceQuota", _metadata(slice_name, QUOTA_NAME, namespace), spec={"hard": hard})
 
 
 def managed_objects(
-    slice_name: str, namespaces: Sequence[str], templates: Mapping[str, RoleTemplate], gpus: int
+    slice_name: str, namespaces: Sequence[str], templates: Mapping[str, RoleTemplate], quota: Mapping[str, int]
 ) -> list[dict]:
     """Every managed object of the slice on the cluster, in MANAGED_KINDS order, then by namespace and name.
 
@@ -179,7 +182,7 @@ def managed_objects(
     ordered = [templates[name] for name in sorted(templates)]
     objects += [role(slice_name, ns, t) for ns in namespaces for t in ordered]
     objects += [role_binding(slice_name, ns, t, home) for ns in namespaces for t in ordered]
-    objects += [gpu_quota(slice_name, ns, gpus) for ns in namespaces] if gpus else []
+    objects += [gpu_quota(slice_name, ns, quota) for ns in namespaces] if quota else []
     return objects
 
 

@@ -138,7 +138,7 @@ async def ensure_slice(
     slice_name: str,
     namespaces: Sequence[str],
     templates: Mapping[str, RoleTemplate],
-    gpus: int,
+    quota: Mapping[str, int],
     *,
     request_timeout: float = 10.0,
 ) -> so.NamespacePlan:
@@ -148,7 +148,7 @@ async def ensure_slice(
     no longer wanted (a dropped template, a new home namespace) are deleted. Returns what was done.
     """
     objects = SliceObjects(api, request_timeout)
-    desired = so.managed_objects(slice_name, namespaces, templates, gpus)
+    desired = so.managed_objects(slice_name, namespaces, templates, quota)
     # 1. snapshot
     existing = await snapshot(objects, slice_name, namespaces)
     # 2. decide
@@ -175,13 +175,19 @@ async def ensure_slice(
 
 
 async def set_slice_gpus(
-    api: client.ApiClient, slice_name: str, namespaces: Sequence[str], gpus: int, *, request_timeout: float = 10.0
+    api: client.ApiClient,
+    slice_name: str,
+    namespaces: Sequence[str],
+    quota: Mapping[str, int],
+    *,
+    request_timeout: float = 10.0,
 ) -> None:
-    """Set the GPU quota in each of the slice's namespaces (set up by ensure_slice) to ``gpus``; none for 0."""
+    """Set the GPU quota in each of the slice's namespaces (set up by ensure_slice) to ``quota`` (resource ->
+    count); none while it is empty."""
     objects = SliceObjects(api, request_timeout)
     for name in namespaces:
-        quota = so.gpu_quota(slice_name, name, gpus)
-        await (objects.apply(quota) if gpus else objects.delete(quota))
+        obj = so.gpu_quota(slice_name, name, quota)
+        await (objects.apply(obj) if quota else objects.delete(obj))
 
 
 async def remove_slice(api: client.ApiClient, slice_name: str, *, request_timeout: float = 10.0) -> so.NamespacePlan:

@@ -11,6 +11,11 @@ slice, from the namespace's ``egs.io/slice`` label) gets, by a JSONPatch:
   pod set itself (a pod cannot pick another slice's nodes);
 - the toleration ``egs.io/slice=<slice>:NoSchedule`` of the nodes' slice taint.
 
+A GPU pod asking for MIG instances or shares (a unit resource, shares.py) gets
+instead ``spec.nodeSelector["share.egs.io/<slice>"] = "true"`` (the share nodes
+where the slice holds units) and the toleration of the free pool's taint,
+``egs.io/slice=free:NoSchedule``; the slice's quota caps how many it may use.
+
 Every other pod is allowed unchanged. Without a provisioned GPR no node carries
 the slice's label, so the pod stays Pending until one does.
 
@@ -31,8 +36,9 @@ import base64
 import json
 from collections.abc import Callable, Mapping
 
-from .nodes import GPU_RESOURCE, SLICE_LABEL, is_gpu_resource
+from .nodes import FREE, GPU_RESOURCE, SLICE_LABEL, is_gpu_resource
 from .objects import TAINT_EFFECT
+from .shares import is_unit_resource, share_label
 
 API_VERSION = "admission.k8s.io/v1"
 CONTAINER_LISTS = ("initContainers", "containers")
@@ -53,9 +59,21 @@ def _pointer(key: str) -> str:
 
 def wants_gpus(pod: Mapping) -> bool:
     """Whether any container or init container limits or requests a GPU resource (other than 0)."""
+    return bool(gpu_resources(pod))
+
+
+def wants_units(pod: Mapping) -> bool:
+    """Whether the pod asks for MIG instances or time-sliced shares (a unit resource, shares.py)."""
+    return any(is_unit_resource(r) for r in gpu_resources(pod))
+
+
+def gpu_resources(pod: Mapping) -> set[str]:
+    """The GPU resources any container or init container limits or requests (other than 0); ValueError
+    when the pod cannot be read."""
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
         raise ValueError("the pod has no spec")
+    found: set[str] = set()
     for field in CONTAINER_LISTS:
         containers = spec.get(field)
         if containers is None:
@@ -68,8 +86,8 @@ def wants_gpus(pod: Mapping) -> bool:
             for kind in ("limits", "requests"):
                 for resource, amount in _amounts(container, kind).items():
                     if is_gpu_resource(resource) and str(amount).strip() not in ("0", ""):
-                        return True
-    return False
+                        found.add(resource)
+    return found
 
 
 def _amounts(container: Mapping, kind: str) -> Mapping:
@@ -118,14 +136,24 @@ def pod_name(pod: Mapping) -> str:
 
 def slice_patch(pod: Mapping, slice_name: str) -> list[dict]:
     """The JSONPatch operations that put the pod on the slice's nodes; [] when it is there already."""
+    return _placement(pod, SLICE_LABEL, slice_name, slice_toleration(slice_name))
+
+
+def units_patch(pod: Mapping, slice_name: str) -> list[dict]:
+    """The JSONPatch operations that put a pod asking for units on the share nodes where the slice holds
+    units (``share.egs.io/<slice>=true``, in the free pool); [] when it is there already."""
+    return _placement(pod, share_label(slice_name), "true", slice_toleration(FREE))
+
+
+def _placement(pod: Mapping, label: str, value: str, toleration: dict) -> list[dict]:
+    """The JSONPatch operations that select nodes labelled ``label=value`` and tolerate ``toleration``."""
     spec = pod["spec"]
     ops = []
     selector = spec.get("nodeSelector")
     if not isinstance(selector, Mapping):
-        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {SLICE_LABEL: slice_name}})
-    elif selector.get(SLICE_LABEL) != slice_name:
-        ops.append({"op": "add", "path": f"/spec/nodeSelector/{_pointer(SLICE_LABEL)}", "value": slice_name})
-    toleration = slice_toleration(slice_name)
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {label: value}})
+    elif selector.get(label) != value:
+        ops.append({"op": "add", "path": f"/spec/nodeSelector/{_pointer(label)}", "value": value})
     tolerations = spec.get("tolerations")
     if not isinstance(tolerations, list) or not tolerations:
         ops.append({"op": "add", "path": "/spec/tolerations", "value": [toleration]})
@@ -166,8 +194,10 @@ def review_pod(review: object, slice_of: Callable[[str], str | None]) -> dict:
     if slice_name is None:
         return _answer(uid)
     try:
-        if not wants_gpus(pod):
-            return _answer(uid)
+        resources = gpu_resources(pod)
     except ValueError as e:
         return _answer(uid, warning=f"cannot read the pod ({e}); it is left unchanged")
-    return _answer(uid, ops=slice_patch(pod, slice_name))
+    if not resources:
+        return _answer(uid)
+    units = any(is_unit_resource(r) for r in resources)
+    return _answer(uid, ops=units_patch(pod, slice_name) if units else slice_patch(pod, slice_name))
