@@ -1,4 +1,5 @@
-"""The Kubernetes backend: one registered cluster, its GPU nodes bound to slices whole.
+"""The Kubernetes backend: one registered cluster, its GPU nodes bound to slices whole (the MIG
+instances and time-sliced shares of a share node one by one: shares.py).
 
 Vocabulary (DESIGN.md): the *inventory* is the cluster's managed GPU nodes (those
 matching ``node_selector``, by default every node labelled ``egs.io/slice``),
@@ -8,6 +9,7 @@ them back: cordon, evict the slice's pods through the Eviction API, delete what
 remains once ``exit_grace`` has passed since exit began (noted on the node, so a
 restarted service keeps the same deadline), then label and taint ``free`` and
 uncordon. Both are idempotent: calling again finishes what a failed call began.
+A share node's units enter and exit as shares.py says (drain.release_units).
 
 A *slice on the cluster* is its namespaces with a ServiceAccount, RBAC from
 ``role_templates`` and a GPU quota (slices.py); ``slice_kubeconfig`` gives a
