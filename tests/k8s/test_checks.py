@@ -22,7 +22,7 @@ from egs_hub.core.checks import CheckStatus, CheckTarget
 from egs_hub.core.requests import CheckSpec
 
 from ..core.test_checks import NCCL_OUTPUT
-from .builders import gpu_node
+from .builders import gpu_node, mig_mixed_node
 
 JOBS = resource("batch", "v1", "jobs")
 GPUS = tuple(f"emu/gpu-a/gpu{i}" for i in range(8))
@@ -248,6 +248,23 @@ async def test_a_check_without_an_image_is_skipped(make_backend):
     spec = CheckSpec(name="nccl", kind="nccl")
     verdict = await make_backend().run_check(spec, target())
     assert verdict.status is CheckStatus.SKIPPED and "names no image" in verdict.log
+
+
+async def test_the_units_of_a_share_node_are_checked_on_the_node_but_not_in_a_job(cluster, make_backend):
+    """A Job would ask for whole GPUs that a node split into MIG instances does not offer: nccl and custom
+    are skipped saying so; rdma reads the node's labels; quarantine cordons the node itself."""
+    await cluster.add_node(mig_mixed_node("mig-a", {"1g.10gb": 7}))
+    await cluster.patch_node("mig-a", {"metadata": {"labels": {"feature.node.kubernetes.io/rdma.available": "true"}}})
+    backend = make_backend()
+    unit = CheckTarget("emu", "mig-a:1g.10gb", ("emu/mig-a/mig-1g.10gb-0",), "entry", 7, "team-a")
+
+    verdict = await backend.run_check(nccl_check(), unit)
+    assert verdict.status is CheckStatus.SKIPPED
+    assert verdict.log == "mig-a:1g.10gb is MIG instances or shares of node mig-a, and a nccl Job asks for whole GPUs"
+    verdict = await backend.run_check(CheckSpec(name="ib", kind="rdma"), unit)
+    assert (verdict.status, verdict.log) == (CheckStatus.PASSED, "node mig-a: RDMA available")
+    await backend.quarantine("mig-a:1g.10gb", "XID 79")
+    assert (await cluster.node("mig-a"))["spec"]["unschedulable"] is True
 
 
 JOB_NAME_CASES = {

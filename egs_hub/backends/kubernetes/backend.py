@@ -413,7 +413,13 @@ class KubernetesBackend:
 
     async def run_check(self, spec: CheckSpec, target: CheckTarget) -> Verdict:
         """rdma: from the node's Node Feature Discovery labels; pvc: the slice's volume claims; nccl and
-        custom: in a Job on the node, in ``checks_namespace`` (checks.py)."""
+        custom: in a Job on the node, in ``checks_namespace`` (checks.py). A share node's units are checked
+        on that node, but not in a Job: it would ask for whole GPUs that the node does not offer."""
+        host = shares.host_of(target.node)
+        if host != target.node and spec.kind in ("nccl", "custom"):
+            why = f"{target.node} is MIG instances or shares of node {host}, and a {spec.kind} Job asks for whole GPUs"
+            return checks.skipped(why)
+        target = replace(target, node=host)
         if spec.kind == "rdma":
             return await self._check_rdma(target)
         try:
@@ -443,6 +449,8 @@ class KubernetesBackend:
         await self._patch_node(node, "clear the quarantine of", objects.clear_patch)
 
     async def _patch_node(self, node: str, doing: str, patch: Callable[[dict], dict]) -> None:
+        """Patch the node (of a planning node: its Kubernetes node) with what ``patch`` makes of it."""
+        node = shares.host_of(node)
         try:
             core = await self._core()
             obj = await self._read(core, node)
@@ -539,6 +547,7 @@ class KubernetesBackend:
             raise self._unavailable(f"record the Event {notice.reason}", e) from None
 
     async def record_node_event(self, node: str, notice: Notice, now: datetime) -> None:
+        node = shares.host_of(node)  # of a planning node: its Kubernetes node
         api = await self._client()
         try:
             await create_event(api, node_event(node, notice, now), request_timeout=self.request_timeout)
