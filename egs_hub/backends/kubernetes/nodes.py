@@ -333,6 +333,20 @@ def read_nodes(objects: Iterable[Mapping], cluster: str) -> NodeInventory:
     return NodeInventory(tuple(found), unusable)
 
 
+def capacity_problems(found: FoundNode, count: int) -> list[str]:
+    """Why ``count`` GPUs (or units) of ``found`` cannot be used: its node not Ready or cordoned, fewer allocatable."""
+    problems = []
+    if not found.ready:
+        problems.append(f"node {found.host} is not Ready")
+    if found.cordoned:
+        problems.append(f"node {found.host} is cordoned (spec.unschedulable)")
+    if found.allocatable < count:
+        problems.append(
+            f"node {found.host} has {found.allocatable} allocatable {found.resource}, the GPR needs {count}"
+        )
+    return problems
+
+
 def entry_problems(found: FoundNode | None, name: str, gpr_id: int, slice_name: str, gpus: int) -> list[str]:
     """Why the node cannot enter the GPR's slice (empty when it can): the pre-checks of entry.
 
@@ -341,13 +355,7 @@ def entry_problems(found: FoundNode | None, name: str, gpr_id: int, slice_name: 
     """
     if found is None:
         return [f"node {name} has no allocatable {GPU_RESOURCE}"]
-    problems = []
-    if not found.ready:
-        problems.append(f"node {name} is not Ready")
-    if found.cordoned:
-        problems.append(f"node {name} is cordoned (spec.unschedulable)")
-    if found.allocatable < gpus:
-        problems.append(f"node {name} has {found.allocatable} allocatable {GPU_RESOURCE}, the GPR needs {gpus}")
+    problems = capacity_problems(found, gpus)
     entered = found.slice == slice_name and found.gpr == str(gpr_id)
     if found.slice != FREE and not entered:
         held = f"slice {found.slice!r}" + (f" (GPR {found.gpr})" if found.gpr else "")

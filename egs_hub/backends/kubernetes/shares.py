@@ -25,7 +25,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from .nodes import FREE, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_RESOURCE, SLICE_LABEL, FoundNode
+from .nodes import (
+    FREE,
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    SHARED_RESOURCE,
+    SLICE_LABEL,
+    FoundNode,
+    capacity_problems,
+)
 
 SHARE_PREFIX = "share.egs.io/"
 EXIT_PREFIX = "share-exit.egs.io/"
@@ -92,17 +100,9 @@ def entry_problems(found: FoundNode | None, name: str, count: int) -> list[str]:
     """Why ``count`` units of the planning node ``name`` cannot be used now (empty when they can)."""
     if found is None:
         return [f"node {host_of(name)} no longer offers the units of {name}"]
-    problems = []
-    if not found.ready:
-        problems.append(f"node {found.host} is not Ready")
-    if found.cordoned:
-        problems.append(f"node {found.host} is cordoned (spec.unschedulable)")
+    problems = capacity_problems(found, count)
     if found.slice != FREE:
         problems.append(f"node {found.host} is not in the free pool: {SLICE_LABEL} is {found.slice!r}")
-    if found.allocatable < count:
-        problems.append(
-            f"node {found.host} has {found.allocatable} allocatable {found.resource}, the GPR needs {count}"
-        )
     return problems
 
 
