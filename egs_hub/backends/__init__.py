@@ -7,7 +7,7 @@ events to record; it does not read the store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -36,6 +36,10 @@ class UnbindError(Exception):
     def __init__(self, message: str, events: Sequence[Event] = ()):
         super().__init__(message)
         self.events = tuple(events)
+
+
+class LayoutChangeError(Exception):
+    """The backend cannot change this node's MIG layout; the message says why. Nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,14 @@ class Backend(Protocol):
 
     async def clear(self, node: str) -> None:
         """Undo ``quarantine``."""
+
+    async def change_layout(
+        self, node: str, mig: Mapping[str, int] | None, mig_config: str | None
+    ) -> tuple[str | None, str]:
+        """Start splitting each GPU of the machine ``node`` into the MIG instances ``mig`` (None: whole GPUs),
+        on Kubernetes with the mig-parted config ``mig_config`` (None: derived); returns the config used (None
+        where there is none) and what was done. LayoutChangeError when it cannot (core/layouts.py)."""
+
+    async def layout_state(self, node: str, mig_config: str | None) -> tuple[str, str]:
+        """How the last change of ``node``'s layout (with ``mig_config``) went: "pending", "done" or "failed",
+        and what the backend says of it."""

@@ -69,9 +69,12 @@ TEXT_PATTERN = r"^[^\x00-\x1f]*$"  # no control characters
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # What a value matching each pattern is, for refusals ("slice must be ..., not 'X'").
+LABEL_VALUE_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 PATTERN_MEANINGS = {
     SLICE_NAME_PATTERN: "lower-case letters, digits and '-', starting and ending with a letter or digit",
     GROUP_NAME_PATTERN: "a JupyterHub group name",
+    LABEL_VALUE_PATTERN: "a Kubernetes label value: letters, digits, '-', '_' and '.', starting and ending with a "
+    "letter or digit",
 }
 ID_MAX = 2**31 - 1  # ids are SQL INTEGER columns
 AMOUNT_MAX = 1e9
@@ -399,6 +402,58 @@ class MaintenanceCreate(Body):
     def check(self) -> None:
         if self.end <= self.start:
             raise InvalidRequest("end", "end must be after start")
+
+
+MIG_PROFILE_PATTERN = r"^[1-7]g\.[1-9][0-9]{0,3}gb(\+me)?$"  # core/sharing.MIG_PROFILE
+MIG_LAYOUT_SCHEMA = {
+    "type": ["object", "null"],
+    "propertyNames": {"pattern": MIG_PROFILE_PATTERN},
+    "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 7},
+    "minProperties": 1,
+    "description": 'instances per GPU by MIG profile, like {"1g.10gb": 7}; null: whole GPUs',
+}
+
+
+def _parse_mig_layout(value: Any, field: str) -> dict[str, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidRequest(
+            field, f'{field} must map MIG profiles to instances per GPU, like {{"1g.10gb": 7}}, or be null'
+        )
+    if not value:
+        raise InvalidRequest(field, f"{field} names at least one MIG profile, or is null for whole GPUs")
+    for profile, count in value.items():
+        if not re.match(MIG_PROFILE_PATTERN, profile):
+            raise InvalidRequest(f"{field}.{profile}", f'{profile!r} is not a MIG profile like "1g.10gb" or "3g.40gb"')
+        count = _whole_number(count)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 7:
+            raise InvalidRequest(
+                f"{field}.{profile}",
+                f"{field}.{profile} must be a whole number of instances from 1 to 7, not {count!r}",
+            )
+    return {profile: _whole_number(count) for profile, count in value.items()}
+
+
+MigLayout = Annotated[
+    dict[str, int] | None, BeforeValidator(parsed(_parse_mig_layout)), WithJsonSchema(MIG_LAYOUT_SCHEMA)
+]
+LabelValue = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")]
+
+
+class LayoutChangeCreate(Body):
+    """POST /nodes/{cluster}/{name}/layout: split each GPU of the node into these MIG instances
+    (core/layouts.py); no ``mig`` makes them whole GPUs again."""
+
+    mig: MigLayout = None
+    mig_config: Annotated[
+        LabelValue | None,
+        Field(
+            description="Kubernetes: the GPU Operator mig-parted config that gives this layout (the node's "
+            "nvidia.com/mig.config label); left out, all-<profile> for one profile at its most, all-disabled for none"
+        ),
+    ] = None
+    reason: ReasonText = ""
 
 
 POOL_SHAPE = re.compile(r"^(?P<model>[A-Za-z0-9][-A-Za-z0-9_.]{0,62})-(?P<memory>[0-9]{1,4})GB x(?P<gpus>[0-9]{1,3})$")
@@ -1147,6 +1202,7 @@ BODIES: tuple[type[Body], ...] = (
     ClusterCreate,
     ClusterUpdate,
     MaintenanceCreate,
+    LayoutChangeCreate,
     PoolCreate,
     ClusterChecks,
     Reason,

@@ -365,6 +365,35 @@ class MaintenanceWindows(Resource):
     maintenance: tuple[MaintenanceWindow, ...]
 
 
+class LayoutChange(Resource):
+    """A change of a node's MIG layout (core/layouts.py): the node is out of service until
+    ``ready_by``, and the change pending until its backend has made it (then done, or failed)."""
+
+    id: int
+    cluster: str
+    node: str
+    mig: dict[str, int] | None = Field(description="instances per GPU by MIG profile; null: whole GPUs")
+    layout: str = Field(description='the layout in words, like "7 x 1g.10gb per GPU"')
+    mig_config: str | None = Field(description="Kubernetes: the mig-parted config the node was labelled with")
+    state: Literal["pending", "done", "failed"]
+    message: str = Field(description="what the backend said last")
+    reason: str
+    created_by: str
+    created_at: Time
+    ready_by: Time = Field(description="when the node is expected back, in the new layout")
+    finished_at: Time | None
+
+
+class NodeLayout(Resource):
+    """A node's MIG layout now, and its changes, the latest first."""
+
+    cluster: str
+    node: str
+    mig: dict[str, int] | None = Field(description="instances per GPU by MIG profile; null: whole GPUs")
+    layout: str
+    changes: tuple[LayoutChange, ...]
+
+
 # Dynamic node pools (core/node_pools.py)
 
 
@@ -979,6 +1008,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     Inventory,
     Schedule,
     MaintenanceWindows,
+    LayoutChange,
+    NodeLayout,
     NodePool,
     NodePools,
     ClusterChecklist,

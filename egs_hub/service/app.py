@@ -34,6 +34,7 @@ from ..core.requests import ClusterCreate, parse_body
 from ..metrics import MetricSource
 from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
+from ..store import queries
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from ..traits import Duration
 from . import standby
@@ -67,6 +68,7 @@ from .handlers import (
 from .handlers.base import NotFoundHandler
 from .hub import HubClient
 from .kube_events import KubeEvents
+from .layouts import Layouts
 from .leadership import Leadership
 from .maintenance import MaintenanceStarts
 from .notify import SlackNotifier
@@ -107,6 +109,7 @@ API_ROUTES = [
     (r"nodes/([^/]+)/([^/]+)/quarantine", nodes.NodeQuarantineHandler),
     (r"nodes/([^/]+)/([^/]+)/clear", nodes.NodeClearHandler),
     (r"nodes/([^/]+)/([^/]+)/checks", nodes.NodeChecksHandler),
+    (r"nodes/([^/]+)/([^/]+)/layout", nodes.NodeLayoutHandler),
     (r"clusters/([^/]+)/prices", clusters.ClusterPricesHandler),
     (r"clusters/([^/]+)/checks", clusters.ClusterChecksHandler),
     (r"clusters/([^/]+)/pools", pools.PoolsHandler),
@@ -308,6 +311,20 @@ class EGSService(Application):
         help="""Seconds between reconcile passes when nothing wakes the loop earlier. Windows end
         within this long of their end time. Changes through the API wake the loop at once.""",
     ).tag(config=True)
+
+    repartition_seconds = Float(
+        300.0,
+        help="""How long, in seconds, re-partitioning a node's GPUs into a new MIG layout takes
+        (POST /nodes/{cluster}/{name}/layout): the node is out of service that long, and the planner
+        plans its new instances from then on. The GPU Operator's mig-manager takes minutes (more where
+        it reboots the node).""",
+    ).tag(config=True)
+
+    @validate("repartition_seconds")
+    def _check_repartition_seconds(self, proposal) -> float:
+        if not 0 <= proposal.value <= 86400:
+            raise TraitError(f"repartition_seconds must be from 0 to 86400 (a day), not {proposal.value}")
+        return proposal.value
 
     plan_reuse_seconds = Float(
         5.0,
@@ -590,8 +607,10 @@ class EGSService(Application):
         self.sessions = make_sessions(engine)
         self.hub_auth = HubOAuth(cache_max_age=self.identity_cache_seconds)
         self.hub = HubClient(self.hub_auth.api_url, self.hub_auth.api_token)
+        with self.sessions() as session:
+            declared_layouts = queries.declared_layouts(session, LOCAL_CLUSTER)
         self.local_backend = (
-            LocalBackend(self.hub, cluster=LOCAL_CLUSTER, inventory_file=self.inventory_file)
+            LocalBackend(self.hub, cluster=LOCAL_CLUSTER, inventory_file=self.inventory_file, layouts=declared_layouts)
             if self.local_gpus
             else None
         )
@@ -657,6 +676,15 @@ class EGSService(Application):
         self.telemetry.after_pass = self.remediation.check
         self.maintenance = MaintenanceStarts(
             self.sessions, self.remediation, self.clock, self.reconcile_interval, on_change=self.reconciler.wake
+        )
+        self.layouts = Layouts(
+            self.sessions,
+            self.registry.backends,
+            self.clock,
+            self.reconcile_interval,
+            self.repartition_seconds,
+            self.registry.refresh_cluster,
+            on_change=self.reconciler.wake,
         )
         self.pools = PoolScaler(
             self.sessions, self.planning, self.registry.backends, self.clock, self.reconcile_interval
@@ -724,6 +752,7 @@ class EGSService(Application):
         self.registry.start()
         self.gpr_sync.start()
         self.maintenance.start()
+        self.layouts.start()
         self.pools.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
         lost, stopping = asyncio.ensure_future(leadership.hold()), asyncio.ensure_future(stopped.wait())
@@ -734,6 +763,7 @@ class EGSService(Application):
             hooks.stop()
         await self.gpr_sync.stop()
         await self.maintenance.stop()
+        await self.layouts.stop()
         await self.pools.stop()
         await self.capacity.stop()
         await self.slice_setup.stop()

@@ -249,6 +249,12 @@ class Clusters:
             self.on_available(state.name)
         self._inventory_changed()
 
+    async def refresh_cluster(self, name: str) -> None:
+        """Discover the cluster ``name`` now (``refresh``), when it is still there."""
+        state = self.states.get(name)
+        if state is not None:
+            await self.refresh(state)
+
     def _sync_locked(self, session: Session, state: ClusterState, found: Inventory | None) -> None:
         """Store what was found; None (unavailable, removed): every node of the cluster is gone."""
         nodes, gpus = (found.nodes, found.gpus) if found is not None else ([], [])

@@ -351,6 +351,22 @@ def _paths() -> dict:
                 "responses": _responses("cancelled", None, "401", "403", "404", status="204"),
             },
         },
+        "/nodes/{cluster}/{name}/layout": {
+            "parameters": [_path("cluster", SliceName), _path("name")],
+            "get": {
+                "summary": "A machine's MIG layout (name: the machine or one of its planning nodes) and its changes, "
+                "the latest first (admin)",
+                "responses": _responses("its layout", _ref("NodeLayout"), "401", "403", "404"),
+            },
+            "post": {
+                "summary": "Re-partition a free machine's GPUs into a MIG layout (null: whole GPUs): it is out of "
+                "service until ready_by, and its new instances are planned from then (admin)",
+                "requestBody": _body("LayoutChangeCreate"),
+                "responses": _responses(
+                    "started", _ref("LayoutChange"), "400", "401", "403", "404", "409", "422", status="202"
+                ),
+            },
+        },
         "/clusters/{name}/prices": {
             "parameters": [CLUSTER_NAME],
             "get": {

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..core import cost
+from ..core import cost, layouts
 from ..core import resources as api
 from ..core.model import DEFAULT_PROJECT, GPR, Shape
 from ..core.requests import CheckSpec
@@ -20,6 +20,7 @@ from ..store.models import (
     CheckRun,
     Cluster,
     EventRow,
+    LayoutChangeRow,
     MaintenanceWindow,
     Node,
     NodePoolRow,
@@ -381,6 +382,24 @@ def maintenance_resource(row: MaintenanceWindow, crossing: list[int]) -> api.Mai
         created_by=row.created_by,
         created_at=row.created_at,
         crossing=crossing,
+    )
+
+
+def layout_change_resource(row: LayoutChangeRow) -> api.LayoutChange:
+    return api.LayoutChange(
+        id=row.id,
+        cluster=row.cluster,
+        node=row.node,
+        mig=row.mig,
+        layout=layouts.describe(row.mig),
+        mig_config=row.mig_config,
+        state=row.state,
+        message=row.message,
+        reason=row.reason,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        ready_by=row.ready_by,
+        finished_at=row.finished_at,
     )
 
 

@@ -305,6 +305,26 @@ class MaintenanceWindow(Base):
     __table_args__ = (Index("ix_maintenance_windows_cluster_node", "cluster", "node"),)
 
 
+class LayoutChangeRow(Base):
+    """A change of a node's MIG layout (core/layouts.py): ``mig`` the instances per GPU by profile
+    (NULL: whole GPUs), ``state`` pending, done or failed, ``message`` the backend's last word."""
+
+    __tablename__ = "layout_changes"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(63))
+    node: Mapped[str] = mapped_column(String(253))
+    mig: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    mig_config: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ready_by: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    __table_args__ = (Index("ix_layout_changes_cluster_node", "cluster", "node"),)
+
+
 class NodePoolRow(Base):
     """A dynamic node pool of a cluster (core.node_pools.NodePool) and what egs-hub asked of it
     (core.node_pools.PoolState); ``last_error``: why the last ask failed."""

@@ -38,6 +38,7 @@ from .models import (
     GPRTemplateRow,
     GPRUtilization,
     LastCheckRun,
+    LayoutChangeRow,
     MaintenanceWindow,
     Node,
     NodePoolRow,
@@ -1196,6 +1197,65 @@ def held_pool_nodes(session: Session, cluster: str, pool: str) -> set[str]:
 def find_node(session: Session, cluster: str, node: str) -> Node | None:
     query = select(Node).join(Cluster, Cluster.id == Node.cluster_id).where(Cluster.name == cluster, Node.name == node)
     return session.scalar(query.options(selectinload(Node.gpus)))
+
+
+def host_inventory(session: Session, cluster: str, host: str) -> tuple[list[core.Node], list[core.GPU]]:
+    """The present planning nodes of machine ``host`` (core/layouts.py) and their present GPUs."""
+    query = (
+        select(Node)
+        .join(Cluster, Cluster.id == Node.cluster_id)
+        .where(Cluster.name == cluster, Node.present.is_(True))
+        .where(or_(Node.name == host, Node.name.startswith(f"{host}:", autoescape=True)))
+        .options(selectinload(Node.gpus))
+        .order_by(Node.name)
+    )
+    rows = list(session.scalars(query))
+    gpus = [
+        core.GPU(
+            uuid=g.uuid,
+            index=g.index,
+            node=row.name,
+            cluster=cluster,
+            model=g.product,
+            memory_mib=g.memory_mib,
+            declared=g.declared,
+            healthy=g.healthy,
+            parent=g.parent_uuid,
+            profile=g.mig_profile,
+        )
+        for row in rows
+        for g in row.gpus
+        if g.present
+    ]
+    return [to_node(row) for row in rows], gpus
+
+
+def layout_changes(session: Session, cluster: str, host: str, limit: int = 20) -> list[LayoutChangeRow]:
+    """The latest changes of ``host``'s layout, the latest first."""
+    query = (
+        select(LayoutChangeRow)
+        .where(LayoutChangeRow.cluster == cluster, LayoutChangeRow.node == host)
+        .order_by(LayoutChangeRow.id.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def pending_layout_changes(session: Session) -> list[LayoutChangeRow]:
+    """The layout changes not done or failed yet (few: one per node at most), by id."""
+    query = select(LayoutChangeRow).where(LayoutChangeRow.state == "pending").order_by(LayoutChangeRow.id)
+    return list(session.scalars(query))
+
+
+def declared_layouts(session: Session, cluster: str) -> dict[str, dict[str, int] | None]:
+    """The layout of each node of ``cluster`` its last change not failed gave (a declared inventory
+    is re-partitioned in the backend's memory: a restarted service gives it these again)."""
+    query = (
+        select(LayoutChangeRow)
+        .where(LayoutChangeRow.cluster == cluster, LayoutChangeRow.state != "failed")
+        .order_by(LayoutChangeRow.id)
+    )
+    return {row.node: row.mig for row in session.scalars(query)}
 
 
 def gprs_holding_node(session: Session, cluster: str, node: str) -> list[core.GPR]:

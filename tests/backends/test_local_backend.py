@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from egs_hub.backends import BindError, ServerRef, UnbindError
+from egs_hub.backends import BindError, LayoutChangeError, ServerRef, UnbindError
 from egs_hub.backends.local import LocalBackend
 from egs_hub.backends.local.declared import InventoryError
 from egs_hub.core.model import GPR, Shape, SlicePolicy, Status
@@ -281,3 +281,32 @@ async def test_unbind_failure_raises_unbind_error_naming_the_server(failing, wan
 
     assert str(raised.value) == want
     assert servers.calls[-1] == failing  # stops at the failure; the reconcile loop retries all
+
+
+# --- MIG layouts ---------------------------------------------------------------------------
+
+
+async def test_a_declared_node_is_split_at_once_and_keeps_its_layout_when_made_again(tmp_path):
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text("nodes:\n  - {name: lab-1, model: H100, memory_gb: 80, gpus: 2}\n")
+    local = backend(inventory_file=str(inventory))
+    assert [n.name for n in (await local.discover()).nodes] == ["lab-1"]
+
+    config, said = await local.change_layout("lab-1", {"3g.40gb": 2}, "all-3g.40gb")
+    assert config is None and "2 x 3g.40gb per GPU" in said
+    found = await local.discover()
+    assert [(n.name, n.shape) for n in found.nodes] == [("lab-1:3g.40gb", Shape("H100", 80, 4, "3g.40gb"))]
+    assert await local.layout_state("lab-1", None) == ("done", "the declared node lab-1 is in its new layout")
+
+    again = backend(inventory_file=str(inventory), layouts=local.layouts)  # the service, restarted
+    assert [n.name for n in (await again.discover()).nodes] == ["lab-1:3g.40gb"]
+    await again.change_layout("lab-1", None, "all-disabled")
+    assert [(n.name, n.shape) for n in (await again.discover()).nodes] == [("lab-1", Shape("H100", 80, 2))]
+
+
+async def test_gpus_found_by_nvml_are_not_re_partitioned():
+    local = backend(FakeNVML([h100(0)]))
+    await local.discover()
+    with pytest.raises(LayoutChangeError, match="does not re-partition a real GPU"):
+        await local.change_layout(HOST, {"1g.10gb": 7}, "all-1g.10gb")
+    assert local.layouts == {}

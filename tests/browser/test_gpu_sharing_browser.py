@@ -103,3 +103,37 @@ def test_a_share_and_a_mig_instance_from_the_sidebar_with_wait_and_price(hub: Hu
     instance = next(g for g in admin.get("gprs?slice=lab-team")["gprs"] if g["id"] != share["id"])
     (uuid,) = instance["bound_gpus"]
     assert instance["shape"] == "H100-80GB 1g.10gb x14" and uuid.startswith("MIG-")
+
+
+def test_an_admin_splits_a_free_node_into_mig_instances_from_the_nodes_page(hub: Hub, new_page) -> None:
+    admin = hub.admin()
+    wait_for(lambda: not admin.get("nodes/local/h100-a")["held_by"], 30, "h100-a to be free")
+    page = new_page()
+    watched = Watched(page)
+    page.goto(hub.url + "/")
+    log_in(page, "admin", ADMIN_PASSWORD)
+    open_page(page, hub, "admin/nodes", "Nodes")
+    notice = page.get_by_role("status")
+    row = page.locator("#nodes tbody tr[data-node='h100-a']")
+    expect(row.get_by_role("button", name="Change the layout of node h100-a")).to_be_enabled()
+    expect(page.get_by_role("button", name="Change the layout of node shared-a:shared")).to_have_count(0)
+
+    # A layout that does not fit its GPUs is refused with the service's reason, and nothing changes.
+    page.once("dialog", lambda dialog: dialog.accept("1g.10gb=8"))
+    row.get_by_role("button", name="Change the layout of node h100-a").click()
+    expect(notice).to_contain_text("from 1 to 7")
+    page.once("dialog", lambda dialog: dialog.accept("seven small ones"))
+    row.get_by_role("button", name="Change the layout of node h100-a").click()
+    expect(notice).to_contain_text("is not a MIG profile and a count")
+    assert admin.get("nodes/local/h100-a/layout")["changes"] == []
+
+    page.once("dialog", lambda dialog: dialog.accept("1g.10gb=7"))
+    row.get_by_role("button", name="Change the layout of node h100-a").click()
+    expect(notice).to_contain_text("Node h100-a is being re-partitioned into 7 x 1g.10gb per GPU, back by")
+    split = page.locator("#nodes tbody tr[data-node='h100-a:1g.10gb']")
+    expect(split.locator("td").nth(1)).to_have_text("H100-80GB 1g.10gb x56")
+    expect(split.locator("td").nth(5)).to_contain_text("re-partitioning (layout change")
+    # The whole node it was is not found now (kept: past allocations name it).
+    expect(row.locator("td").nth(2)).to_contain_text("not found in its cluster now")
+    expect(row.get_by_role("button", name="Change the layout of node h100-a")).to_have_count(1)
+    assert watched.errors == []

@@ -19,7 +19,8 @@ server refuse GPU pods ("exceeded quota"), where they should stay Pending until
 a GPR brings nodes (the node selector and taint keep them off other nodes).
 
 ``record_slice_event`` and ``record_node_event`` write core/v1 Events (events.py);
-``gpr_resources`` reaches the cluster's GPR custom resources (gpr_api.py).
+``gpr_resources`` reaches the cluster's GPR custom resources (gpr_api.py); ``change_layout``
+asks the GPU Operator's mig-manager for a node's new MIG layout (mig_layouts.py).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from ...core.checks import CheckTarget, Verdict
 from ...core.model import GPR, Event, SlicePolicy
 from ...core.node_pools import POOL_LABEL, NodePool
 from ...core.requests import CheckSpec
-from .. import BindError, Inventory, ServerRef, UnbindError
-from . import objects, pools, shares
+from .. import BindError, Inventory, LayoutChangeError, ServerRef, UnbindError
+from . import mig_layouts, objects, pools, shares
 from .api import API_ERRORS, describe_error, json_of, json_or_none
 from .checks import CheckJob, run_pvc_check
 from .drain import drain_node, release_units
@@ -48,6 +49,7 @@ from .events import Notice, create_event, namespace_event, node_event
 from .gpr_api import GPRResourceAPI
 from .kubeconfig import SliceKubeconfig, make_kubeconfig
 from .nodes import (
+    MIG_CONFIG_LABEL,
     SLICE_LABEL,
     FoundNode,
     NodeInventory,
@@ -458,6 +460,30 @@ class KubernetesBackend:
                 await core.patch_node(node, patch(obj), _request_timeout=self.request_timeout)
         except API_ERRORS as e:
             raise self._unavailable(f"{doing} node {node}", e) from None
+
+    # MIG layouts (mig_layouts.py)
+
+    async def change_layout(
+        self, node: str, mig: Mapping[str, int] | None, mig_config: str | None
+    ) -> tuple[str | None, str]:
+        """Label the node with the mig-parted config for ``mig``; the mig-manager does the rest."""
+        try:
+            core = await self._core()
+            obj = await self._read(core, node)
+            if obj is None:
+                raise LayoutChangeError(f"node {node} no longer exists in cluster {self.cluster}")
+            config = mig_layouts.mig_config(node, obj, mig, mig_config)
+            await core.patch_node(node, mig_layouts.layout_patch(config), _request_timeout=self.request_timeout)
+        except API_ERRORS as e:
+            raise self._unavailable(f"label node {node} for its MIG layout", e) from None
+        return config, f"labelled node {node} {MIG_CONFIG_LABEL}={config} for the GPU Operator's mig-manager"
+
+    async def layout_state(self, node: str, mig_config: str | None) -> tuple[str, str]:
+        try:
+            obj = await self._read(await self._core(), node)
+        except API_ERRORS as e:
+            return "pending", f"cannot read node {node}: {describe_error(e)}"
+        return mig_layouts.change_state(node, obj, mig_config)
 
     # Dynamic node pools (pools.py)
 

@@ -49,6 +49,10 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # the mig-parted config the mig-manager applies
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"  # pending, rebooting, success or failed
+REPARTITIONING = ("pending", "rebooting")  # the mig-manager is applying a config: nothing runs there
 SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 SHARING_STRATEGIES = ("time-slicing", "mps")
@@ -73,7 +77,9 @@ class FoundNode:
     those the device plugin offers (the others are unhealthy); ``slice`` is the
     ``egs.io/slice`` label (None on an unmanaged node) and ``gpr`` the ``egs.io/gpr`` one.
     ``host`` is the Kubernetes node (``node`` a planning node of its instances or shares, or the
-    node itself) and ``resource`` what a pod asks for one of its GPUs as.
+    node itself) and ``resource`` what a pod asks for one of its GPUs as. ``mig_state`` is the
+    mig-manager's ``nvidia.com/mig.config.state``: while it re-partitions the node (pending,
+    rebooting) the node is not schedulable.
     """
 
     node: Node
@@ -86,6 +92,7 @@ class FoundNode:
     instance_type: str | None
     host: str
     resource: str = GPU_RESOURCE
+    mig_state: str | None = None
 
 
 def gpu_id(cluster: str, node: str, index: int) -> str:
@@ -282,12 +289,13 @@ def _found(
     labels = meta.get("labels") or {}
     ready = is_ready(obj)
     cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
+    mig_state = labels.get(MIG_CONFIG_STATE_LABEL)
     node = Node(
         name=name,
         cluster=cluster,
         shape=shape,
         gpus=tuple(g.uuid for g in gpus),
-        schedulable=ready and not cordoned,
+        schedulable=ready and not cordoned and mig_state not in REPARTITIONING,
         pool=labels.get(POOL_LABEL) if shape.whole else None,  # a pool grows by whole nodes
     )
     return FoundNode(
@@ -301,6 +309,7 @@ def _found(
         instance_type=labels.get(INSTANCE_TYPE_LABEL),
         host=meta.get("name") or "",
         resource=resource,
+        mig_state=mig_state,
     )
 
 
@@ -340,6 +349,8 @@ def capacity_problems(found: FoundNode, count: int) -> list[str]:
         problems.append(f"node {found.host} is not Ready")
     if found.cordoned:
         problems.append(f"node {found.host} is cordoned (spec.unschedulable)")
+    if found.mig_state in REPARTITIONING:
+        problems.append(f"node {found.host} is being re-partitioned ({MIG_CONFIG_STATE_LABEL}={found.mig_state})")
     if found.allocatable < count:
         problems.append(
             f"node {found.host} has {found.allocatable} allocatable {found.resource}, the GPR needs {count}"

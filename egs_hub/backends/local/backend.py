@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+from collections.abc import Mapping
 from datetime import datetime
 from itertools import groupby
 from types import ModuleType
@@ -20,12 +21,13 @@ from typing import Protocol
 import pynvml
 
 from ...core.checks import CheckTarget, Verdict
+from ...core.layouts import describe
 from ...core.model import GPR, GPU, Event, Node, Shape, SlicePolicy
 from ...core.requests import CheckSpec
 from ...core.sharing import unit_node_name
-from .. import BindError, Inventory, ServerRef, UnbindError
+from .. import BindError, Inventory, LayoutChangeError, ServerRef, UnbindError
 from . import checks
-from .declared import DEFAULT_INVENTORY, declared_inventory, load_inventory_file
+from .declared import DEFAULT_INVENTORY, declared_inventory, load_inventory_file, with_layouts
 from .nvml import NVMLUnavailable, Unit, discover_gpus, discover_units, gpu_model
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class LocalBackend:
         host: str | None = None,
         inventory_file: str | None = None,
         nvml: ModuleType = pynvml,
+        layouts: Mapping[str, Mapping[str, int] | None] | None = None,
     ):
         self.servers = servers
         self.cluster = cluster
@@ -56,6 +59,7 @@ class LocalBackend:
         self.nvml = nvml
         self.uses_nvml = False
         self.mig_instances: dict[tuple[str, int], str] = {}  # (GPU UUID, GPU instance id) -> MIG UUID
+        self.layouts = dict(layouts or {})  # declared nodes' MIG layouts changed through the API
 
     async def discover(self) -> Inventory:
         try:
@@ -76,7 +80,7 @@ class LocalBackend:
             data, where = load_inventory_file(self.inventory_file), self.inventory_file
         else:
             data, where = DEFAULT_INVENTORY, "the built-in declared inventory"
-        nodes, declared = declared_inventory(data, self.cluster, where)
+        nodes, declared = declared_inventory(with_layouts(data, self.layouts), self.cluster, where)
         return Inventory(nodes, declared, source=f"declared in {where}; {nvml_note}")
 
     def _nodes_of(self, units: list[Unit]) -> tuple[list[Node], list[GPU]]:
@@ -149,6 +153,23 @@ class LocalBackend:
 
     async def clear(self, node: str) -> None:
         """Nothing to undo (quarantine)."""
+
+    async def change_layout(
+        self, node: str, mig: Mapping[str, int] | None, mig_config: str | None
+    ) -> tuple[str | None, str]:
+        """A declared node is in ``mig`` from the next discovery on; a GPU NVML found is not changed."""
+        if self.uses_nvml:
+            raise LayoutChangeError(
+                f"the GPUs of {self.host} were found by NVML: egs-hub does not re-partition a real GPU (turning "
+                "MIG mode on needs root and a GPU reset); run `nvidia-smi mig` as root, and egs-hub finds the new "
+                "instances at its next discovery"
+            )
+        self.layouts[node] = dict(mig) if mig else None
+        return None, f"the declared node {node} is split into {describe(mig)} from now on"
+
+    async def layout_state(self, node: str, mig_config: str | None) -> tuple[str, str]:
+        """A declared node's change is made at once (``change_layout``)."""
+        return "done", f"the declared node {node} is in its new layout"
 
     def _server_event(self, gpr: GPR, kind: str, server: ServerRef, reason: str, now: datetime) -> Event:
         return Event(

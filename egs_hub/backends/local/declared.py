@@ -16,7 +16,9 @@ stable (derived from node and index) unless given. A node with ``mig`` offers
 only its instances (``MIG-`` UUIDs, stable too), one planning node per profile
 (core/sharing.py); several profiles on one GPU (a mixed layout) are several
 entries of ``mig``. A node with ``time_slicing`` offers only the shares of its GPUs, one planning
-node ``<node>:shared`` whose units are ``<GPU UUID>::<k>`` (sharing.replica_uuid).
+node ``<node>:shared`` whose units are ``<GPU UUID>::<k>`` (sharing.replica_uuid). An admin may
+change a node's MIG layout through the API (core/layouts.py): ``with_layouts`` puts the changes over
+the file.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 
 import yaml
 
@@ -56,6 +59,22 @@ def load_inventory_file(path: str) -> dict:
     except yaml.YAMLError as e:
         raise InventoryError(f"inventory file {path} is not valid YAML: {e}") from None
     return data
+
+
+def with_layouts(data: object, layouts: Mapping[str, Mapping[str, int] | None]) -> object:
+    """``data`` with the MIG layout of each node named in ``layouts`` changed to it (None: whole GPUs):
+    a node re-partitioned through the API (core/layouts.py) after its declaration."""
+    if not layouts or not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        return data
+    nodes = []
+    for entry in data["nodes"]:
+        if isinstance(entry, dict) and entry.get("name") in layouts:
+            entry = {k: v for k, v in entry.items() if k != "mig"}
+            layout = layouts[entry["name"]]
+            if layout:
+                entry["mig"] = dict(layout)
+        nodes.append(entry)
+    return {**data, "nodes": nodes}
 
 
 def declared_inventory(data: object, cluster: str, where: str) -> tuple[list[Node], list[GPU]]:

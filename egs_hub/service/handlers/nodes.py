@@ -4,17 +4,20 @@ with its GPUs, holders, maintenance and the last run of each of its checks; ``PO
 {reason} takes a node out of planning, ``POST .../clear`` {reason} puts it back, and ``POST .../checks``
 runs the cluster's entry checks on it now (202; a quarantined node whose checks all pass is cleared).
 Checks on a node that a GPR holds would run beside the GPR's work: a 409 says so.
+``GET .../layout`` (admins) is a machine's MIG layout and its changes; ``POST .../layout``
+{mig, mig_config, reason} re-partitions it while it is free (202: service/layouts.py).
 """
 
 from __future__ import annotations
 
+from ...core import layouts
 from ...core.errors import Conflict
-from ...core.requests import Reason, parse_body
-from ...core.resources import Nodes
+from ...core.requests import LayoutChangeCreate, Reason, parse_body
+from ...core.resources import NodeLayout, Nodes
 from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ..parameters import NodesQuery, read
-from ..serialize import node_health, node_resource
+from ..serialize import layout_change_resource, node_health, node_resource
 from .base import APIHandler, authenticated, needs_scope
 
 
@@ -99,3 +102,28 @@ class NodeChecksHandler(NodeBase):
             )
         self.egs.checklists.check_now(cluster, name, [g.uuid for g in node.gpus if g.present], self.user_name)
         self.write_json(self.view(cluster, name), 202)
+
+
+class NodeLayoutHandler(APIHandler):
+    """``name`` is the machine (``gpu-a``), or any of its planning nodes (``gpu-a:1g.10gb``)."""
+
+    def layout(self, cluster: str, host: str) -> NodeLayout:
+        with self.egs.sessions() as session:
+            nodes, gpus = queries.host_inventory(session, cluster, host)
+            if not nodes:
+                raise self.not_found(f"node {host!r} in cluster {cluster!r}")
+            changes = [layout_change_resource(r) for r in queries.layout_changes(session, cluster, host)]
+        mig = layouts.current_layout(nodes, gpus)
+        return NodeLayout(
+            cluster=cluster, node=host, mig=dict(mig) if mig else None, layout=layouts.describe(mig), changes=changes
+        )
+
+    @needs_scope(ADMIN_SCOPE)
+    def get(self, cluster: str, name: str) -> None:
+        self.write_json(self.layout(cluster, layouts.host_of(name)))
+
+    @needs_scope(ADMIN_SCOPE)
+    async def post(self, cluster: str, name: str) -> None:
+        body = parse_body(LayoutChangeCreate, self.json_body())
+        row = await self.egs.layouts.change(cluster, layouts.host_of(name), body, self.user_name)
+        self.write_json(layout_change_resource(row), 202)

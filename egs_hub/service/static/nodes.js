@@ -1,6 +1,7 @@
 // Nodes (admins): every node with its health, GPUs, holders, next maintenance and last checks,
-// filtered by cluster and health (the URL's ?cluster= and ?health=); per node Quarantine, Clear and
-// Run checks (followed until they end); each cluster's checklist, edited as JSON.
+// filtered by cluster and health (the URL's ?cluster= and ?health=); per node Quarantine, Clear,
+// Run checks (followed until they end) and Change layout (its machine's MIG layout); each cluster's
+// checklist, edited as JSON.
 "use strict";
 
 import { act, api, el, live, localTime, notify, page, patch, query, refresh, span } from "./api.js";
@@ -84,6 +85,33 @@ function runChecks(n) {
   });
 }
 
+// "1g.10gb=3, 2g.20gb=2" -> {"1g.10gb": 3, "2g.20gb": 2}; nothing: null (whole GPUs). The service
+// judges the profiles and counts; an entry without "=" and a count is an Error naming it.
+export function parseLayout(text) {
+  const entries = text.split(",").map((e) => e.trim()).filter(Boolean);
+  if (!entries.length) return null;
+  const layout = {};
+  for (const entry of entries) {
+    const match = /^(\S+)\s*=\s*(\d+)$/.exec(entry);
+    if (!match) throw new Error(`"${entry}" is not a MIG profile and a count, like 1g.10gb=7`);
+    layout[match[1]] = Number(match[2]);
+  }
+  return layout;
+}
+
+function changeLayout(n) {
+  const host = n.name.split(":")[0];
+  const text = prompt(`New MIG layout of node ${host} (${n.cluster}): instances per GPU, like 1g.10gb=7 or `
+    + "1g.10gb=3, 2g.20gb=2; empty for whole GPUs. The node must be free; it is out of service while it is "
+    + "re-partitioned.", "");
+  if (text === null) return;
+  act("", async () => {
+    const change = await api("POST", `nodes/${encodeURIComponent(n.cluster)}/${encodeURIComponent(host)}/layout`,
+      { mig: parseLayout(text) });
+    return `Node ${host} is being re-partitioned into ${change.layout}, back by ${localTime(change.ready_by)}`;
+  });
+}
+
 function actions(n) {
   const quarantined = n.quarantined_at !== null;
   return [
@@ -92,6 +120,9 @@ function actions(n) {
       : el("button", { type: "button", "aria-label": `Quarantine node ${n.name}`, onclick: () => quarantine(n) }, "Quarantine"),
     el("button", { type: "button", "aria-label": `Run checks on node ${n.name}`, disabled: active(n),
       title: active(n) ? "its checks are running" : null, onclick: () => runChecks(n) }, "Run checks"),
+    n.shape.includes(" shared/") ? null : el("button", { type: "button", "aria-label": `Change the layout of node ${n.name}`,
+      disabled: n.held_by.length > 0, title: n.held_by.length ? "held: its layout changes when it is free" : null,
+      onclick: () => changeLayout(n) }, "Change layout"),
   ];
 }
 

@@ -1,0 +1,110 @@
+"""Re-partitioning a node's GPUs: changing its MIG layout (issue 23).
+
+A *layout change* splits every GPU of a node into the MIG instances of a new layout
+(``{"1g.10gb": 7}``, core/sharing.py), or makes them whole again (no layout). It is made
+only while the node is free: no GPR holds any of its units, and no change is under way.
+The node is out of service while it runs: the service puts a maintenance window on each of
+its planning nodes, the old and the new ones, from the change until ``ready_by`` (the
+configured time a re-partition takes), so the planner plans nothing there until then and
+the new instances from then on. The backend does the change (a declared inventory at once,
+Kubernetes through the GPU Operator's mig-manager) and says when it is done or failed.
+
+Pure: the rules, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from .errors import Conflict, PolicyViolation
+from .model import GPU, Node
+from .sharing import LayoutError, check_layout, gpu_slices, profile_memory_gb, profile_slices, unit_node_name
+
+Layout = Mapping[str, int] | None  # MIG profile -> instances per GPU; None: whole GPUs
+STATES = ("pending", "done", "failed")
+
+
+def host_of(node: str) -> str:
+    """The machine a planning node is on (``gpu-a:1g.10gb`` is on ``gpu-a``)."""
+    return node.split(":", 1)[0]
+
+
+def nodes_of_host(nodes: Iterable[Node], host: str) -> list[Node]:
+    """The planning nodes of ``host``: the node itself, or one per profile of its instances."""
+    return [n for n in nodes if host_of(n.name) == host]
+
+
+def planning_nodes(host: str, layout: Layout) -> list[str]:
+    """The planning nodes ``host`` has in ``layout``."""
+    return [unit_node_name(host, profile) for profile in layout] if layout else [host]
+
+
+def current_layout(nodes: list[Node], gpus: Iterable[GPU]) -> Layout:
+    """The layout of a host's planning ``nodes`` (with their ``gpus``): instances per GPU by profile,
+    None when its GPUs are whole."""
+    if any(n.shape.profile is None for n in nodes):
+        return None
+    names = {n.name for n in nodes}
+    per_gpu: dict[str, dict[str, int]] = {}
+    for gpu in gpus:
+        if gpu.node in names and gpu.profile is not None:
+            counts = per_gpu.setdefault(gpu.profile, {})
+            counts[gpu.parent or gpu.uuid] = counts.get(gpu.parent or gpu.uuid, 0) + 1
+    return {profile: max(counts.values()) for profile, counts in sorted(per_gpu.items())}
+
+
+def describe(layout: Layout) -> str:
+    """``7 x 1g.10gb per GPU``, or ``whole GPUs``."""
+    if not layout:
+        return "whole GPUs"
+    return ", ".join(f"{count} x {profile}" for profile, count in layout.items()) + " per GPU"
+
+
+def all_of(model: str, memory_gb: int, profile: str) -> int:
+    """How many instances of ``profile`` one GPU holds at most."""
+    return min(gpu_slices(model) // profile_slices(profile), memory_gb // profile_memory_gb(profile))
+
+
+def default_mig_config(model: str, memory_gb: int, layout: Layout) -> str | None:
+    """The GPU Operator's default mig-parted config that gives ``layout`` on a ``model`` GPU:
+    ``all-disabled`` for whole GPUs, ``all-<profile>`` for each GPU split into as many instances of
+    one profile as it holds; None when no default config gives it (the admin names one)."""
+    if not layout:
+        return "all-disabled"
+    if len(layout) == 1:
+        ((profile, count),) = layout.items()
+        if count == all_of(model, memory_gb, profile):
+            return f"all-{profile}"
+    return None
+
+
+def check_change(host: str, nodes: list[Node], current: Layout, layout: Layout, holders: Iterable[int]) -> None:
+    """Raise unless ``host`` (its planning ``nodes``, in ``current`` layout) may be re-partitioned into
+    ``layout`` now: it offers whole GPUs or MIG instances (not time-sliced shares), ``layout`` fits
+    its GPUs, it is a change, and no GPR (``holders``) holds any of its units."""
+    if any(n.shape.replicas > 1 for n in nodes):
+        raise Conflict(
+            f"node {host}'s GPUs are time-sliced (shared by {nodes[0].shape.replicas}): its sharing is set where "
+            "it is declared (time_slicing in the inventory, the device plugin's config on Kubernetes), not by a "
+            "MIG layout"
+        )
+    model, memory = nodes[0].shape.model, nodes[0].shape.memory_gb
+    if layout:
+        try:
+            check_layout(model, memory, layout)
+        except LayoutError as e:
+            raise PolicyViolation("mig", f"node {host}: {e}") from None
+    if dict(current or {}) == dict(layout or {}):
+        raise Conflict(f"node {host} is in that layout already ({describe(layout)})")
+    held = sorted(set(holders))
+    if held:
+        raise Conflict(
+            f"node {host} is held by GPR(s) {', '.join(map(str, held))}: its layout changes only while it is "
+            "free; release them, or ask again when their windows end"
+        )
+
+
+def ready_by(now: datetime, seconds: float) -> datetime:
+    """When a change started at ``now`` is expected done: the planner plans the new layout from then."""
+    return now + timedelta(seconds=seconds)
