@@ -22,6 +22,16 @@ from .model import GPU, Node
 from .sharing import LayoutError, check_layout, gpu_slices, profile_memory_gb, profile_slices, unit_node_name
 
 Layout = Mapping[str, int] | None  # MIG profile -> instances per GPU; None: whole GPUs
+
+
+class Unknown:
+    """A machine split into instances whose GPUs are not known (Kubernetes does not say)."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = Unknown()
 STATES = ("pending", "done", "failed")
 
 
@@ -40,22 +50,34 @@ def planning_nodes(host: str, layout: Layout) -> list[str]:
     return [unit_node_name(host, profile) for profile in layout] if layout else [host]
 
 
-def current_layout(nodes: list[Node], gpus: Iterable[GPU]) -> Layout:
-    """The layout of a host's planning ``nodes`` (with their ``gpus``): instances per GPU by profile,
-    None when its GPUs are whole."""
+def instances(nodes: Iterable[Node]) -> dict[str, int]:
+    """The MIG instances of a machine's planning ``nodes``, by profile."""
+    return {n.shape.profile: n.shape.gpus_per_node for n in nodes if n.shape.profile is not None}
+
+
+def current_layout(nodes: list[Node], gpus: Iterable[GPU], last_done: Layout = None) -> Layout | Unknown:
+    """The layout of a machine's planning ``nodes`` (with their ``gpus``): instances per GPU by profile,
+    None when its GPUs are whole. Where no instance says which GPU it is on (Kubernetes), the layout of
+    the machine's ``last_done`` change when it has these profiles, else ``UNKNOWN``."""
     if any(n.shape.profile is None for n in nodes):
         return None
     names = {n.name for n in nodes}
-    per_gpu: dict[str, dict[str, int]] = {}
-    for gpu in gpus:
-        if gpu.node in names and gpu.profile is not None:
+    units = [g for g in gpus if g.node in names and g.profile is not None]
+    if units and all(g.parent is not None for g in units):
+        per_gpu: dict[str, dict[str, int]] = {}
+        for gpu in units:
             counts = per_gpu.setdefault(gpu.profile, {})
-            counts[gpu.parent or gpu.uuid] = counts.get(gpu.parent or gpu.uuid, 0) + 1
-    return {profile: max(counts.values()) for profile, counts in sorted(per_gpu.items())}
+            counts[gpu.parent] = counts.get(gpu.parent, 0) + 1
+        return {profile: max(counts.values()) for profile, counts in sorted(per_gpu.items())}
+    if last_done and set(last_done) == set(instances(nodes)):
+        return dict(last_done)
+    return UNKNOWN
 
 
-def describe(layout: Layout) -> str:
+def describe(layout: Layout | Unknown) -> str:
     """``7 x 1g.10gb per GPU``, or ``whole GPUs``."""
+    if layout is UNKNOWN:
+        return "MIG instances (how many per GPU is not known)"
     if not layout:
         return "whole GPUs"
     return ", ".join(f"{count} x {profile}" for profile, count in layout.items()) + " per GPU"
@@ -79,7 +101,9 @@ def default_mig_config(model: str, memory_gb: int, layout: Layout) -> str | None
     return None
 
 
-def check_change(host: str, nodes: list[Node], current: Layout, layout: Layout, holders: Iterable[int]) -> None:
+def check_change(
+    host: str, nodes: list[Node], current: Layout | Unknown, layout: Layout, holders: Iterable[int]
+) -> None:
     """Raise unless ``host`` (its planning ``nodes``, in ``current`` layout) may be re-partitioned into
     ``layout`` now: it offers whole GPUs or MIG instances (not time-sliced shares), ``layout`` fits
     its GPUs, it is a change, and no GPR (``holders``) holds any of its units."""
@@ -95,7 +119,7 @@ def check_change(host: str, nodes: list[Node], current: Layout, layout: Layout, 
             check_layout(model, memory, layout)
         except LayoutError as e:
             raise PolicyViolation("mig", f"node {host}: {e}") from None
-    if dict(current or {}) == dict(layout or {}):
+    if current is not UNKNOWN and dict(current or {}) == dict(layout or {}):
         raise Conflict(f"node {host} is in that layout already ({describe(layout)})")
     held = sorted(set(holders))
     if held:

@@ -385,12 +385,16 @@ class LayoutChange(Resource):
 
 
 class NodeLayout(Resource):
-    """A node's MIG layout now, and its changes, the latest first."""
+    """A machine's MIG layout now, and its changes, the latest first."""
 
     cluster: str
     node: str
-    mig: dict[str, int] | None = Field(description="instances per GPU by MIG profile; null: whole GPUs")
-    layout: str
+    mig: dict[str, int] | None = Field(
+        description="instances per GPU by MIG profile; null: whole GPUs, or not known per GPU (a Kubernetes "
+        "node split other than by egs-hub: the layout says so)"
+    )
+    instances: dict[str, int] = Field(description="its MIG instances by profile, all GPUs together")
+    layout: str = Field(description='the layout in words, like "7 x 1g.10gb per GPU"')
     changes: tuple[LayoutChange, ...]
 
 

@@ -18,9 +18,10 @@ from datetime import datetime
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend, LayoutChangeError
+from ..backends.kubernetes import ClusterUnavailable
 from ..core import layouts
 from ..core import model as core
-from ..core.errors import Conflict, NotFound
+from ..core.errors import Conflict, NotFound, Unavailable
 from ..core.requests import LayoutChangeCreate
 from ..store import queries
 from ..store.db import transaction
@@ -66,14 +67,15 @@ class Layouts(Periodic):
             nodes, gpus = queries.host_inventory(session, cluster, host)
             if not nodes:
                 raise NotFound(f"node {host!r} in cluster {cluster!r}")
-            pending = [r for r in queries.layout_changes(session, cluster, host, limit=1) if r.state == "pending"]
+            rows = queries.layout_changes(session, cluster, host)
+            pending = [r for r in rows[:1] if r.state == "pending"]
             if pending:
                 raise Conflict(
                     f"node {host} is being re-partitioned already (change {pending[0].id}, expected done by "
                     f"{pending[0].ready_by.isoformat()}); ask when it is done"
                 )
             holders = [g.id for n in nodes for g in queries.gprs_holding_node(session, cluster, n.name)]
-        current = layouts.current_layout(nodes, gpus)
+        current = layouts.current_layout(nodes, gpus, queries.last_done_layout(rows))
         layouts.check_change(host, nodes, current, body.mig, holders)
         shape = nodes[0].shape
         config = body.mig_config or layouts.default_mig_config(shape.model, shape.memory_gb, body.mig)
@@ -81,6 +83,8 @@ class Layouts(Periodic):
             config, message = await backend.change_layout(host, body.mig, config)
         except LayoutChangeError as e:
             raise Conflict(str(e)) from None
+        except ClusterUnavailable as e:
+            raise Unavailable(f"{e}; nothing was changed, try again") from None
         now = self.clock()
         with transaction(self.sessions) as session:
             row = LayoutChangeRow(

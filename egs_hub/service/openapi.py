@@ -363,7 +363,7 @@ def _paths() -> dict:
                 "service until ready_by, and its new instances are planned from then (admin)",
                 "requestBody": _body("LayoutChangeCreate"),
                 "responses": _responses(
-                    "started", _ref("LayoutChange"), "400", "401", "403", "404", "409", "422", status="202"
+                    "started", _ref("LayoutChange"), "400", "401", "403", "404", "409", "422", "503", status="202"
                 ),
             },
         },

@@ -1241,6 +1241,11 @@ def layout_changes(session: Session, cluster: str, host: str, limit: int = 20) -
     return list(session.scalars(query))
 
 
+def last_done_layout(changes: list[LayoutChangeRow]) -> dict[str, int] | None:
+    """The layout the latest done one of ``changes`` (the latest first) gave; None when none is done."""
+    return next((row.mig for row in changes if row.state == "done"), None)
+
+
 def pending_layout_changes(session: Session) -> list[LayoutChangeRow]:
     """The layout changes not done or failed yet (few: one per node at most), by id."""
     query = select(LayoutChangeRow).where(LayoutChangeRow.state == "pending").order_by(LayoutChangeRow.id)

@@ -3,6 +3,7 @@ config names, and when a change may be made."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -38,6 +39,14 @@ def test_a_planning_node_is_on_its_machine():
 def test_the_layout_of_a_machine_is_its_instances_per_gpu():
     assert layouts.current_layout(WHOLE, []) is None
     assert layouts.current_layout(SPLIT, SPLIT_GPUS) == {"1g.10gb": 2, "3g.40gb": 1}
+    assert layouts.instances(SPLIT) == {"1g.10gb": 4, "3g.40gb": 2}
+    # Kubernetes does not say which GPU an instance is on: the last change done says, when it has those profiles.
+    unplaced = [dataclasses.replace(g, parent=None) for g in SPLIT_GPUS]
+    assert layouts.current_layout(SPLIT, unplaced) is layouts.UNKNOWN
+    assert layouts.current_layout(SPLIT, unplaced, {"1g.10gb": 2, "3g.40gb": 1}) == {"1g.10gb": 2, "3g.40gb": 1}
+    assert layouts.current_layout(SPLIT, unplaced, {"1g.10gb": 7}) is layouts.UNKNOWN
+    assert layouts.describe(layouts.UNKNOWN) == "MIG instances (how many per GPU is not known)"
+    layouts.check_change("m1", SPLIT, layouts.UNKNOWN, None, ())  # not known: never "the same"
     assert layouts.describe({"1g.10gb": 2, "3g.40gb": 1}) == "2 x 1g.10gb, 1 x 3g.40gb per GPU"
     assert layouts.describe(None) == "whole GPUs"
 

@@ -334,7 +334,7 @@ def saved_promises(db_url: str) -> dict[int, datetime | None]:
     engine = make_engine(db_url)
     try:
         with make_sessions(engine)() as session:
-            return dict(session.execute(select(PromiseRow.gpr_id, PromiseRow.start)).tuples())
+            return {gpr_id: start for gpr_id, start in session.execute(select(PromiseRow.gpr_id, PromiseRow.start))}
     finally:
         engine.dispose()
 

@@ -112,10 +112,16 @@ class NodeLayoutHandler(APIHandler):
             nodes, gpus = queries.host_inventory(session, cluster, host)
             if not nodes:
                 raise self.not_found(f"node {host!r} in cluster {cluster!r}")
-            changes = [layout_change_resource(r) for r in queries.layout_changes(session, cluster, host)]
-        mig = layouts.current_layout(nodes, gpus)
+            rows = queries.layout_changes(session, cluster, host)
+            changes = [layout_change_resource(r) for r in rows]
+        mig = layouts.current_layout(nodes, gpus, queries.last_done_layout(rows))
         return NodeLayout(
-            cluster=cluster, node=host, mig=dict(mig) if mig else None, layout=layouts.describe(mig), changes=changes
+            cluster=cluster,
+            node=host,
+            mig=dict(mig) if mig and mig is not layouts.UNKNOWN else None,
+            instances=layouts.instances(nodes),
+            layout=layouts.describe(mig),
+            changes=changes,
         )
 
     @needs_scope(ADMIN_SCOPE)
