@@ -32,17 +32,11 @@ class Unknown:
 
 
 UNKNOWN = Unknown()
-STATES = ("pending", "done", "failed")
 
 
 def host_of(node: str) -> str:
     """The machine a planning node is on (``gpu-a:1g.10gb`` is on ``gpu-a``)."""
     return node.split(":", 1)[0]
-
-
-def nodes_of_host(nodes: Iterable[Node], host: str) -> list[Node]:
-    """The planning nodes of ``host``: the node itself, or one per profile of its instances."""
-    return [n for n in nodes if host_of(n.name) == host]
 
 
 def planning_nodes(host: str, layout: Layout) -> list[str]:
@@ -75,7 +69,7 @@ def current_layout(nodes: list[Node], gpus: Iterable[GPU], last_done: Layout = N
 
 
 def describe(layout: Layout | Unknown) -> str:
-    """``7 x 1g.10gb per GPU``, or ``whole GPUs``."""
+    """``7 x 1g.10gb per GPU``, ``whole GPUs``, or that the layout per GPU is not known."""
     if layout is UNKNOWN:
         return "MIG instances (how many per GPU is not known)"
     if not layout:

@@ -4,7 +4,7 @@
 start the change, then records in one transaction the change, a maintenance window on each of the
 node's planning nodes (those of the old layout and of the new) until ``ready_by``, and an event;
 the cluster's inventory is read again at once and the plan made again, so the new instances are
-planned from ``ready_by`` on. ``LayoutPass`` asks the backend how each pending change goes: done
+planned from ``ready_by`` on. The pass (``tick``) asks the backend how each pending change goes: done
 once the backend says so and ``ready_by`` has passed, failed when it says so (an event either way).
 A pending change keeps its node's maintenance windows; a failed one leaves them to end as planned.
 """

@@ -31,7 +31,6 @@ PROFILES = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
 
 def test_a_planning_node_is_on_its_machine():
     assert [layouts.host_of(n) for n in ("h1", "m1:1g.10gb", "t1:shared")] == ["h1", "m1", "t1"]
-    assert layouts.nodes_of_host([*WHOLE, *SPLIT, *SHARED], "m1") == SPLIT
     assert layouts.planning_nodes("m1", {"1g.10gb": 2, "3g.40gb": 1}) == ["m1:1g.10gb", "m1:3g.40gb"]
     assert layouts.planning_nodes("h1", None) == ["h1"]
 
