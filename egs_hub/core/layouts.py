@@ -34,11 +34,6 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
-def host_of(node: str) -> str:
-    """The machine a planning node is on (``gpu-a:1g.10gb`` is on ``gpu-a``)."""
-    return node.split(":", 1)[0]
-
-
 def planning_nodes(host: str, layout: Layout) -> list[str]:
     """The planning nodes ``host`` has in ``layout``."""
     return [unit_node_name(host, profile) for profile in layout] if layout else [host]

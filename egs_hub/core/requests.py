@@ -49,7 +49,7 @@ from .model import (
     Shape,
 )
 from .node_pools import ATOMIC_SCALE_UP, NodePool
-from .sharing import requested_profile
+from .sharing import MIG_PROFILE, requested_profile
 from .templates import GPRTemplate, check_template, fill
 from .units import (
     DURATION_PATTERN,
@@ -404,10 +404,9 @@ class MaintenanceCreate(Body):
             raise InvalidRequest("end", "end must be after start")
 
 
-MIG_PROFILE_PATTERN = r"^[1-7]g\.[1-9][0-9]{0,3}gb(\+me)?$"  # core/sharing.MIG_PROFILE
 MIG_LAYOUT_SCHEMA = {
     "type": ["object", "null"],
-    "propertyNames": {"pattern": MIG_PROFILE_PATTERN},
+    "propertyNames": {"pattern": f"^{MIG_PROFILE.pattern}$"},
     "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 7},
     "minProperties": 1,
     "description": 'instances per GPU by MIG profile, like {"1g.10gb": 7}; null: whole GPUs',
@@ -424,7 +423,7 @@ def _parse_mig_layout(value: Any, field: str) -> dict[str, int] | None:
     if not value:
         raise InvalidRequest(field, f"{field} names at least one MIG profile, or is null for whole GPUs")
     for profile, count in value.items():
-        if not re.match(MIG_PROFILE_PATTERN, profile):
+        if not MIG_PROFILE.fullmatch(profile):
             raise InvalidRequest(f"{field}.{profile}", f'{profile!r} is not a MIG profile like "1g.10gb" or "3g.40gb"')
         count = _whole_number(count)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 7:

@@ -116,6 +116,11 @@ def unit_node_name(node: str, profile: str) -> str:
     return f"{node}:{profile}"
 
 
+def host_of(node: str) -> str:
+    """The machine a planning node is on (``gpu-a:1g.10gb`` is on ``gpu-a``; a node name has no colon)."""
+    return node.split(":", 1)[0]
+
+
 def fractions(nodes: Iterable[Node]) -> dict[str, float]:
     """GPU-equivalents of each unit of ``nodes`` that is not a whole GPU, by UUID."""
     return {gpu: float(node.shape.equivalents) for node in nodes if node.shape.equivalents < 1 for gpu in node.gpus}

@@ -90,7 +90,7 @@ class Layouts(Periodic):
             row = LayoutChangeRow(
                 cluster=cluster,
                 node=host,
-                mig=dict(body.mig) if body.mig else None,
+                mig=body.mig,
                 mig_config=config,
                 state="pending",
                 message=message,

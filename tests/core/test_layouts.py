@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from egs_hub.core import layouts
+from egs_hub.core import layouts, sharing
 from egs_hub.core.errors import Conflict, PolicyViolation
 from egs_hub.core.model import GPU, Node, Shape
 from egs_hub.core.sharing import check_layout, profile_memory_gb, profile_slices
@@ -30,7 +30,7 @@ PROFILES = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
 
 
 def test_a_planning_node_is_on_its_machine():
-    assert [layouts.host_of(n) for n in ("h1", "m1:1g.10gb", "t1:shared")] == ["h1", "m1", "t1"]
+    assert [sharing.host_of(n) for n in ("h1", "m1:1g.10gb", "t1:shared")] == ["h1", "m1", "t1"]
     assert layouts.planning_nodes("m1", {"1g.10gb": 2, "3g.40gb": 1}) == ["m1:1g.10gb", "m1:3g.40gb"]
     assert layouts.planning_nodes("h1", None) == ["h1"]
 

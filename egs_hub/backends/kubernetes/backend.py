@@ -35,7 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from ... import __version__
-from ...core import checks
+from ...core import checks, sharing
 from ...core.checks import CheckTarget, Verdict
 from ...core.model import GPR, Event, SlicePolicy
 from ...core.node_pools import POOL_LABEL, NodePool
@@ -211,7 +211,7 @@ class KubernetesBackend:
         """The GPR's planning nodes on this cluster with how many of its GPUs (or units) each has."""
         counts = {}
         for node in gpr.bound_nodes:
-            prefix, resource = f"{self.cluster}/{shares.host_of(node)}/", shares.planning_resource(node)
+            prefix, resource = f"{self.cluster}/{sharing.host_of(node)}/", shares.planning_resource(node)
             counts[node] = sum(1 for g in gpr.bound_gpus if g.startswith(prefix) and shares.resource_of(g) == resource)
         return counts
 
@@ -229,13 +229,13 @@ class KubernetesBackend:
             raise BindError(f"GPR {gpr.id} has no nodes on cluster {self.cluster}")
         core = await self._core()
         # 1. snapshot
-        current = {host: await self._read(core, host) for host in sorted({shares.host_of(n) for n in wanted})}
+        current = {host: await self._read(core, host) for host in sorted({sharing.host_of(n) for n in wanted})}
         # 2. decide
         problems, failed = [], []
         for name, count in wanted.items():
-            obj = current[shares.host_of(name)]
+            obj = current[sharing.host_of(name)]
             found = (
-                [f"node {shares.host_of(name)} no longer exists"]
+                [f"node {sharing.host_of(name)} no longer exists"]
                 if obj is None
                 else self._problems(obj, name, gpr, count)
             )
@@ -273,7 +273,7 @@ class KubernetesBackend:
     def _problems(self, obj: dict, name: str, gpr: GPR, count: int) -> list[str]:
         """Why ``count`` of the GPR's GPUs on the planning node ``name`` (of the node ``obj``) cannot be bound."""
         try:
-            if shares.host_of(name) == name:
+            if sharing.host_of(name) == name:
                 return entry_problems(read_node(obj, self.cluster), name, gpr.id, gpr.spec.slice, count)
             found = next((f for f in read_units(obj, self.cluster) if f.node.name == name), None)
         except NodeUnusable as e:
@@ -301,7 +301,7 @@ class KubernetesBackend:
         core = await self._core()
         events, waiting = [], []
         planning = self._gpus_by_node(gpr)
-        for name in sorted({shares.host_of(n) for n in planning}):
+        for name in sorted({sharing.host_of(n) for n in planning}):
             obj = await self._read(core, name)
             if obj is None:
                 events.append(self._event(gpr, "node-gone", name, "the node no longer exists; nothing to return", now))
@@ -417,7 +417,7 @@ class KubernetesBackend:
         """rdma: from the node's Node Feature Discovery labels; pvc: the slice's volume claims; nccl and
         custom: in a Job on the node, in ``checks_namespace`` (checks.py). A share node's units are checked
         on that node, but not in a Job: it would ask for whole GPUs that the node does not offer."""
-        host = shares.host_of(target.node)
+        host = sharing.host_of(target.node)
         if host != target.node and spec.kind in ("nccl", "custom"):
             why = f"{target.node} is MIG instances or shares of node {host}, and a {spec.kind} Job asks for whole GPUs"
             return checks.skipped(why)
@@ -452,7 +452,7 @@ class KubernetesBackend:
 
     async def _patch_node(self, node: str, doing: str, patch: Callable[[dict], dict]) -> None:
         """Patch the node (of a planning node: its Kubernetes node) with what ``patch`` makes of it."""
-        node = shares.host_of(node)
+        node = sharing.host_of(node)
         try:
             core = await self._core()
             obj = await self._read(core, node)
@@ -573,7 +573,7 @@ class KubernetesBackend:
             raise self._unavailable(f"record the Event {notice.reason}", e) from None
 
     async def record_node_event(self, node: str, notice: Notice, now: datetime) -> None:
-        node = shares.host_of(node)  # of a planning node: its Kubernetes node
+        node = sharing.host_of(node)  # of a planning node: its Kubernetes node
         api = await self._client()
         try:
             await create_event(api, node_event(node, notice, now), request_timeout=self.request_timeout)

@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from ...core.sharing import host_of
 from .nodes import (
     FREE,
     GPU_RESOURCE,
@@ -68,11 +69,6 @@ def planning_resource(planning_node: str) -> str:
 def resource_counts(gpus: Iterable[str]) -> dict[str, int]:
     """How many of ``gpus`` a pod asks for as each resource."""
     return dict(Counter(resource_of(g) for g in gpus))
-
-
-def host_of(planning_node: str) -> str:
-    """The Kubernetes node of a planning node (``gpu-a:1g.10gb`` -> ``gpu-a``; a node name has no colon)."""
-    return planning_node.split(":", 1)[0]
 
 
 def not_offered(found: FoundNode, share_hosts: set[str]) -> str | None:

@@ -10,7 +10,7 @@ Checks on a node that a GPR holds would run beside the GPR's work: a 409 says so
 
 from __future__ import annotations
 
-from ...core import layouts
+from ...core import layouts, sharing
 from ...core.errors import Conflict
 from ...core.requests import LayoutChangeCreate, Reason, parse_body
 from ...core.resources import NodeLayout, Nodes
@@ -126,10 +126,10 @@ class NodeLayoutHandler(APIHandler):
 
     @needs_scope(ADMIN_SCOPE)
     def get(self, cluster: str, name: str) -> None:
-        self.write_json(self.layout(cluster, layouts.host_of(name)))
+        self.write_json(self.layout(cluster, sharing.host_of(name)))
 
     @needs_scope(ADMIN_SCOPE)
     async def post(self, cluster: str, name: str) -> None:
         body = parse_body(LayoutChangeCreate, self.json_body())
-        row = await self.egs.layouts.change(cluster, layouts.host_of(name), body, self.user_name)
+        row = await self.egs.layouts.change(cluster, sharing.host_of(name), body, self.user_name)
         self.write_json(layout_change_resource(row), 202)
