@@ -29,6 +29,7 @@ from ..core.resources import (
     Cluster,
     ClusterChecklist,
     ClusterPrices,
+    Endpoint,
     Event,
     Eviction,
     GPUMetrics,
@@ -554,6 +555,74 @@ class Operations(ABC):
     def capacity_plan(self, plan_id: int) -> CapacityPlan:
         """Admins: a capacity plan's progress, then its result (recorded and replayed waits, GPUs bound)."""
         return self._send(Call("GET", f"capacity-plans/{int(plan_id)}", _one(CapacityPlan)))
+
+    # inference endpoints
+
+    def endpoints(self, slice: str | None = None) -> list[Endpoint]:
+        """The inference endpoints of the caller's slices (or of ``slice``); admins: all of them."""
+        return self._send(Call("GET", "endpoints", _list_of(Endpoint, "endpoints"), _query(slice=slice)))
+
+    def endpoint(self, slice: str, name: str) -> Endpoint:
+        """One endpoint: status, url (its path at the hub), replicas and their GPRs, requests/s, latency."""
+        return self._send(Call("GET", f"endpoints/{_segment(slice)}/{_segment(name)}", _one(Endpoint)))
+
+    def create_endpoint(
+        self,
+        slice: str,
+        name: str,
+        runtime: str,
+        *,
+        model: str | None = None,
+        gpus: int | None = None,
+        template: str | None = None,
+        cluster: str | None = None,
+        command: list[str] | None = None,
+        image: str | None = None,
+        args: list[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        min_replicas: int | None = None,
+        max_replicas: int | None = None,
+        idle_timeout: Duration | None = None,
+        duration: Duration | None = None,
+        target_concurrency: int | None = None,
+        health_path: str | None = None,
+    ) -> Endpoint:
+        """Serve ``model`` (runtime vllm) or ``command`` (runtime command: ``{port}`` stands for its port)
+        from ``slice``'s GPUs at ``Endpoint.url``; each replica is a GPR of ``gpus`` (or of ``template``)."""
+        body = _body(
+            slice=slice,
+            name=name,
+            runtime=runtime,
+            model=model,
+            gpus=gpus,
+            template=template,
+            cluster=cluster,
+            command=command,
+            image=image,
+            args=args,
+            env=env,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            idle_timeout=idle_timeout,
+            duration=duration,
+            target_concurrency=target_concurrency,
+            health_path=health_path,
+        )
+        return self._send(Call("POST", "endpoints", _one(Endpoint), body=body))
+
+    def update_endpoint(self, slice: str, name: str, **changes: Any) -> Endpoint:
+        """Change an endpoint's fields (the ``create_endpoint`` keys but slice, name and runtime)."""
+        path = f"endpoints/{_segment(slice)}/{_segment(name)}"
+        return self._send(Call("PATCH", path, _one(Endpoint), body=_encode(changes)))
+
+    def scale_endpoint(self, slice: str, name: str, replicas: int) -> Endpoint:
+        """This many replicas now, kept for the endpoint's idle_timeout at least, then following the load."""
+        path = f"endpoints/{_segment(slice)}/{_segment(name)}/scale"
+        return self._send(Call("POST", path, _one(Endpoint), body={"replicas": replicas}))
+
+    def delete_endpoint(self, slice: str, name: str) -> None:
+        """Delete an endpoint: its replicas' GPRs are given back."""
+        return self._send(Call("DELETE", f"endpoints/{_segment(slice)}/{_segment(name)}", _nothing))
 
     # nodes: health, checks, quarantine
 

@@ -33,6 +33,15 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import PydanticCustomError
 
+from .endpoints import (
+    DEFAULT_DURATION,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_TARGET_CONCURRENCY,
+    HEALTH_PATHS,
+    RUNTIMES,
+    EndpointSpec,
+    check_bounds,
+)
 from .errors import InvalidRequest
 from .model import (
     BIND_FAILURES,
@@ -1185,6 +1194,141 @@ class CapacityPlanCreate(Body):
             )
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+ARG_MAX = 4096
+
+
+def _parse_arguments(value: Any, field: str) -> tuple[str, ...]:
+    """An argument list: at most 100 strings of at most ARG_MAX characters, none holding NUL."""
+    if not isinstance(value, list | tuple) or len(value) > 100:
+        raise InvalidRequest(field, f'{field} must be a list of at most 100 arguments, like ["python", "serve.py"]')
+    for i, arg in enumerate(value):
+        if not isinstance(arg, str) or len(arg) > ARG_MAX or "\x00" in arg:
+            raise InvalidRequest(f"{field}[{i}]", f"{field}[{i}] must be text of at most {ARG_MAX} characters")
+    return tuple(value)
+
+
+def _parse_env(value: Any, field: str) -> dict[str, str]:
+    """Environment variables: names as a shell allows them, values text without NUL."""
+    if not isinstance(value, Mapping) or len(value) > 100:
+        raise InvalidRequest(field, f'{field} must be an object of at most 100 variables, like {{"HF_HOME": "/data"}}')
+    for name, text in value.items():
+        if not ENV_NAME.fullmatch(name):
+            raise InvalidRequest(
+                f"{field}.{name}", f"{name!r} is not an environment variable name (letters, digits, _)"
+            )
+        if not isinstance(text, str) or len(text) > ARG_MAX or "\x00" in text:
+            raise InvalidRequest(f"{field}.{name}", f"{field}.{name} must be text of at most {ARG_MAX} characters")
+    return dict(value)
+
+
+Arguments = Annotated[
+    tuple[str, ...],
+    BeforeValidator(parsed(_parse_arguments)),
+    WithJsonSchema({"type": "array", "items": {"type": "string", "maxLength": ARG_MAX}, "maxItems": 100}),
+]
+Environment = Annotated[
+    dict[str, str],
+    BeforeValidator(parsed(_parse_env)),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": ENV_NAME.pattern},
+            "additionalProperties": {"type": "string", "maxLength": ARG_MAX},
+            "maxProperties": 100,
+        }
+    ),
+]
+Replicas = Annotated[int, Field(ge=0, le=100), Whole]
+HealthPath = Annotated[str | None, Field(max_length=1000, pattern=r"^/[^\x00-\x20]*$")]
+
+
+class EndpointCreate(Body):
+    """POST /endpoints: serve a model from the slice's GPUs (core/endpoints.py); each replica is a GPR
+    of ``gpus`` (or of ``template``) for ``duration``, renewed while the endpoint wants it."""
+
+    slice: SliceName
+    name: Annotated[SliceName, Field(description="the endpoint's name in its slice (a DNS label)")]
+    runtime: Literal[RUNTIMES]  # type: ignore[valid-type]
+    model: Annotated[
+        _text(PATH_MAX), Field(description="a Hugging Face model id, or a path in the workspace's storage")
+    ] = ""
+    gpus: Annotated[Count | None, Field(description="GPUs per replica; left out: the template's, else 1")] = None
+    template: Annotated[TemplateName | None, Field(description="a GPR template for each replica's GPR")] = None
+    cluster: Selector = None
+    command: Annotated[
+        Arguments, Field(description="runtime command: the server's argument list; {port} stands for its port")
+    ] = ()
+    image: Annotated[_text(500) | None, Field(description="the container image on Kubernetes")] = None
+    args: Annotated[Arguments, Field(description="more arguments for the runtime's server")] = ()
+    env: Environment = {}
+    min_replicas: Replicas = 0
+    max_replicas: Annotated[int, Field(ge=1, le=100), Whole] = 1
+    idle_timeout: Annotated[
+        Duration, Field(description="with no request for this long, it scales to min_replicas (0: none)")
+    ] = DEFAULT_IDLE_TIMEOUT
+    duration: Annotated[Duration, Field(description="each replica GPR's window")] = DEFAULT_DURATION
+    target_concurrency: Annotated[
+        int, Field(ge=1, le=10_000, description="requests in flight per replica before another is wanted"), Whole
+    ] = DEFAULT_TARGET_CONCURRENCY
+    health_path: Annotated[HealthPath, Field(description="answers 200 once ready (default: the runtime's)")] = None
+
+    def check(self) -> None:
+        check_endpoint(self.runtime, self.model, self.command, self.gpus, self.template)
+        check_bounds(self.min_replicas, self.max_replicas)
+
+    def to_spec(self) -> EndpointSpec:
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields["health_path"] = self.health_path or HEALTH_PATHS[self.runtime]
+        if self.gpus is None and self.template is None:
+            fields["gpus"] = 1
+        return EndpointSpec(**fields)
+
+
+def check_endpoint(runtime: str, model: str, command: tuple[str, ...], gpus: Any, template: Any) -> None:
+    if runtime == "command" and not command:
+        raise InvalidRequest(
+            "command", "runtime command needs command: the argument list of an HTTP server, with {port}"
+        )
+    if runtime != "command" and not model:
+        raise InvalidRequest("model", f"runtime {runtime} needs model: a Hugging Face id or a path in your storage")
+    if gpus is not None and template is not None:
+        raise InvalidRequest("gpus", "give gpus or a template, not both")
+
+
+class EndpointUpdate(_patch(EndpointCreate, omit=("slice", "name", "runtime"))):
+    """PATCH /endpoints/{slice}/{name}: bounds, idle time and load apply at once; a new model, command,
+    arguments, environment or health path restart the servers; GPUs, template, cluster and duration
+    apply to the replicas filed from then on."""
+
+    def check(self) -> None:
+        given = self.given()
+        if "min_replicas" in given and "max_replicas" in given:
+            check_bounds(self.min_replicas, self.max_replicas)
+
+    def apply(self, spec: EndpointSpec) -> EndpointSpec:
+        changes = self.given()
+        if changes.get("gpus") is not None:
+            changes["template"] = None
+        elif changes.get("template") is not None:
+            changes["gpus"] = None
+        if "health_path" in changes:
+            changes["health_path"] = changes["health_path"] or HEALTH_PATHS[spec.runtime]
+        updated = dataclasses.replace(spec, **changes)
+        if updated.gpus is None and updated.template is None:
+            updated = dataclasses.replace(updated, gpus=1)
+        check_endpoint(updated.runtime, updated.model, updated.command, updated.gpus, updated.template)
+        check_bounds(updated.min_replicas, updated.max_replicas)
+        return updated
+
+
+class EndpointScale(Body):
+    """POST /endpoints/{slice}/{name}/scale: this many replicas now, kept for the endpoint's idle_timeout
+    at least, then following the load."""
+
+    replicas: Replicas
+
+
 BODIES: tuple[type[Body], ...] = (
     GPRCreate,
     GPRUpdate,
@@ -1208,6 +1352,9 @@ BODIES: tuple[type[Body], ...] = (
     EvictionConfirm,
     ServerStart,
     CapacityPlanCreate,
+    EndpointCreate,
+    EndpointUpdate,
+    EndpointScale,
 )
 
 

@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 from pydantic.json_schema import models_json_schema
 
+from .endpoints import REPLICA_STATES, RUNTIMES
+from .endpoints import STATUSES as ENDPOINT_STATUSES
 from .model import (
     BIND_FAILURES,
     EVICTION_MODES,
@@ -994,6 +996,65 @@ class CapacityPlans(Resource):
     plans: tuple[CapacityPlan, ...] = Field(description="the latest first; the service keeps the last ten")
 
 
+class EndpointReplica(Resource):
+    """One replica of an endpoint: its GPR, and its server on the GPR's GPUs."""
+
+    gpr: int
+    gpr_status: StatusName
+    state: Literal[REPLICA_STATES] = Field(  # type: ignore[valid-type]
+        description="waiting (for its GPR's GPUs), starting, ready, failed (its server keeps exiting; started "
+        "again), ending (its GPR is released)"
+    )
+    estimated_start: Time | None = Field(description="while waiting: when its GPR is estimated to start")
+    window_end: Time | None
+    renewing: bool = Field(description="its GPR's window ends soon: a new GPR replaces it")
+    in_flight: int
+    restarts: int = Field(description="times its server exited since it was last ready")
+    message: str = Field(description="why its server last exited, with the end of its log")
+
+
+class Endpoint(Resource):
+    """An inference endpoint (core/endpoints.py): a model served from a slice's GPUs at ``url``, one GPR
+    per replica, between min_replicas and max_replicas on the requests in flight."""
+
+    slice: str
+    name: str
+    runtime: Literal[RUNTIMES]  # type: ignore[valid-type]
+    model: str
+    gpus: int | None
+    template: str | None
+    cluster: str | None
+    command: tuple[str, ...]
+    image: str | None
+    args: tuple[str, ...]
+    env: dict[str, str]
+    min_replicas: int
+    max_replicas: int
+    idle_timeout: Seconds
+    duration: Seconds
+    target_concurrency: int
+    health_path: str
+    status: Literal[ENDPOINT_STATUSES]  # type: ignore[valid-type]
+    message: str | None = Field(description="why it failed or waits")
+    url: str = Field(description="its path at the hub: send a hub token (Authorization: token ...)")
+    replicas: int = Field(description="replicas ready now")
+    wanted_replicas: int
+    gprs: tuple[int, ...] = Field(description="its replicas' GPRs not finished")
+    replica_states: tuple[EndpointReplica, ...]
+    requests_per_second: float = Field(description="over the last minute")
+    latency_p50: float | None = Field(description="seconds, over the last minute")
+    latency_p95: float | None = Field(description="seconds, over the last minute")
+    errors: int = Field(description="answers of 5xx or no answer, over the last minute")
+    in_flight: int
+    last_request: Time | None
+    created_by: str
+    created_at: Time
+
+
+class Endpoints(Resource):
+    endpoints: tuple[Endpoint, ...]
+
+
 RESOURCES: tuple[type[Resource], ...] = (
     Error,
     Health,
@@ -1040,6 +1101,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     ServerRestart,
     CapacityPlan,
     CapacityPlans,
+    Endpoint,
+    Endpoints,
 )
 
 

@@ -28,6 +28,7 @@ from traitlets.config import Application
 from .. import __version__
 from ..backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate, RoleTemplateError, parse_role_templates
 from ..backends.local import LocalBackend
+from ..backends.local.endpoint_servers import EndpointServers
 from ..core.alerts import AlertThresholds
 from ..core.errors import InvalidRequest
 from ..core.requests import ClusterCreate, parse_body
@@ -43,11 +44,13 @@ from .capacity import CapacityPlans
 from .checks import Checklists
 from .clusters import Clusters
 from .commands import Commands
+from .endpoints import Endpoints
 from .exporter import Exporter
 from .gpr_sync import GPRSync
 from .handlers import (
     capacity,
     clusters,
+    endpoints,
     gpr_templates,
     gprs,
     gpus,
@@ -66,6 +69,7 @@ from .handlers import (
     workspace_requests,
 )
 from .handlers.base import NotFoundHandler
+from .handlers.endpoint_proxy import EndpointProxyHandler
 from .hub import HubClient
 from .kube_events import KubeEvents
 from .layouts import Layouts
@@ -134,6 +138,9 @@ API_ROUTES = [
     (r"gpus/([^/]+)/metrics", gpus.GPUMetricsHandler),
     (r"workloads", gpus.WorkloadsHandler),
     (r"alerts", gpus.AlertsHandler),
+    (r"endpoints", endpoints.EndpointsHandler),
+    (r"endpoints/([^/]+)/([^/]+)", endpoints.EndpointHandler),
+    (r"endpoints/([^/]+)/([^/]+)/scale", endpoints.EndpointScaleHandler),
     (r"servers", servers.ServersHandler),
     (r"servers/([^/]+)", servers.ServerHandler),
     (r"servers/([^/]+)/([^/]+)", servers.ServerHandler),
@@ -310,6 +317,13 @@ class EGSService(Application):
         1.0,
         help="""Seconds between reconcile passes when nothing wakes the loop earlier. Windows end
         within this long of their end time. Changes through the API wake the loop at once.""",
+    ).tag(config=True)
+
+    endpoint_wait_seconds = Float(
+        30.0,
+        help="""How long, in seconds, a request at an inference endpoint with no ready replica (scaled to
+        zero, or starting) waits for one before it is answered 503 with Retry-After. A request is answered
+        so at once when the replicas' GPRs are estimated to start later than that.""",
     ).tag(config=True)
 
     repartition_seconds = Float(
@@ -583,6 +597,12 @@ class EGSService(Application):
             (api + r".*", NotFoundHandler),
             (self.prefix + webhooks.ROUTE, webhooks.PodWebhookHandler),
             (self.prefix + r"metrics", prometheus.MetricsHandler),
+            (self.prefix + r"endpoints/([^/]+)/([^/]+)/(.*)", EndpointProxyHandler),
+            (
+                self.prefix + r"endpoints/([^/]+)/([^/]+)",
+                web.RedirectHandler,
+                {"url": self.prefix + "endpoints/{0}/{1}/"},
+            ),
             (self.prefix + r"oauth_callback", pages.OAuthCallbackHandler),
             *pages.page_routes(self.prefix),
             (self.prefix.rstrip("/"), web.RedirectHandler, {"url": self.prefix}),
@@ -694,6 +714,16 @@ class EGSService(Application):
             self.sessions, self.planning, self.clock, self.reconciler.wake, max_start_after=self.max_start_after
         )
         self.auto_gprs = AutoGPRs(self)
+        self.endpoints = Endpoints(
+            self.sessions,
+            self.planning,
+            self.commands,
+            EndpointServers(os.path.join(self.data_dir, "endpoints")) if self.local_backend is not None else None,
+            self.clock,
+            self.reconcile_interval,
+            cluster=LOCAL_CLUSTER,
+            prefix=self.prefix,
+        )
         self.gpr_sync = GPRSync(
             self.sessions,
             self.registry.backends,
@@ -754,6 +784,7 @@ class EGSService(Application):
         self.maintenance.start()
         self.layouts.start()
         self.pools.start()
+        self.endpoints.start()
         self.log.info("egs-hub service listening on %s%s", self.service_url, self.prefix)
         lost, stopping = asyncio.ensure_future(leadership.hold()), asyncio.ensure_future(stopped.wait())
         await asyncio.wait([lost, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -765,6 +796,7 @@ class EGSService(Application):
         await self.maintenance.stop()
         await self.layouts.stop()
         await self.pools.stop()
+        await self.endpoints.stop()
         await self.capacity.stop()
         await self.slice_setup.stop()
         await self.telemetry.stop()

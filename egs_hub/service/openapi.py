@@ -16,6 +16,7 @@ from ..core.requests import GPRId, SliceName, TemplateName, UserName, body_schem
 from ..core.resources import resource_schemas
 from .parameters import (
     AlertsQuery,
+    EndpointsQuery,
     EventsQuery,
     GPRsQuery,
     GPUsQuery,
@@ -79,6 +80,7 @@ SLICE_NAME = _path("name", SliceName)
 CLUSTER_NAME = SLICE_NAME  # clusters are named as slices are
 USER = _path("user", UserName)
 TEMPLATE_NAME = _path("name", TemplateName)
+ENDPOINT = [_path("slice", SliceName), _path("name", SliceName)]
 POOL_NAME = _path("pool", SliceName)  # pools are named as slices are
 REQUEST_ID = _path("id", GPRId)  # ids are whole numbers from 1, as a GPR's
 
@@ -476,6 +478,46 @@ def _paths() -> dict:
             "delete": {
                 "summary": "Delete a GPR template (as POST); not one a slice's auto_gpr names (409)",
                 "responses": _responses("deleted", None, "400", "401", "403", "404", "409", status="204"),
+            },
+        },
+        "/endpoints": {
+            "get": {
+                "summary": "Inference endpoints of the caller's slices (admins: all)",
+                "parameters": documented(EndpointsQuery),
+                "responses": _responses("endpoints", _ref("Endpoints"), "400", "401", "403", "404"),
+            },
+            "post": {
+                "summary": "Serve a model from a slice's GPUs at <prefix>endpoints/{slice}/{name}/ (members): each "
+                "replica is a GPR; its replicas start in the background",
+                "requestBody": _body("EndpointCreate"),
+                "responses": _responses(
+                    "made", _ref("Endpoint"), "400", "401", "403", "404", "409", "422", "503", status="202"
+                ),
+            },
+        },
+        "/endpoints/{slice}/{name}": {
+            "parameters": ENDPOINT,
+            "get": {
+                "summary": "One endpoint: status, url, replicas and their GPRs, requests/s, latency, errors",
+                "responses": _responses("the endpoint", _ref("Endpoint"), "400", "401", "403", "404"),
+            },
+            "patch": {
+                "summary": "Change an endpoint (members); a new command or model restarts its servers",
+                "requestBody": _body("EndpointUpdate"),
+                "responses": _responses("changed", _ref("Endpoint"), "400", "401", "403", "404", "422", "503"),
+            },
+            "delete": {
+                "summary": "Delete an endpoint (members): its replicas' GPRs are given back",
+                "responses": _responses("deleted", None, "400", "401", "403", "404", status="204"),
+            },
+        },
+        "/endpoints/{slice}/{name}/scale": {
+            "parameters": ENDPOINT,
+            "post": {
+                "summary": "Scale an endpoint to this many replicas now (members), kept for its idle_timeout at "
+                "least, then following the load",
+                "requestBody": _body("EndpointScale"),
+                "responses": _responses("scaling", _ref("Endpoint"), "400", "401", "403", "404", "422", status="202"),
             },
         },
         "/usage": {

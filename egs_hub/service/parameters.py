@@ -127,6 +127,10 @@ class TemplatesQuery(Query):
     slice: Annotated[str, Field(description="only the templates this slice may use")] = None
 
 
+class EndpointsQuery(Query):
+    slice: SliceFilter = None
+
+
 class GPRsQuery(Query):
     slice: SliceFilter = None
     status: _argument(_one_of(STATUS_VALUES), {"type": "string", "enum": list(STATUS_VALUES)}, "only this status") = (

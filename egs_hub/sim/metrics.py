@@ -19,28 +19,17 @@ receives its real run from its start.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from ..core.planner import KEPT_SLACK
+from ..core.stats import percentile
 from .cluster import offered_load
 from .engine import POLICIES, Replay
 from .pools import ASK, GIVE_BACK, JOIN, sizes_over_time, step_integral, total_steps
 from .trace import asked_gpus
 
 KEPT_SLACK_S = KEPT_SLACK.total_seconds()
-
-
-def percentile(values: Sequence[float], p: float) -> float | None:
-    """The ``p``-th percentile (0..100), interpolating linearly between ranks; None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100.0
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def mean(values: Sequence[float]) -> float | None:

@@ -531,3 +531,36 @@ class LeaderRow(Base):
     url: Mapped[str] = mapped_column(String(2048))
     holder: Mapped[str] = mapped_column(String(255))
     since: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class EndpointRow(Base):
+    """An inference endpoint (core/endpoints.py): ``spec`` what a member asked (store/endpoints.py reads
+    and writes it), ``wanted`` the replicas it wants now; ``hold_*`` a member's scale while it lasts;
+    ``last_request`` the last request at its proxy path; ``problem`` why it failed (a refused GPR,
+    servers that keep exiting), ``refused_at`` when a GPR for it was last refused."""
+
+    __tablename__ = "endpoints"
+    __table_args__ = (UniqueConstraint("slice", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slice: Mapped[str] = mapped_column(String(63), ForeignKey("slices.name"))
+    name: Mapped[str] = mapped_column(String(63))
+    runtime: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict] = mapped_column(JSON)
+    wanted: Mapped[int] = mapped_column(Integer, default=0)
+    hold_replicas: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    hold_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_request: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    problem: Mapped[str | None] = mapped_column(Text, nullable=True)
+    refused_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class EndpointReplicaRow(Base):
+    """The GPR of one replica of an endpoint; ``renews``: the GPR whose window ending it replaces."""
+
+    __tablename__ = "endpoint_replicas"
+    gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id"), primary_key=True)
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("endpoints.id", ondelete="CASCADE"), index=True)
+    renews: Mapped[int | None] = mapped_column(Integer, nullable=True)

@@ -37,6 +37,7 @@ from ...core.requests import (
 )
 from ...core.resources import HomeVolume, HomeVolumes, Slice, SliceKubeconfig, Slices
 from ...core.user_names import normalize_user_name
+from ...store import endpoints as endpoint_store
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRRow
@@ -189,6 +190,11 @@ class SliceHandler(SliceBase):
                 raise Conflict(
                     f"slice {name!r} has GPRs that are not finished ({', '.join(map(str, live))}); "
                     "cancel or release them first"
+                )
+            if served := endpoint_store.slice_endpoints(session, name):
+                raise Conflict(
+                    f"slice {name!r} has endpoints ({', '.join(served)}); delete them first "
+                    f"(DELETE /endpoints/{name}/<name>)"
                 )
             before = queries.slice_namespaces(row)
         # What it has on its clusters goes first: a cluster that does not answer keeps the slice (503).

@@ -1,0 +1,165 @@
+"""Inference endpoints end to end on this host: the ``command`` runtime serving a real HTTP server (the
+test's endpoint_server.py) through the hub's proxy, its replicas' GPRs, scaling with load and to zero."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
+import requests
+
+from .hub import Client, Hub, wait_for
+
+SERVER = os.path.join(os.path.dirname(__file__), "endpoint_server.py")
+LIVE = {"pending-approval", "queued", "provisioning", "provisioned"}
+
+
+def endpoint_body(slice_name: str, name: str = "echo", **fields) -> dict:
+    return {
+        "slice": slice_name,
+        "name": name,
+        "runtime": "command",
+        "command": [sys.executable, SERVER, "{port}"],
+        "duration": "1h",
+        "idle_timeout": 600,
+        **fields,
+    }
+
+
+class Caller:
+    """Requests at an endpoint's path at the hub, with a hub token."""
+
+    def __init__(self, hub: Hub, path: str, token: str | None):
+        self.base = hub.url + path
+        self.headers = {"Authorization": f"token {token}"} if token else {}
+
+    def __call__(self, method: str, path: str = "", **kw) -> requests.Response:
+        return requests.request(
+            method, self.base + path, headers=self.headers, timeout=120, allow_redirects=False, **kw
+        )
+
+
+def gprs_of(client: Client, slice_name: str) -> list[dict]:
+    return client.get_all(f"gprs?slice={slice_name}&limit=100", "gprs")
+
+
+def endpoint(client: Client, slice_name: str, name: str = "echo") -> dict:
+    return client.get(f"endpoints/{slice_name}/{name}", expect=200)
+
+
+@pytest.fixture
+def member(user, make_slice):
+    name, client = user("ep")
+    made = make_slice(members=(name,), policy={"max_active_gprs": 5})
+    return name, client, made["name"]
+
+
+def test_an_endpoint_serves_through_the_hub_and_scales(hub: Hub, member, user, admin):
+    name, client, slice_name = member
+    made = client.post(
+        "endpoints", endpoint_body(slice_name, min_replicas=0, max_replicas=2, target_concurrency=2), expect=202
+    )
+    assert made["status"] == "scaled-to-zero" and made["url"] == f"/services/egs/endpoints/{slice_name}/echo/"
+    assert made["gprs"] == [] and made["created_by"] == name
+    token = hub.user_token(name)
+    call = Caller(hub, made["url"], token)
+
+    # the first request files a GPR, waits for its server, and passes through with the path and query
+    answer = call("POST", "v1/completions?x=1", data=b'{"prompt": "hi"}')
+    assert answer.status_code == 200, answer.text
+    served = answer.json()
+    assert served["path"] == "/v1/completions" and served["query"] == "x=1" and served["method"] == "POST"
+    assert served["body"] == '{"prompt": "hi"}'
+    assert served["authorization"] is None and served["cookie"] is None and served["token"] is None
+    (gpr,) = [g for g in gprs_of(client, slice_name) if g["status"] in LIVE]
+    assert served["gprs"] == str(gpr["id"]) and served["gpus"]  # bound to its GPR's GPUs
+    assert gpr["requested_by"] == name and gpr["name"] == "endpoint echo" and gpr["status"] == "provisioned"
+    now = endpoint(client, slice_name)
+    assert now["status"] == "ready" and now["replicas"] == 1 and now["gprs"] == [gpr["id"]]
+    assert now["replica_states"][0]["state"] == "ready" and now["requests_per_second"] > 0
+
+    streamed = call("GET", "stream", stream=True)
+    assert streamed.headers["Content-Type"] == "text/event-stream"
+    assert [line for line in streamed.iter_lines() if line] == [b"data: 0", b"data: 1", b"data: 2"]
+
+    # who may call it: the slice's members only
+    assert Caller(hub, made["url"], None)("GET").status_code in (401, 403)
+    stranger_name, _ = user("other")
+    stranger_token = hub.user_token(stranger_name)
+    refused = Caller(hub, made["url"], stranger_token)("GET")
+    assert refused.status_code == 403 and "not a member" in refused.json()["message"]
+    assert Caller(hub, f"/services/egs/endpoints/{slice_name}/nope/", token)("GET").status_code == 404
+
+    # concurrent requests need a second replica (two requests in flight per replica)
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            call("GET", "slow?sleep=0.5")
+
+    workers = [threading.Thread(target=load) for _ in range(6)]
+    for worker in workers:
+        worker.start()
+    try:
+        wait_for(lambda: endpoint(client, slice_name)["replicas"] == 2, 60, "a second ready replica")
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+    scaled = endpoint(client, slice_name)
+    assert len(scaled["gprs"]) == 2 and scaled["wanted_replicas"] == 2
+    events = admin.get(f"events?slice={slice_name}&limit=100", expect=200)["events"]
+    kinds = [e["kind"] for e in events]
+    assert "endpoint-scaled" in kinds and "endpoint-ready" in kinds and "endpoint-created" in kinds
+
+    # idle: to zero, its GPRs given back; a request brings it back
+    client.call("PATCH", f"endpoints/{slice_name}/echo", {"idle_timeout": 2}, expect=200)
+    wait_for(lambda: endpoint(client, slice_name)["status"] == "scaled-to-zero", 60, "the endpoint to scale to zero")
+    assert not [g for g in gprs_of(client, slice_name) if g["status"] in LIVE]
+    assert call("GET", "again").status_code == 200
+    assert endpoint(client, slice_name)["replicas"] == 1
+
+    client.call("DELETE", f"endpoints/{slice_name}/echo", expect=204)
+    wait_for(lambda: not [g for g in gprs_of(client, slice_name) if g["status"] in LIVE], 30, "its GPRs to end")
+    client.get(f"endpoints/{slice_name}/echo", expect=404)
+
+
+def test_a_change_restarts_its_servers_and_a_scale_holds(hub: Hub, member):
+    name, client, slice_name = member
+    made = client.post("endpoints", endpoint_body(slice_name, "greet", min_replicas=1, max_replicas=2), expect=202)
+    call = Caller(hub, made["url"], hub.user_token(name))
+    wait_for(lambda: endpoint(client, slice_name, "greet")["status"] == "ready", 60, "the endpoint to be ready")
+    first = call("GET").json()
+    assert first["greeting"] is None
+    client.call("PATCH", f"endpoints/{slice_name}/greet", {"env": {"GREETING": "hello"}}, expect=200)
+    wait_for(lambda: call("GET").json()["greeting"] == "hello", 60, "the server to restart with the new environment")
+
+    scaled = client.post(f"endpoints/{slice_name}/greet/scale", {"replicas": 2}, expect=202)
+    assert scaled["wanted_replicas"] == 2
+    wait_for(lambda: endpoint(client, slice_name, "greet")["replicas"] == 2, 60, "two ready replicas")
+    refused = client.post(f"endpoints/{slice_name}/greet/scale", {"replicas": 3}, expect=422)
+    assert refused["field"] == "replicas" and "max_replicas" in refused["message"]
+    client.call("DELETE", f"endpoints/{slice_name}/greet", expect=204)
+
+
+def test_bad_endpoints_are_refused_naming_the_field(hub: Hub, member, user):
+    _, client, slice_name = member
+    no_command = client.post("endpoints", {"slice": slice_name, "name": "x", "runtime": "command"}, expect=400)
+    assert no_command["field"] == "command"
+    bad_env = client.post("endpoints", endpoint_body(slice_name, "x", env={"1X": "y"}), expect=400)
+    assert bad_env["field"] == "env.1X"
+    bounds = client.post("endpoints", endpoint_body(slice_name, "x", min_replicas=3, max_replicas=2), expect=400)
+    assert bounds["field"] == "min_replicas"
+    kserve = client.post("endpoints", {"slice": slice_name, "name": "x", "runtime": "kserve", "model": "m"}, expect=422)
+    assert kserve["field"] == "runtime" and "Kubernetes" in kserve["message"]
+    elsewhere = client.post("endpoints", endpoint_body(slice_name, "x", cluster="gke"), expect=422)
+    assert elsewhere["field"] == "cluster"
+    _, stranger = user("other")
+    stranger.post("endpoints", endpoint_body(slice_name, "x"), expect=403)
+    client.post("endpoints", endpoint_body(slice_name, "x"), expect=202)
+    client.post("endpoints", endpoint_body(slice_name, "x"), expect=409)
+    assert [e["name"] for e in client.get(f"endpoints?slice={slice_name}", expect=200)["endpoints"]] == ["x"]
+    stranger.get(f"endpoints/{slice_name}/x", expect=403)
+    client.call("DELETE", f"endpoints/{slice_name}/x", expect=204)
