@@ -45,6 +45,15 @@ HELP = """\
         Ctrl-C stops waiting; the GPR stays as it is.
   %egs gpus
         The GPUs of your slices: utilisation, memory, temperature, power, hottest first.
+  %egs serve MODEL [--runtime vllm] [--gpus N] [--name NAME] [--min N] [--max N] [--idle DURATION]
+  %egs serve --runtime command --name NAME [options] -- COMMAND WITH {port} ...
+        Serve a model (a Hugging Face id, or a path here) from your slice's GPUs at an
+        authenticated URL; each replica is a GPR of N GPUs (default 1), between --min (default 0)
+        and --max (default 1) replicas on the load, none after --idle (default 15m) without a
+        request. It waits with a progress bar until one replica is ready (--no-wait: it does not),
+        then says the URL and how to call it.
+  %egs endpoints
+        Your slices' endpoints: status, replicas, requests/s, latency, errors, URL (--slice NAME).
   %egs --help
         This text.
 
@@ -121,11 +130,34 @@ class Templates:
 
 
 @dataclass(frozen=True)
+class Serve:
+    """``%egs serve``: ``model`` (a path as given) for vllm, ``command`` (after ``--``) for the command runtime."""
+
+    model: str
+    runtime: str = "vllm"
+    name: str | None = None
+    gpus: int | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    idle_timeout: timedelta | None = None
+    slice: str | None = None
+    command: tuple[str, ...] = ()
+    wait: bool = True
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    slice: str | None = None
+
+
+@dataclass(frozen=True)
 class Help:
     pass
 
 
-Command = Request | WaitTimes | Status | Release | Wait | Gpus | Templates | Help
+Command = Request | WaitTimes | Status | Release | Wait | Gpus | Templates | Serve | Endpoints | Help
+SERVE_OPTIONS = {"--runtime", "--name", "--gpus", "--min", "--max", "--idle", "--slice"}
+SERVE_RUNTIMES = ("vllm", "command")
 
 
 def parse_command(line: str, now: datetime) -> Command:
@@ -154,9 +186,67 @@ def parse_command(line: str, now: datetime) -> Command:
         if positional:
             raise CommandError(f"%egs templates takes only --slice NAME, not {' '.join(positional)!r}")
         return Templates(options.get("--slice"))
+    if name == "serve":
+        return _parse_serve(words[1:])
+    if name == "endpoints":
+        positional, options = _split_options(name, rest, allowed={"--slice"})
+        if positional:
+            raise CommandError(f"%egs endpoints takes only --slice NAME, not {' '.join(positional)!r}")
+        return Endpoints(options.get("--slice"))
     raise CommandError(
-        f"unknown command {name!r}; commands: request, wait-times, templates, status, release, wait, gpus (%egs --help)"
+        f"unknown command {name!r}; commands: request, wait-times, templates, status, release, wait, gpus, serve, "
+        "endpoints (%egs --help)"
     )
+
+
+def _parse_serve(words: list[str]) -> Serve:
+    command: list[str] = []
+    if "--" in words:
+        at = words.index("--")
+        words, command = words[:at], words[at + 1 :]
+    wait = "--no-wait" not in words
+    positional, options = _split_options("serve", [w for w in words if w != "--no-wait"], allowed=SERVE_OPTIONS)
+    runtime = options.get("--runtime", "command" if command else "vllm")
+    if runtime not in SERVE_RUNTIMES:
+        raise CommandError(f"--runtime must be one of {', '.join(SERVE_RUNTIMES)}, not {runtime!r}")
+    if len(positional) > 1:
+        raise CommandError(f"%egs serve takes one MODEL, not {' '.join(positional)!r}")
+    model = positional[0] if positional else ""
+    if runtime == "command" and not command:
+        raise CommandError("--runtime command needs the server's command after --, like -- python serve.py {port}")
+    if runtime == "vllm" and not model:
+        raise CommandError("%egs serve needs a MODEL: a Hugging Face id like Qwen/Qwen2.5-0.5B-Instruct, or a path")
+    if command and runtime != "command":
+        raise CommandError(f"a command after -- is for --runtime command, not {runtime}")
+    name = options.get("--name") or endpoint_name(model or command[0])
+    return Serve(
+        model=model,
+        runtime=runtime,
+        name=name,
+        gpus=_count(options, "--gpus", 1),
+        min_replicas=_count(options, "--min", 0),
+        max_replicas=_count(options, "--max", 1),
+        idle_timeout=parse_duration_text(options["--idle"]) if "--idle" in options else None,
+        slice=options.get("--slice"),
+        command=tuple(command),
+        wait=wait,
+    )
+
+
+def _count(options: dict[str, str], option: str, least: int) -> int | None:
+    if option not in options:
+        return None
+    text = options[option]
+    if not text.isdigit() or not least <= int(text) <= 100:
+        raise CommandError(f"{option} must be a whole number from {least} to 100, not {text!r}")
+    return int(text)
+
+
+def endpoint_name(model: str) -> str:
+    """An endpoint's name from what it serves: its last path part, in lower case, other characters as '-'."""
+    base = model.rstrip("/").rsplit("/", 1)[-1].lower()
+    name = re.sub(r"[^a-z0-9]+", "-", base).strip("-")[:63].strip("-")
+    return name or "endpoint"
 
 
 def _parse_id(name: str, rest: list[str]) -> int | None:

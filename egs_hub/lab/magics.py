@@ -19,9 +19,20 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from tqdm.auto import tqdm
 from traitlets import Float
 
-from ..client import GPR, EGSClient, EGSError
+from ..client import GPR, EGSClient, EGSError, Endpoint
 from . import magic_commands as cmd
-from .tables import LIVE, WAITING, Table, describe_state, gpr_table, gpus_table, templates_table, wait_times_table
+from .tables import (
+    LIVE,
+    WAITING,
+    Table,
+    describe_endpoint,
+    describe_state,
+    endpoints_table,
+    gpr_table,
+    gpus_table,
+    templates_table,
+    wait_times_table,
+)
 
 ENDED = ("releasing", "complete", "rejected", "cancelled", "failed")
 RELEASABLE = ("pending-approval", "queued", "provisioning", "provisioned")
@@ -69,6 +80,12 @@ class EGSMagics(Magics):
                 return gpus_table(client.gpus(sort="temperature"), "GPUs of your slices, hottest first")
             case cmd.Templates(slice_name):
                 return self.templates(client, slice_name)
+            case cmd.Serve():
+                return self.serve(client, command)
+            case cmd.Endpoints(slice_name):
+                slices = [self.slice_for(client, slice_name)] if slice_name else None
+                found = client.endpoints(slices[0]) if slices else client.endpoints()
+                return endpoints_table(found, local_now(), "Endpoints of your slices")
         raise TypeError(f"no handler for {command!r}")
 
     # commands
@@ -109,6 +126,52 @@ class EGSMagics(Magics):
         gpr = client.gpr(gpr_id) if gpr_id else self.my_gpr(client, AWAITED, "wait")
         provisioned = self.wait_until_provisioned(client, gpr)
         return self.gpr_answer(provisioned or client.gpr(gpr.id), f"GPR {gpr.id} in slice {gpr.slice}")
+
+    def serve(self, client: EGSClient, serve: cmd.Serve) -> Table:
+        """Make the endpoint, scale it to one replica (kept for its idle time), wait until it is ready,
+        and say its URL and how to call it."""
+        slice_name = self.slice_for(client, serve.slice)
+        model = os.path.abspath(serve.model) if serve.model and os.path.exists(serve.model) else serve.model
+        endpoint = client.create_endpoint(
+            slice_name,
+            serve.name,
+            serve.runtime,
+            model=model or None,
+            gpus=serve.gpus,
+            command=list(serve.command) or None,
+            min_replicas=serve.min_replicas,
+            max_replicas=serve.max_replicas,
+            idle_timeout=serve.idle_timeout,
+        )
+        if endpoint.wanted_replicas == 0:
+            endpoint = client.scale_endpoint(slice_name, endpoint.name, 1)
+        if serve.wait:
+            endpoint = self.wait_until_ready(client, endpoint)
+        base = client.url.split("/services/", 1)[0] if "/services/" in client.url else client.url.rstrip("/")
+        note = endpoint_snippet(endpoint, base)
+        return endpoints_table([endpoint], local_now(), f"Endpoint {endpoint.name} in slice {slice_name}", note)
+
+    def wait_until_ready(self, client: EGSClient, endpoint: Endpoint) -> Endpoint:
+        """Poll until a replica of ``endpoint`` is ready, with a progress bar; Ctrl-C stops waiting (the
+        endpoint stays). A failed endpoint is a CommandError saying why."""
+        bar = tqdm(total=100, bar_format="{desc} |{bar}| {elapsed}", leave=True)
+        try:
+            while endpoint.status != "ready":
+                if endpoint.status == "failed":
+                    raise cmd.CommandError(f"endpoint {endpoint.name} failed: {endpoint.message}")
+                bar.set_description_str(f"Endpoint {endpoint.name}: {describe_endpoint(endpoint, local_now())}")
+                bar.n = {"pending": 10, "starting": 60}.get(endpoint.status, 0)
+                bar.refresh()
+                time.sleep(self.poll_interval)
+                endpoint = client.endpoint(endpoint.slice, endpoint.name)
+            bar.set_description_str(f"Endpoint {endpoint.name} is ready")
+            bar.n = 100
+            return endpoint
+        except KeyboardInterrupt:
+            print(f"Stopped waiting; endpoint {endpoint.name} is {endpoint.status} and stays. %egs endpoints shows it.")
+            return endpoint
+        finally:
+            bar.close()
 
     # helpers
 
@@ -184,3 +247,20 @@ class EGSMagics(Magics):
             left = max((gpr.estimated_start - now).total_seconds(), 0.0)
             bar.n = min(99, int(100 * waited / (waited + left))) if waited + left > 0 else 99
         bar.refresh()
+
+
+def endpoint_snippet(endpoint: Endpoint, hub_url: str) -> str:
+    """How to call ``endpoint`` from Python with the notebook's hub token."""
+    url = hub_url + endpoint.url
+    if endpoint.runtime == "vllm":
+        return (
+            f"Its URL: {url} (send a hub token). From Python:\n"
+            "  import os; from openai import OpenAI\n"
+            f'  llm = OpenAI(base_url="{url}v1", api_key=os.environ["JUPYTERHUB_API_TOKEN"])\n'
+            f'  llm.chat.completions.create(model="{endpoint.model}", messages=[{{"role": "user", "content": "Hi"}}])'
+        )
+    return (
+        f"Its URL: {url} (send a hub token). From Python:\n"
+        "  import os, requests\n"
+        f'  requests.get("{url}", headers={{"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]}})'
+    )

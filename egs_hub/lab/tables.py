@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..client import GPR, GPUs, Template, WaitTimes
+from ..client import GPR, Endpoint, GPUs, Template, WaitTimes
 from ..core.units import format_duration
 
 WAITING = ("pending-approval", "queued")
@@ -189,3 +189,38 @@ def gpus_table(answer: GPUs, title: str) -> Table:
         note = ""
     columns = ("GPU", "model", "held by", "utilisation", "memory", "temperature", "power")
     return Table(title, columns, tuple(rows), note, answer.gpus)
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def describe_endpoint(endpoint: Endpoint, now: datetime) -> str:
+    """Its status, with when its waiting replica is estimated to start, or why it failed."""
+    if endpoint.status == "failed" and endpoint.message:
+        return f"failed: {endpoint.message.splitlines()[0]}"
+    starts = [r.estimated_start for r in endpoint.replica_states if r.estimated_start is not None]
+    if endpoint.status == "pending" and starts:
+        return f"pending: GPUs ~{format_local(min(starts), now)} (in {format_span(min(starts) - now)})"
+    return endpoint.status
+
+
+def endpoints_table(endpoints: Sequence[Endpoint], now: datetime, title: str, note: str = "") -> Table:
+    rows = tuple(
+        (
+            e.name,
+            e.slice,
+            describe_endpoint(e, now),
+            f"{e.replicas}/{e.wanted_replicas} (max {e.max_replicas})",
+            f"{e.requests_per_second:.2f}",
+            _seconds(e.latency_p50),
+            _seconds(e.latency_p95),
+            str(e.errors),
+            e.url,
+        )
+        for e in endpoints
+    )
+    if not endpoints and not note:
+        note = "No endpoint in your slices; serve a model with %egs serve MODEL."
+    columns = ("name", "slice", "status", "ready/wanted", "req/s", "p50", "p95", "errors (1 min)", "URL at the hub")
+    return Table(title, columns, rows, note, tuple(endpoints))

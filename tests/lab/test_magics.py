@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+import requests
 from IPython.core.interactiveshell import InteractiveShell
 
 from egs_hub.client import EGSClient
@@ -22,6 +24,7 @@ from egs_hub.lab.tables import Table
 from ..client.helpers import end_gprs
 from ..service.hub import Hub, sqlite_hub, wait_for
 
+ENDPOINT_SERVER = os.path.join(os.path.dirname(__file__), "..", "service", "endpoint_server.py")
 NOW = datetime(2026, 11, 22, 12, 30, tzinfo=timezone(timedelta(hours=1)))
 
 
@@ -154,6 +157,43 @@ BANDS = {  # (band, slice's max_priority): want priority, or the error's start
     "high over a cap": ("high", 150, "--priority high (201-300) is above your slice's max_priority 150; use low or"),
     "medium over a cap": ("medium", 80, "--priority medium (101-200) is above your slice's max_priority 80; use low,"),
 }
+
+
+SERVE = {
+    "a model": (
+        "serve Qwen/Qwen2.5-0.5B-Instruct --gpus 2 --max 3 --idle 5m",
+        cmd.Serve("Qwen/Qwen2.5-0.5B-Instruct", "vllm", "qwen2-5-0-5b-instruct", 2, None, 3, timedelta(minutes=5)),
+    ),
+    "a path": ("serve ./out/my_model/ --no-wait", cmd.Serve("./out/my_model/", "vllm", "my-model", wait=False)),
+    "a command": (
+        "serve --name echo --min 1 --slice t -- python s.py --port {port}",
+        cmd.Serve("", "command", "echo", min_replicas=1, slice="t", command=("python", "s.py", "--port", "{port}")),
+    ),
+    "endpoints": ("endpoints --slice t", cmd.Endpoints("t")),
+}
+SERVE_REFUSED = {
+    "no model": ("serve", "%egs serve needs a MODEL"),
+    "no command": ("serve --runtime command --name x", "--runtime command needs the server's command after --"),
+    "command for vllm": ("serve m --runtime vllm -- python s.py", "a command after -- is for --runtime command"),
+    "runtime": ("serve m --runtime kserve", "--runtime must be one of vllm, command, not 'kserve'"),
+    "gpus": ("serve m --gpus 0", "--gpus must be a whole number from 1 to 100, not '0'"),
+    "max": ("serve m --max 101", "--max must be a whole number from 1 to 100"),
+    "idle": ("serve m --idle soon", "the duration 'soon' is not a duration"),
+    "two models": ("serve a b", "%egs serve takes one MODEL, not 'a b'"),
+    "endpoints args": ("endpoints all", "%egs endpoints takes only --slice NAME, not 'all'"),
+}
+
+
+@pytest.mark.parametrize(("line", "want"), SERVE.values(), ids=SERVE.keys())
+def test_parse_serve(line, want):
+    assert cmd.parse_command(line, NOW) == want
+
+
+@pytest.mark.parametrize(("line", "want_message"), SERVE_REFUSED.values(), ids=SERVE_REFUSED.keys())
+def test_parse_serve_refuses_with_one_line(line, want_message):
+    with pytest.raises(cmd.CommandError) as error:
+        cmd.parse_command(line, NOW)
+    assert want_message in str(error.value) and "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize(("band", "max_priority", "want"), BANDS.values(), ids=BANDS.keys())
@@ -379,10 +419,32 @@ def test_errors_are_one_line_without_a_traceback(shell, admin, alice, monkeypatc
     assert one_error_line(capsys).startswith("no EGS service URL: pass url= or set EGS_API_URL")
 
 
+def test_serve_a_command_and_list_endpoints(shell, hub, admin, alice):
+    name, _ = alice
+    team = new_slice(admin, alice)
+    answer = egs(shell, f"serve --runtime command --name echo -- {sys.executable} {ENDPOINT_SERVER} {{port}}")
+    (endpoint,) = answer.items
+    assert endpoint.status == "ready" and endpoint.replicas == 1 and endpoint.created_by == name
+    assert answer.title == f"Endpoint echo in slice {team}"
+    url = f"{hub.url}/services/egs/endpoints/{team}/echo/"
+    assert f"Its URL: {url}" in answer.note and "JUPYTERHUB_API_TOKEN" in answer.note
+    served = requests.get(url + "v1/models", headers={"Authorization": f"token {os.environ['EGS_API_TOKEN']}"})
+    assert served.status_code == 200 and served.json()["path"] == "/v1/models"
+    (gpr,) = [g for g in admin.gprs(slice=team) if g.status == "provisioned"]
+    assert served.json()["gprs"] == str(gpr.id) and gpr.requested_by == name
+
+    listed = egs(shell, "endpoints")
+    assert [(e.slice, e.name) for e in listed.items] == [(team, "echo")]
+    assert listed.rows[0][2] == "ready" and listed.rows[0][3] == "1/1 (max 1)"
+    admin.delete_endpoint(team, "echo")
+
+
 def test_help_documents_every_command(shell, capsys):
     assert egs(shell, "--help") is None
     out = capsys.readouterr().out
-    for command in ("request", "wait-times", "templates", "status", "release [ID]", "wait [ID]", "gpus", "--help"):
+    commands = ("request", "wait-times", "templates", "status", "release [ID]", "wait [ID]", "gpus", "serve")
+    commands += ("endpoints",)
+    for command in (*commands, "--help"):
         assert f"%egs {command}" in out
     for option in ("--template", "--shape", "--priority", "--slice", "--start-after", "--wait"):
         assert option in out
