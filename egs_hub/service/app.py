@@ -44,6 +44,7 @@ from .capacity import CapacityPlans
 from .checks import Checklists
 from .clusters import Clusters
 from .commands import Commands
+from .endpoint_metrics import EndpointCollector
 from .endpoints import Endpoints
 from .exporter import Exporter
 from .gpr_sync import GPRSync
@@ -724,6 +725,7 @@ class EGSService(Application):
             cluster=LOCAL_CLUSTER,
             prefix=self.prefix,
         )
+        self.exporter.registry.register(EndpointCollector(self.endpoints))
         self.gpr_sync = GPRSync(
             self.sessions,
             self.registry.backends,

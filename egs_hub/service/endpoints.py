@@ -80,6 +80,7 @@ class Endpoints:
         self.traffic = Traffic()
         self.known: dict[tuple[str, str], Known] = {}
         self._status: dict[int, str] = {}
+        self.wanted: dict[int, int] = {}  # replicas each endpoint wants, as of the last pass
         self._renewing: set[int] = set()
         self._woken = asyncio.Event()
         self._passed = asyncio.Event()
@@ -152,6 +153,7 @@ class Endpoints:
         wanted = core_endpoints.wanted_replicas(spec, row.wanted, load, hold, row.changed_at, now)
         changes = core_endpoints.replica_changes(spec, wanted, replicas, now)
         self._note(row, wanted, load, hold, now)
+        self.wanted[row.id] = wanted
         for gpr_id in set(changes.renewing) - self._renewing:
             self._event(
                 row,
@@ -324,6 +326,11 @@ class Endpoints:
                 known = self.known[(slice_name, name)] = Known(row.id, groups().get(slice_name, ""))
         return known
 
+    def ready_count(self, endpoint_id: int) -> int:
+        if self.servers is None:
+            return 0
+        return sum(1 for (e, _), s in self.servers.servers.items() if e == endpoint_id and s.state == "ready")
+
     def ready_server(self, endpoint_id: int) -> Server | None:
         """The ready replica's server with the fewest requests in flight."""
         if self.servers is None:
@@ -428,6 +435,7 @@ class Endpoints:
         self.known.pop((slice_name, name), None)
         self.traffic.forget(endpoint_id)
         self._status.pop(endpoint_id, None)
+        self.wanted.pop(endpoint_id, None)
         self.wake()
 
     def _row(self, session: Session, slice_name: str, name: str) -> EndpointRow:

@@ -4,6 +4,7 @@ test's endpoint_server.py) through the hub's proxy, its replicas' GPRs, scaling 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 
@@ -83,6 +84,14 @@ def test_an_endpoint_serves_through_the_hub_and_scales(hub: Hub, member, user, a
     streamed = call("GET", "stream", stream=True)
     assert streamed.headers["Content-Type"] == "text/event-stream"
     assert [line for line in streamed.iter_lines() if line] == [b"data: 0", b"data: 1", b"data: 2"]
+
+    scraped = requests.get(
+        f"{hub.url}/services/egs/metrics", headers={"Authorization": f"Bearer {hub.admin_token}"}, timeout=30
+    ).text
+    labels = f'endpoint="echo",slice="{slice_name}"'
+    assert f'egs_endpoint_replicas{{{labels},state="ready"}} 1.0' in scraped
+    assert re.search(rf"^egs_endpoint_requests_total\{{{labels}\}} [1-9]", scraped, re.MULTILINE), scraped[-2000:]
+    assert f'egs_endpoint_latency_seconds{{endpoint="echo",quantile="0.95",slice="{slice_name}"}}' in scraped
 
     # who may call it: the slice's members only
     assert Caller(hub, made["url"], None)("GET").status_code in (401, 403)
