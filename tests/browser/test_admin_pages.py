@@ -74,6 +74,7 @@ def dashboard_before(hub: Hub, admin: Page, artifacts: Path) -> None:
             "Clusters",
             "Nodes",
             "AI workloads",
+            "Endpoints",
             "Events",
             "Cost and usage",
             "Capacity planning",
@@ -361,7 +362,7 @@ def carol_sees_her_workspace_only(hub: Hub, carol: Page, gprs: dict[str, int], a
 
     open_page(carol, hub, "requests", "GPU requests")
     expect(carol.get_by_role("navigation", name="pages").get_by_role("link")).to_have_text(
-        ["GPUs", "GPU requests", "AI workloads", "Workspaces"]
+        ["GPUs", "GPU requests", "AI workloads", "Endpoints", "Workspaces"]
     )
     rows = carol.locator("#requests tbody tr[data-gpr]")
     expect(rows).to_have_count(1)

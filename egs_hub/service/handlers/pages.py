@@ -36,6 +36,7 @@ USER_PAGES = (
     Page("", "portal.html", "GPUs"),
     Page("requests", "requests.html", "GPU requests"),
     Page("workloads", "workloads.html", "AI workloads"),
+    Page("endpoints", "endpoints.html", "Endpoints"),
     Page("workspaces", "workspaces.html", "Workspaces"),
 )
 ADMIN_PAGES = (
@@ -46,6 +47,7 @@ ADMIN_PAGES = (
     Page("admin/clusters", "clusters.html", "Clusters", admin=True, view="admin"),
     Page("admin/nodes", "nodes.html", "Nodes", admin=True, view="admin"),
     Page("admin/workloads", "workloads.html", "AI workloads", admin=True, view="admin"),
+    Page("admin/endpoints", "endpoints.html", "Endpoints", admin=True, view="admin"),
     Page("admin/events", "events.html", "Events", admin=True, view="admin"),
     Page("admin/cost", "cost.html", "Cost and usage", admin=True, view="admin"),
     Page("admin/capacity", "capacity.html", "Capacity planning", admin=True, view="admin"),
