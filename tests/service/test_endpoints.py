@@ -11,7 +11,7 @@ import threading
 import pytest
 import requests
 
-from .hub import Client, Hub, wait_for
+from .hub import Client, Hub, restart_service, wait_for
 
 SERVER = os.path.join(os.path.dirname(__file__), "endpoint_server.py")
 LIVE = {"pending-approval", "queued", "provisioning", "provisioned"}
@@ -153,7 +153,7 @@ def test_a_change_restarts_its_servers_and_a_scale_holds(hub: Hub, member):
     client.call("DELETE", f"endpoints/{slice_name}/greet", expect=204)
 
 
-def test_bad_endpoints_are_refused_naming_the_field(hub: Hub, member, user):
+def test_bad_endpoints_are_refused_naming_the_field(hub: Hub, member, user, admin):
     _, client, slice_name = member
     no_command = client.post("endpoints", {"slice": slice_name, "name": "x", "runtime": "command"}, expect=400)
     assert no_command["field"] == "command"
@@ -171,4 +171,47 @@ def test_bad_endpoints_are_refused_naming_the_field(hub: Hub, member, user):
     client.post("endpoints", endpoint_body(slice_name, "x"), expect=409)
     assert [e["name"] for e in client.get(f"endpoints?slice={slice_name}", expect=200)["endpoints"]] == ["x"]
     stranger.get(f"endpoints/{slice_name}/x", expect=403)
+    kept = admin.call("DELETE", f"slices/{slice_name}", expect=409)
+    assert f"slice {slice_name!r} has endpoints (x)" in kept["message"]
     client.call("DELETE", f"endpoints/{slice_name}/x", expect=204)
+
+
+def test_a_server_that_keeps_exiting_fails_the_endpoint_saying_why(hub: Hub, member):
+    _, client, slice_name = member
+    crash = [sys.executable, "-c", "import sys; print('no model at /data/m'); sys.exit(3)"]
+    client.post("endpoints", endpoint_body(slice_name, "crash", command=crash, min_replicas=1), expect=202)
+    failed = wait_for(
+        lambda: (e := endpoint(client, slice_name, "crash"))["status"] == "failed" and e, 60, "the endpoint to fail"
+    )
+    assert "exited with status 3" in failed["message"] and "no model at /data/m" in failed["message"]
+    assert failed["replica_states"][0]["state"] == "failed" and failed["replica_states"][0]["restarts"] >= 3
+    client.call("DELETE", f"endpoints/{slice_name}/crash", expect=204)
+
+
+def test_a_long_wait_for_gpus_is_a_503_with_retry_after(hub: Hub, user, make_slice, admin):
+    name, client = user("ep")
+    slice_name = make_slice(members=(name,))["name"]  # one GPR at a time
+    held = client.post("gprs", {"slice": slice_name, "gpus": 1, "duration": "1h"}, expect=201)
+    wait_for(lambda: client.get(f"gprs/{held['id']}")["status"] == "provisioned", 30, "the first GPR")
+    made = client.post("endpoints", endpoint_body(slice_name, "later"), expect=202)
+    answer = Caller(hub, made["url"], hub.user_token(name))("GET", "v1/models")
+    assert answer.status_code == 503, answer.text
+    assert 3000 < int(answer.headers["Retry-After"]) <= 3600
+    assert "waits for GPUs" in answer.json()["message"]
+    waiting = endpoint(client, slice_name, "later")
+    assert waiting["status"] == "pending" and waiting["replica_states"][0]["state"] == "waiting"
+    assert waiting["replica_states"][0]["estimated_start"] is not None
+    client.call("DELETE", f"endpoints/{slice_name}/later", expect=204)
+
+
+def test_a_restarted_service_starts_the_servers_again(hub: Hub, member):
+    name, client, slice_name = member
+    made = client.post("endpoints", endpoint_body(slice_name, "kept", min_replicas=1), expect=202)
+    call = Caller(hub, made["url"], hub.user_token(name))
+    wait_for(lambda: endpoint(client, slice_name, "kept")["status"] == "ready", 60, "the endpoint to be ready")
+    before = call("GET").json()["pid"]
+    restart_service(hub)
+    wait_for(lambda: not os.path.exists(f"/proc/{before}"), 15, "the old server to stop with the service")
+    after = call("GET")
+    assert after.status_code == 200 and after.json()["pid"] != before
+    client.call("DELETE", f"endpoints/{slice_name}/kept", expect=204)
