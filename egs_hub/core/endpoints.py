@@ -113,7 +113,8 @@ def wanted_replicas(
     """The replicas an endpoint wants now, wanting ``current``: at once as many as the requests in
     flight need; fewer only as the peak over SCALE_DOWN_WINDOW allows; never fewer than a member's
     ``hold`` while it lasts; none (or min_replicas) once idle; always within min and max replicas, and
-    one at least while requests come."""
+    one at least while requests come. An endpoint is not idle before ``idle_timeout`` after ``since``
+    (when it was made or changed): a new one starts a replica."""
     if hold is not None and now < hold.until:
         floor = hold.replicas
     elif is_idle(spec, load, since, now):

@@ -128,8 +128,8 @@ class EGSMagics(Magics):
         return self.gpr_answer(provisioned or client.gpr(gpr.id), f"GPR {gpr.id} in slice {gpr.slice}")
 
     def serve(self, client: EGSClient, serve: cmd.Serve) -> Table:
-        """Make the endpoint, scale it to one replica (kept for its idle time), wait until it is ready,
-        and say its URL and how to call it."""
+        """Make the endpoint (it starts one replica), wait until it is ready, and say its URL and how to
+        call it."""
         slice_name = self.slice_for(client, serve.slice)
         model = os.path.abspath(serve.model) if serve.model and os.path.exists(serve.model) else serve.model
         endpoint = client.create_endpoint(
@@ -143,8 +143,6 @@ class EGSMagics(Magics):
             max_replicas=serve.max_replicas,
             idle_timeout=serve.idle_timeout,
         )
-        if endpoint.wanted_replicas == 0:
-            endpoint = client.scale_endpoint(slice_name, endpoint.name, 1)
         if serve.wait:
             endpoint = self.wait_until_ready(client, endpoint)
         base = client.url.split("/services/", 1)[0] if "/services/" in client.url else client.url.rstrip("/")

@@ -372,7 +372,7 @@ class Endpoints:
                 slice=spec.slice,
                 name=spec.name,
                 runtime=spec.runtime,
-                wanted=spec.min_replicas,
+                wanted=max(spec.min_replicas, 1),
                 created_by=user,
                 created_at=now,
                 changed_at=now,
