@@ -22,6 +22,8 @@ STATUSES = ("pending", "starting", "ready", "scaled-to-zero", "failed")
 REPLICA_STATES = ("waiting", "starting", "ready", "failed", "ending")
 PORT_PLACEHOLDER = "{port}"
 HEALTH_PATHS = {"vllm": "/health", "kserve": "/", "command": "/"}
+METRICS_PATHS = {"vllm": "/metrics"}  # where a runtime says how many requests wait in its queue
+QUEUED_METRIC = "vllm:num_requests_waiting"
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=15)
 DEFAULT_DURATION = timedelta(hours=8)
 DEFAULT_TARGET_CONCURRENCY = 4
@@ -54,19 +56,22 @@ class EndpointSpec:
     duration: timedelta = DEFAULT_DURATION
     target_concurrency: int = DEFAULT_TARGET_CONCURRENCY
     health_path: str = "/"
+    metrics_path: str | None = None
 
 
 @dataclass(frozen=True)
 class Load:
     """The requests at an endpoint's proxy path: ``in_flight`` now, ``waiting`` for a replica to be
     ready, ``peak`` the most in flight (waiting included) since the last pass, ``recent_peak`` the most
-    over SCALE_DOWN_WINDOW, ``last_request`` when the last one came (None: none yet)."""
+    over SCALE_DOWN_WINDOW, ``last_request`` when the last one came (None: none yet); ``queued``: the
+    requests waiting in the replicas' own queues, as their runtimes' metrics say."""
 
     in_flight: int = 0
     waiting: int = 0
     peak: int = 0
     recent_peak: int = 0
     last_request: datetime | None = None
+    queued: int = 0
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,8 @@ def wanted_replicas(
 ) -> int:
     """The replicas an endpoint wants now, wanting ``current``: at once as many as the requests in
     flight need; fewer only as the peak over SCALE_DOWN_WINDOW allows; never fewer than a member's
-    ``hold`` while it lasts; none (or min_replicas) once idle; always within min and max replicas, and
+    ``hold`` while it lasts; one more while requests wait in the replicas' own queues (``queued``);
+    none (or min_replicas) once idle; always within min and max replicas, and
     one at least while requests come. An endpoint is not idle before ``idle_timeout`` after ``since``
     (when it was made or changed): a new one starts a replica."""
     if hold is not None and now < hold.until:
@@ -122,6 +128,8 @@ def wanted_replicas(
     else:
         floor = 1
     now_needed = needed(max(load.peak, load.in_flight + load.waiting), spec.target_concurrency)
+    if load.queued:
+        now_needed = max(now_needed, current + 1)
     recent_needed = needed(load.recent_peak, spec.target_concurrency)
     wanted = max(now_needed, min(current, recent_needed), floor, spec.min_replicas)
     return min(wanted, spec.max_replicas)
@@ -207,6 +215,22 @@ def local_command(spec: EndpointSpec, port: int) -> list[str]:
     if spec.runtime == "vllm":
         return ["vllm", "serve", spec.model, "--host", "127.0.0.1", "--port", str(port), *spec.args]
     raise PolicyViolation("runtime", f"runtime {spec.runtime!r} does not run on this host; it needs Kubernetes")
+
+
+def queued_in(exposition: str) -> int:
+    """The requests waiting in a runtime's queue, from its Prometheus text exposition (the sum of
+    QUEUED_METRIC's samples; 0 when it has none)."""
+    total = 0.0
+    for line in exposition.splitlines():
+        name, _, rest = line.partition("{") if "{" in line.split(" ", 1)[0] else line.partition(" ")
+        if name.strip() != QUEUED_METRIC:
+            continue
+        value = rest.rsplit("}", 1)[-1].split()
+        try:
+            total += float(value[0]) if value else 0.0
+        except ValueError:
+            continue
+    return max(0, round(total))
 
 
 def retry_after(starts: Sequence[datetime | None], now: datetime, starting: bool) -> int:

@@ -38,6 +38,7 @@ from .endpoints import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TARGET_CONCURRENCY,
     HEALTH_PATHS,
+    METRICS_PATHS,
     RUNTIMES,
     EndpointSpec,
     check_bounds,
@@ -1272,6 +1273,13 @@ class EndpointCreate(Body):
         int, Field(ge=1, le=10_000, description="requests in flight per replica before another is wanted"), Whole
     ] = DEFAULT_TARGET_CONCURRENCY
     health_path: Annotated[HealthPath, Field(description="answers 200 once ready (default: the runtime's)")] = None
+    metrics_path: Annotated[
+        HealthPath,
+        Field(
+            description="Prometheus metrics with vllm:num_requests_waiting, which scale it too (default: vllm's "
+            "/metrics; none for other runtimes)"
+        ),
+    ] = None
 
     def check(self) -> None:
         check_endpoint(self.runtime, self.model, self.command, self.gpus, self.template)
@@ -1280,6 +1288,7 @@ class EndpointCreate(Body):
     def to_spec(self) -> EndpointSpec:
         fields = {name: getattr(self, name) for name in type(self).model_fields}
         fields["health_path"] = self.health_path or HEALTH_PATHS[self.runtime]
+        fields["metrics_path"] = self.metrics_path or METRICS_PATHS.get(self.runtime)
         if self.gpus is None and self.template is None:
             fields["gpus"] = 1
         return EndpointSpec(**fields)
@@ -1314,6 +1323,8 @@ class EndpointUpdate(_patch(EndpointCreate, omit=("slice", "name", "runtime"))):
             changes["gpus"] = None
         if "health_path" in changes:
             changes["health_path"] = changes["health_path"] or HEALTH_PATHS[spec.runtime]
+        if "metrics_path" in changes:
+            changes["metrics_path"] = changes["metrics_path"] or METRICS_PATHS.get(spec.runtime)
         updated = dataclasses.replace(spec, **changes)
         if updated.gpus is None and updated.template is None:
             updated = dataclasses.replace(updated, gpus=1)

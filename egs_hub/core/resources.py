@@ -1034,6 +1034,7 @@ class Endpoint(Resource):
     duration: Seconds
     target_concurrency: int
     health_path: str
+    metrics_path: str | None
     status: Literal[ENDPOINT_STATUSES]  # type: ignore[valid-type]
     message: str | None = Field(description="why it failed or waits")
     url: str = Field(description="its path at the hub: send a hub token (Authorization: token ...)")
@@ -1046,6 +1047,7 @@ class Endpoint(Resource):
     latency_p95: float | None = Field(description="seconds, over the last minute")
     errors: int = Field(description="answers of 5xx or no answer, over the last minute")
     in_flight: int
+    queued: int = Field(description="requests waiting in its replicas' own queues, as their metrics say")
     last_request: Time | None
     created_by: str
     created_at: Time

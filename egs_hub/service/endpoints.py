@@ -148,6 +148,7 @@ class Endpoints:
         """One endpoint's pass; the servers it runs."""
         spec = store.to_spec(row)
         load = self.traffic.take(row.id, now, row.last_request)
+        load = dataclasses.replace(load, queued=self._queued(row.id))
         hold = store.hold_of(row)
         replicas = [self._replica(row.id, gpr) for gpr in gprs]
         wanted = core_endpoints.wanted_replicas(spec, row.wanted, load, hold, row.changed_at, now)
@@ -281,7 +282,7 @@ class Endpoints:
             key,
             lambda port: core_endpoints.local_command(spec, port),
             server_environment(spec.env, egs),
-            spec.health_path,
+            (spec.health_path, spec.metrics_path),
             f"{spec.slice}.{spec.name}.{gpr.id}",
         )
         return key
@@ -325,6 +326,11 @@ class Endpoints:
             if row is not None:
                 known = self.known[(slice_name, name)] = Known(row.id, groups().get(slice_name, ""))
         return known
+
+    def _queued(self, endpoint_id: int) -> int:
+        if self.servers is None:
+            return 0
+        return sum(s.queued for (e, _), s in self.servers.servers.items() if e == endpoint_id and s.state == "ready")
 
     def ready_count(self, endpoint_id: int) -> int:
         if self.servers is None:
@@ -517,6 +523,7 @@ class Endpoints:
             latency_p95=figures.latency_p95,
             errors=figures.errors,
             in_flight=figures.in_flight,
+            queued=self._queued(row.id),
             last_request=last,
             created_by=row.created_by,
             created_at=row.created_at,

@@ -16,6 +16,7 @@ from egs_hub.core.endpoints import (
     Replica,
     check_scale,
     local_command,
+    queued_in,
     replica_changes,
     replica_state,
     retry_after,
@@ -180,3 +181,26 @@ def test_retry_after_follows_the_estimate():
     assert retry_after([None], NOW, starting=False) == 5
     assert retry_after([NOW + timedelta(seconds=90)], NOW, starting=True) == 5
     assert retry_after([NOW - timedelta(seconds=3)], NOW, starting=False) == 5
+
+
+def test_requests_queued_in_the_runtime_want_one_more_replica():
+    endpoint = spec(max_replicas=3, target_concurrency=4)
+    load = Load(in_flight=2, peak=2, recent_peak=2, last_request=NOW, queued=5)
+    assert wanted_replicas(endpoint, 1, load, None, SINCE, NOW) == 2
+    assert wanted_replicas(endpoint, 3, load, None, SINCE, NOW) == 3
+    calm = Load(in_flight=2, peak=2, recent_peak=2, last_request=NOW)
+    assert wanted_replicas(endpoint, 1, calm, None, SINCE, NOW) == 1
+
+
+def test_queued_in_reads_vllms_metric():
+    exposition = (
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 3.0\n'
+        'vllm:num_requests_waiting{engine="1",model_name="m"} 2.0\n'
+        'vllm:num_requests_running{model_name="m"} 7.0\n'
+        "vllm:num_requests_waiting_total 9\n"
+    )
+    assert queued_in(exposition) == 5
+    assert queued_in("vllm:num_requests_waiting 4\n") == 4
+    assert queued_in('no metrics here\nvllm:num_requests_waiting{x="y"} oops\n') == 0

@@ -1,6 +1,7 @@
 """A small model server for the endpoint tests: ``python endpoint_server.py PORT``.
 
-GET /health: 200. Any other path: a JSON answer naming the path, the query, the method, the body, the
+GET /health: 200. GET /metrics: vLLM's vllm:num_requests_waiting, $QUEUED (0). Any other path: a
+JSON answer naming the path, the query, the method, the body, the
 GPUs it was given (CUDA_VISIBLE_DEVICES), its GPR (EGS_GPRS), GREETING and its pid, after sleeping
 ``?sleep=`` seconds. GET /stream: three lines sent one by one (as server-sent events are).
 """
@@ -23,6 +24,11 @@ class Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         if url.path == "/health":
             self._send(200, b"ok", "text/plain")
+            return
+        if url.path == "/metrics":  # as vLLM says how many requests wait in its queue
+            queued = os.environ.get("QUEUED", "0")
+            text = f'# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name="m"}} {queued}\n'
+            self._send(200, text.encode(), "text/plain; version=0.0.4")
             return
         if url.path == "/stream":
             self.send_response(200)

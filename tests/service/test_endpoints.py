@@ -216,3 +216,14 @@ def test_a_restarted_service_starts_the_servers_again(hub: Hub, member):
     after = call("GET")
     assert after.status_code == 200 and after.json()["pid"] != before
     client.call("DELETE", f"endpoints/{slice_name}/kept", expect=204)
+
+
+def test_requests_waiting_in_the_runtimes_queue_add_a_replica(hub: Hub, member):
+    _, client, slice_name = member
+    body = endpoint_body(slice_name, "queue", min_replicas=1, max_replicas=2, metrics_path="/metrics")
+    client.post("endpoints", {**body, "env": {"QUEUED": "3"}}, expect=202)
+    scaled = wait_for(
+        lambda: (e := endpoint(client, slice_name, "queue"))["replicas"] == 2 and e, 60, "a second replica"
+    )
+    assert scaled["queued"] >= 3 and scaled["in_flight"] == 0 and scaled["metrics_path"] == "/metrics"
+    client.call("DELETE", f"endpoints/{slice_name}/queue", expect=204)

@@ -1,7 +1,8 @@
 """The servers of inference endpoints' replicas on this host: one process per replica, on the port the
 service picked, with its GPR's GPUs in ``CUDA_VISIBLE_DEVICES`` (service/endpoints.py says which).
 
-A server is *starting* until its health path answers 200, then *ready*. One that exits is started
+A server is *starting* until its health path answers 200, then *ready*; a ready one's metrics path
+(where it has one) is read at each check for the requests waiting in its queue. One that exits is started
 again after a delay that doubles (1 s to ``MAX_DELAY``); one that exited FAILED_STARTS times in a row
 before it was ready is *failed* (and still started again: a model download may come back). Its output
 goes to a log file, whose last lines say why it exited. Each server runs in a session of its own,
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 
 from tornado.httpclient import AsyncHTTPClient
 
-from ...core.endpoints import FAILED_STARTS
+from ...core.endpoints import FAILED_STARTS, queued_in
 from ...embedded import free_port
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class Server:
     env: dict[str, str]
     port: int
     health_path: str
+    metrics_path: str | None
     log_path: str
     process: asyncio.subprocess.Process | None = None
     state: str = "starting"
@@ -68,6 +70,7 @@ class Server:
     delay: float = 0.0
     next_start: float = 0.0
     in_flight: int = field(default=0)
+    queued: int = 0  # requests waiting in its own queue, as its metrics said at the last check
 
     @property
     def url(self) -> str:
@@ -84,21 +87,24 @@ class EndpointServers:
     def get(self, key: Key) -> Server | None:
         return self.servers.get(key)
 
-    async def ensure(self, key: Key, argv_of, env: dict[str, str], health_path: str, log_name: str) -> Server:
+    async def ensure(
+        self, key: Key, argv_of, env: dict[str, str], paths: tuple[str, str | None], log_name: str
+    ) -> Server:
         """The server of ``key``, started now if it is not known; started again when its command
-        (``argv_of(port)``), environment or health path changed."""
+        (``argv_of(port)``), environment or ``paths`` (health, metrics) changed."""
         server = self.servers.get(key)
-        if server is not None and (server.argv, server.env, server.health_path) != (
+        if server is not None and (server.argv, server.env, server.health_path, server.metrics_path) != (
             argv_of(server.port),
             env,
-            health_path,
+            *paths,
         ):
             await self.stop(key)
             server = None
         if server is None:
             port = free_port()
             os.makedirs(self.log_dir, exist_ok=True)
-            server = Server(argv_of(port), env, port, health_path, os.path.join(self.log_dir, f"{log_name}.log"))
+            log_path = os.path.join(self.log_dir, f"{log_name}.log")
+            server = Server(argv_of(port), env, port, *paths, log_path)
             self.servers[key] = server
             await self._start(server)
         return server
@@ -154,6 +160,7 @@ class EndpointServers:
                     await self._start(server)
                 continue
             if server.state == "ready":
+                await self._read_queue(client, server)
                 continue
             try:
                 answer = await client.fetch(
@@ -163,6 +170,19 @@ class EndpointServers:
                 continue
             if answer.code == 200:
                 server.state, server.exits, server.delay, server.message = "ready", 0, 0.0, ""
+
+    @staticmethod
+    async def _read_queue(client: AsyncHTTPClient, server: Server) -> None:
+        """The requests waiting in a ready server's queue, from its metrics (0 when it does not say)."""
+        if server.metrics_path is None:
+            return
+        try:
+            answer = await client.fetch(
+                server.url + server.metrics_path, raise_error=False, request_timeout=HEALTH_TIMEOUT
+            )
+        except OSError:
+            return
+        server.queued = queued_in(answer.body.decode(errors="replace")) if answer.code == 200 else 0
 
     async def stop(self, key: Key) -> None:
         server = self.servers.pop(key, None)
