@@ -1048,6 +1048,9 @@ class Endpoint(Resource):
     errors: int = Field(description="answers of 5xx or no answer, over the last minute")
     in_flight: int
     queued: int = Field(description="requests waiting in its replicas' own queues, as their metrics say")
+    gpu_utilization: float | None = Field(
+        description="mean SM utilisation (%) of its provisioned replicas' GPUs, from the GPU metrics (null: none)"
+    )
     last_request: Time | None
     created_by: str
     created_at: Time

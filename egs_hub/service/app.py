@@ -724,6 +724,7 @@ class EGSService(Application):
             self.reconcile_interval,
             cluster=LOCAL_CLUSTER,
             prefix=self.prefix,
+            samples=self.telemetry.fresh,
         )
         self.exporter.registry.register(EndpointCollector(self.endpoints))
         self.gpr_sync = GPRSync(

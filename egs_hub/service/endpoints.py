@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -34,6 +34,7 @@ from ..core.endpoints import REFILE_AFTER, EndpointSpec, Hold, Replica
 from ..core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound, PolicyViolation, Unavailable
 from ..core.requests import EndpointCreate, EndpointUpdate, GPRCreate
 from ..core.resources import Endpoint, EndpointReplica
+from ..core.samples import GpuSample
 from ..store import endpoints as store
 from ..store import queries
 from ..store.db import transaction
@@ -68,6 +69,7 @@ class Endpoints:
         *,
         cluster: str,
         prefix: str,
+        samples: Callable[[], Mapping[str, GpuSample]],
     ):
         self.sessions = sessions
         self.planning = planning
@@ -77,6 +79,7 @@ class Endpoints:
         self.interval = interval
         self.cluster = cluster  # the cluster of this host's GPUs
         self.prefix = prefix  # the service's URL prefix
+        self.samples = samples  # the fresh sample of each GPU (Telemetry.fresh)
         self.traffic = Traffic()
         self.known: dict[tuple[str, str], Known] = {}
         self._status: dict[int, str] = {}
@@ -327,6 +330,18 @@ class Endpoints:
                 known = self.known[(slice_name, name)] = Known(row.id, groups().get(slice_name, ""))
         return known
 
+    def _utilization(self, gprs: list[core.GPR]) -> float | None:
+        """The mean utilisation of its provisioned replicas' GPUs, of those with a sample."""
+        samples = self.samples()
+        readings = [
+            s.utilization
+            for gpr in gprs
+            if gpr.status is core.Status.PROVISIONED
+            for uuid in gpr.bound_gpus
+            if (s := samples.get(uuid)) is not None and s.utilization is not None
+        ]
+        return sum(readings) / len(readings) if readings else None
+
     def _queued(self, endpoint_id: int) -> int:
         if self.servers is None:
             return 0
@@ -524,6 +539,7 @@ class Endpoints:
             errors=figures.errors,
             in_flight=figures.in_flight,
             queued=self._queued(row.id),
+            gpu_utilization=self._utilization(gprs),
             last_request=last,
             created_by=row.created_by,
             created_at=row.created_at,

@@ -9,7 +9,9 @@ The hub's declared inventory (inventory_dcgm.yaml) is the recorded exposition's 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -208,3 +210,24 @@ def test_used_utilization_without_a_metrics_source(hub, user):
     assert answer["step"] == 3600 and len(answer["points"]) == 25  # 289 buckets (a day and the current one), 12 a step
     assert {(p["utilization"], p["gpus"]) for p in answer["points"]} == {(None, 0)}
     assert someone.get("gpus/utilization", expect=200)["source"]["error"] == "no metric source is configured"
+
+
+def test_an_endpoint_says_its_gpus_utilisation(metrics_hub):
+    hub, _ = metrics_hub
+    admin = hub.admin()
+    erin = hub.client(hub.user_token("erin"))
+    # The recorded GPU's memory in use failed the exit checks of the tests before: the node is quarantined.
+    if admin.get("nodes/local/gpu-node-1", expect=200)["health"] == "quarantined":
+        admin.post("nodes/local/gpu-node-1/clear", {"reason": "the recorded memory in use is the test's"}, expect=200)
+    admin.post("slices", {"name": "serving", "members": ["erin"]}, expect=201)
+    server = os.path.join(os.path.dirname(__file__), "endpoint_server.py")
+    body = {"slice": "serving", "name": "echo", "runtime": "command", "command": [sys.executable, server, "{port}"]}
+    erin.post("endpoints", {**body, "min_replicas": 1, "duration": "1h"}, expect=202)
+    ready = wait_for(lambda: (e := erin.get("endpoints/serving/echo"))["status"] == "ready" and e, 60, "the endpoint")
+    (uuid,) = erin.get(f"gprs/{ready['gprs'][0]}", expect=200)["bound_gpus"]
+    wait_for(lambda: readings(admin)[uuid]["sample"], 40, "its GPU's sample")
+    utilization = readings(admin)[uuid]["sample"]["utilization"]
+    assert erin.get("endpoints/serving/echo", expect=200)["gpu_utilization"] == utilization
+    erin.call("DELETE", "endpoints/serving/echo", expect=204)
+    wait_for(lambda: erin.get(f"gprs/{ready['gprs'][0]}")["status"] == "complete", 30, "its GPR to end")
+    admin.call("DELETE", "slices/serving", expect=204)
