@@ -10,6 +10,7 @@ import { requestAPI } from './handler';
 import {
   ICheckRun,
   IEgsConfig,
+  IEndpoint,
   IEvent,
   IGpr,
   IGprChecks,
@@ -51,6 +52,11 @@ export class EgsApi {
   /** The GPR's checklist: each check of its nodes at entry and exit, by node, entry before exit. */
   async gprChecks(id: number): Promise<ICheckRun[]> {
     return (await this.get<IGprChecks>(`gprs/${id}/checks`)).checks;
+  }
+
+  /** The inference endpoints of the user's slices. */
+  async endpoints(): Promise<IEndpoint[]> {
+    return (await this.get<{ endpoints: IEndpoint[] }>('endpoints')).endpoints;
   }
 
   /** The GPR templates the user's slices may use. */

@@ -1,7 +1,7 @@
 /**
  * The sidebar's state and its refresh loop, without DOM: the last answers of the
  * EGS API (config, slices, GPRs, GPUs with their recent series, shapes, events, the
- * checklists of the GPRs shown), the last error as a readable message, and the actions
+ * checklists of the GPRs shown, inference endpoints), the last error as a readable message, and the actions
  * a person takes (request, release, cancel, restart). ``changed`` fires after every
  * refresh and action.
  *
@@ -22,6 +22,7 @@ import {
   ICheckRun,
   IEgsConfig,
   IEgsSettings,
+  IEndpoint,
   IEvent,
   IGpr,
   IGprRequest,
@@ -41,6 +42,7 @@ export interface IEgsState {
   shapes: IInventoryShape[];
   templates: ITemplate[];
   events: IEvent[];
+  endpoints: IEndpoint[];
   /** Per GPR id, its checklist: the GPRs the sidebar shows that hold or held nodes. */
   checks: { [gpr: number]: ICheckRun[] };
   /** Per GPU UUID, its readings over the last SERIES_SECONDS. */
@@ -64,6 +66,7 @@ const EMPTY_STATE: IEgsState = {
   shapes: [],
   templates: [],
   events: [],
+  endpoints: [],
   checks: {},
   series: {},
   error: null,
@@ -176,13 +179,14 @@ export class EgsModel implements IDisposable {
   private async fetch(): Promise<void> {
     try {
       const config = this._state.config ?? (await this.api.config());
-      const [slices, gprs, gpus, inventory, events, templates] = await Promise.all([
+      const [slices, gprs, gpus, inventory, events, templates, endpoints] = await Promise.all([
         this.api.slices(),
         this.api.gprs(),
         this.api.gpus(),
         this.api.inventory(),
         this.api.events(EVENTS_LIMIT),
-        this.api.templates()
+        this.api.templates(),
+        this.api.endpoints()
       ]);
       const [series, checks] = await Promise.all([
         this._showMetrics && gpus.source.name !== null ? this.fetchSeries(gpus) : {},
@@ -196,6 +200,7 @@ export class EgsModel implements IDisposable {
         shapes: inventory.shapes,
         templates,
         events,
+        endpoints,
         checks,
         series,
         error: null,

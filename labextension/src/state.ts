@@ -5,7 +5,7 @@
  * notifications due (notices). Pure: no I/O, ``now`` (ms since the epoch) is a parameter.
  */
 import { formatClock, formatSpan, plural, secondsUntil, shortModel } from './format';
-import { IGpr, IGpu, GprStatus, ISlice } from './tokens';
+import { IEndpoint, IGpr, IGpu, GprStatus, ISlice } from './tokens';
 
 export const HOLDING: readonly GprStatus[] = ['provisioning', 'provisioned', 'releasing'];
 export const WAITING: readonly GprStatus[] = ['pending-approval', 'queued'];
@@ -261,4 +261,30 @@ export function dueNotices(
     }
   }
   return { notices, sent: given };
+}
+
+/** Seconds as "230 ms" or "1.4 s"; "-" for none. */
+export function latencyText(seconds: number | null): string {
+  if (seconds === null) {
+    return '-';
+  }
+  return seconds < 1 ? `${Math.round(seconds * 1000)} ms` : `${seconds.toFixed(1)} s`;
+}
+
+/** An endpoint's state in words: "ready · 1/2 replicas", "pending · GPUs ~14:20 (in 1h5m)", "failed: why". */
+export function endpointText(endpoint: IEndpoint, now: number): string {
+  if (endpoint.status === 'failed') {
+    return `failed${endpoint.message ? `: ${endpoint.message.split('\n')[0]}` : ''}`;
+  }
+  const starts = endpoint.replica_states
+    .map(r => r.estimated_start)
+    .filter((s): s is string => s !== null)
+    .sort();
+  if (endpoint.status === 'pending' && starts.length) {
+    return `pending · GPUs ~${formatClock(starts[0], now)} (in ${formatSpan(secondsUntil(starts[0], now))})`;
+  }
+  if (endpoint.status === 'scaled-to-zero') {
+    return 'scaled to zero · a request starts it';
+  }
+  return `${endpoint.status} · ${endpoint.replicas}/${endpoint.wanted_replicas} replicas`;
 }

@@ -196,6 +196,34 @@ export interface IEvent {
   to_status: string | null;
 }
 
+export type EndpointStatus = 'pending' | 'starting' | 'ready' | 'scaled-to-zero' | 'failed';
+
+/** One replica of an endpoint (GET /endpoints): its GPR, and its server. */
+export interface IEndpointReplica {
+  gpr: number;
+  state: 'waiting' | 'starting' | 'ready' | 'failed' | 'ending';
+  estimated_start: string | null;
+}
+
+/** An inference endpoint of the user's slices (the fields the sidebar shows). */
+export interface IEndpoint {
+  slice: string;
+  name: string;
+  runtime: string;
+  model: string;
+  status: EndpointStatus;
+  message: string | null;
+  url: string;
+  replicas: number;
+  wanted_replicas: number;
+  max_replicas: number;
+  replica_states: IEndpointReplica[];
+  requests_per_second: number;
+  latency_p50: number | null;
+  latency_p95: number | null;
+  errors: number;
+}
+
 export type CheckStatus = 'pending' | 'running' | 'passed' | 'failed' | 'skipped';
 
 /** One check on one node at a GPR's entry or exit (GET /gprs/{id}/checks). */

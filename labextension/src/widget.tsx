@@ -6,6 +6,7 @@ import { ReactWidget, UseSignal } from '@jupyterlab/apputils';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
+import { EndpointList } from './endpoints';
 import { formatClock } from './format';
 import { GpuList } from './gpulist';
 import { useNow } from './hooks';
@@ -80,6 +81,8 @@ function Sidebar({ model, state }: { model: EgsModel; state: IEgsState }): JSX.E
           <RequestForm model={model} state={state} now={now} show={setNotice} />
           <h2 className="egs-Section">GPUs of my workspaces</h2>
           <GpuList state={state} />
+          <h2 className="egs-Section">My endpoints</h2>
+          <EndpointList endpoints={state.endpoints} now={now} />
         </>
       )}
     </div>

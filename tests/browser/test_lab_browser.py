@@ -5,7 +5,8 @@ of the recorded DCGM exposition, read through a real Prometheus, so the sidebar 
 metrics. Carol, a member of workspace ml-team, signs up, opens her JupyterLab (the
 labextension and the server extension come with the package), opens the sidebar, gets
 wait times, requests 2 GPUs, sees the GPR provisioned with its GPUs' metrics and the status
-bar change, and restarts her server from the notification to get the GPUs.
+bar change, restarts her server from the notification to get the GPUs, and sees an endpoint of
+her workspace wait for GPUs.
 
 Screenshots go to the artifacts directory (tests/artifacts/ unless $EGS_ARTIFACTS says).
 """
@@ -13,6 +14,7 @@ Screenshots go to the artifacts directory (tests/artifacts/ unless $EGS_ARTIFACT
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,3 +103,17 @@ def test_sidebar_wait_times_request_provisioned_metrics_restart(lab_hub: Hub, ne
     assert restarted
     pid = server_model(lab_hub, "carol")["state"]["pid"]
     assert sorted(server_environment(pid)["CUDA_VISIBLE_DEVICES"].split(",")) == sorted(GPUS)
+
+    # An endpoint of her workspace waits behind her GPR (one GPR at a time there): the sidebar says until when.
+    server = Path(__file__).parent.parent / "service" / "endpoint_server.py"
+    command = [sys.executable, str(server), "{port}"]
+    admin.post("endpoints", {"slice": "ml-team", "name": "echo", "runtime": "command", "command": command}, expect=202)
+    page.goto(f"{lab_hub.url}/user/carol/lab")  # the restarted server logs the page in again
+    expect(page.locator(".jp-Launcher")).to_be_visible(timeout=60_000)
+    if not panel.is_visible():  # JupyterLab may have restored the sidebar open
+        page.locator('.jp-SideBar [data-id="egs-sidebar"]').click()
+    endpoint = panel.get_by_role("list", name="My endpoints").locator("[data-endpoint='ml-team/echo']")
+    expect(endpoint).to_contain_text(re.compile(r"pending · GPUs ~\d\d:\d\d \(in (29|30)m"), timeout=30_000)
+    expect(endpoint.get_by_role("link")).to_have_attribute("href", "/services/egs/endpoints/ml-team/echo/")
+    panel.screenshot(path=artifacts / "lab-sidebar-endpoint.png")
+    admin.call("DELETE", "endpoints/ml-team/echo", expect=204)

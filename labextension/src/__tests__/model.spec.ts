@@ -39,6 +39,9 @@ class FakeApi extends EgsApi {
   templates() {
     return this.answer([]);
   }
+  endpoints() {
+    return this.answer([]);
+  }
   gpuMetrics(uuid: string, since: string, step: number) {
     this.metricsAsked.push(`${uuid} ${since} ${step}`);
     return this.answer({ uuid, step, source: this.gpuList.source, points: [] });

@@ -1,4 +1,14 @@
-import { dueNotices, hottestFirst, ownGprs, sliceViews, statusText, whenText } from '../state';
+import {
+  dueNotices,
+  endpointText,
+  hottestFirst,
+  latencyText,
+  ownGprs,
+  sliceViews,
+  statusText,
+  whenText
+} from '../state';
+import { IEndpoint } from '../tokens';
 import { gpr, gpu, iso, NOW, provisioned, sample, slice } from './builders';
 
 describe('sliceViews', () => {
@@ -175,5 +185,55 @@ describe('dueNotices', () => {
 
   it('says nothing about a window that is over but not yet released', () => {
     expect(keys(dueNotices([provisioned({ window_end: iso(-1) })], NOW, new Set(), false))).toEqual([]);
+  });
+});
+
+function endpoint(change: Partial<IEndpoint> = {}): IEndpoint {
+  return {
+    slice: 'ml',
+    name: 'echo',
+    runtime: 'command',
+    model: '',
+    status: 'ready',
+    message: null,
+    url: '/services/egs/endpoints/ml/echo/',
+    replicas: 1,
+    wanted_replicas: 2,
+    max_replicas: 2,
+    replica_states: [],
+    requests_per_second: 0,
+    latency_p50: null,
+    latency_p95: null,
+    errors: 0,
+    ...change
+  };
+}
+
+describe('endpointText', () => {
+  it('says its replicas when it runs', () => {
+    expect(endpointText(endpoint(), NOW)).toBe('ready · 1/2 replicas');
+    expect(endpointText(endpoint({ status: 'starting', replicas: 0 }), NOW)).toBe('starting · 0/2 replicas');
+  });
+  it('says when a pending endpoint gets GPUs', () => {
+    const waiting = endpoint({
+      status: 'pending',
+      replicas: 0,
+      replica_states: [
+        { gpr: 3, state: 'waiting', estimated_start: iso(5400) },
+        { gpr: 4, state: 'waiting', estimated_start: iso(3900) }
+      ]
+    });
+    expect(endpointText(waiting, NOW)).toMatch(/^pending · GPUs ~\d\d:\d\d \(in 1h5m\)$/);
+  });
+  it('says why it failed, in one line', () => {
+    const failed = endpoint({ status: 'failed', message: 'srv exited with status 3\nIts log ends: ...' });
+    expect(endpointText(failed, NOW)).toBe('failed: srv exited with status 3');
+    expect(endpointText(endpoint({ status: 'scaled-to-zero' }), NOW)).toBe('scaled to zero · a request starts it');
+  });
+});
+
+describe('latencyText', () => {
+  it('shows milliseconds below a second', () => {
+    expect([latencyText(null), latencyText(0.2304), latencyText(1.44)]).toEqual(['-', '230 ms', '1.4 s']);
   });
 });
