@@ -23,7 +23,7 @@ import logging
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -45,6 +45,7 @@ from .planning import Planning
 
 log = logging.getLogger(__name__)
 ACTOR = "endpoints"
+LAST_REQUEST_EVERY = timedelta(seconds=10)  # a busy endpoint's last request is written this often at most
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class Endpoints:
         running: set[tuple[int, int]] = set()
         for row in rows:
             running |= await self._keep(row, replicas.get(row.id, []), devices, now)
+        self._renewing &= {gpr.id for gprs in replicas.values() for gpr in gprs}
         if self.servers is not None:
             for key in set(self.servers.servers) - running:
                 await self.servers.stop(key)
@@ -186,9 +188,12 @@ class Endpoints:
         return Replica(gpr.id, gpr.status, gpr.window_end, ready, server.in_flight if server is not None else 0)
 
     def _note(self, row: EndpointRow, wanted: int, load, hold: Hold | None, now: datetime) -> None:
-        """Write what changed of the endpoint: replicas wanted (an event), last request, an ended hold."""
+        """Write what changed of the endpoint: replicas wanted (an event), an ended hold, and its last
+        request (every LAST_REQUEST_EVERY at most: it counts only after a restart, for the idle time)."""
         expired = hold is not None and now >= hold.until
-        newer = load.last_request is not None and (row.last_request is None or load.last_request > row.last_request)
+        newer = load.last_request is not None and (
+            row.last_request is None or load.last_request - row.last_request >= LAST_REQUEST_EVERY
+        )
         if wanted == row.wanted and not expired and not newer:
             return
         with transaction(self.sessions) as session:

@@ -20,7 +20,7 @@ from .leadership import Leadership
 RETRY_AFTER_SECONDS = 2
 FORWARD_TIMEOUT_SECONDS = 120.0
 # Headers of one hop, not passed on (RFC 9110 7.6.1); Content-Length is set again for the body sent.
-_HOP = frozenset(
+HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "content-length"}
 )
 
@@ -50,7 +50,7 @@ class ForwardHandler(web.RequestHandler):
         if leader is None or leader.rstrip("/") == leadership.url.rstrip("/"):
             self._unavailable("no replica leads yet")
             return
-        headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in _HOP}
+        headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in HOP_BY_HOP}
         request = httpclient.HTTPRequest(
             leader.rstrip("/") + self.request.uri,
             method=self.request.method,
@@ -69,7 +69,7 @@ class ForwardHandler(web.RequestHandler):
         self.set_status(response.code, response.reason)
         self.clear_header("Content-Type")
         for name, value in response.headers.get_all():
-            if name.lower() not in _HOP:
+            if name.lower() not in HOP_BY_HOP:
                 self.add_header(name, value)
         if response.code not in (204, 304) and self.request.method != "HEAD":
             self.write(response.body)

@@ -18,22 +18,11 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from ...core.errors import NotFound
 from ...core.requests import check_slice_name
+from ..standby import HOP_BY_HOP
 from .base import APIHandler, authenticated
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-NOT_PASSED = HOP_BY_HOP | {"host", "authorization", "cookie", "content-length"}
-NOT_RETURNED = HOP_BY_HOP | {"content-length", "set-cookie"}
+NOT_PASSED = HOP_BY_HOP | {"host", "authorization", "proxy-authorization", "cookie"}
+NOT_RETURNED = HOP_BY_HOP | {"set-cookie"}
 CONNECT_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 3600.0  # a generation may stream for long
 MAX_CLIENTS = 1000
