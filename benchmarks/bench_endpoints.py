@@ -27,39 +27,14 @@ import sys
 import tempfile
 import time
 
-import aiohttp
 import httpx
-from bench_api import Level, Stack, log, set_up_slices, write_inventory
-from bench_floor import SERVER, wait_for
+from bench_api import Stack, log, set_up_slices, write_inventory
+from bench_floor import SERVER, level, wait_for
 from bench_planner import bench_reference
 
 from egs_hub.embedded import free_port
 
 SLICE, ENDPOINT = "serve", "ping"
-
-
-async def level(url: str, headers: dict, clients: int, seconds: float, pid: int) -> Level:
-    result = Level(clients)
-    connector = aiohttp.TCPConnector(limit=clients + 1)
-    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
-
-        async def client() -> None:
-            while time.perf_counter() < stop_at:
-                started = time.perf_counter()
-                async with session.get(url) as response:
-                    await response.read()
-                    if response.status != 200:
-                        result.errors += 1
-                        result.first_error = result.first_error or f"{response.status}"
-                        continue
-                result.latencies.append(time.perf_counter() - started)
-
-        with result.counting_cpu(pid):
-            started = time.perf_counter()
-            stop_at = started + seconds
-            await asyncio.gather(*(client() for _ in range(clients)))
-            result.wall_s = time.perf_counter() - started
-    return result
 
 
 def make_endpoint(stack: Stack, token: str) -> str:
@@ -116,7 +91,7 @@ def main() -> int:
                     ("endpoint", url, {"Authorization": f"token {token}"}),
                     ("direct", direct_url, {}),
                 ):
-                    figures = asyncio.run(level(target, headers, clients, args.seconds, pid)).figures()
+                    figures = asyncio.run(level(target, clients, args.seconds, pid, headers)).figures()
                     log(f"{path}: " + " ".join(f"{k}={v}" for k, v in figures.items()))
                     rows[path].append(figures)
             seen = endpoint_answer(stack, token)

@@ -54,10 +54,10 @@ async def wait_for(url: str, timeout: float = 30.0) -> None:
             await asyncio.sleep(0.1)
 
 
-async def level(url: str, clients: int, seconds: float, pid: int) -> Level:
+async def level(url: str, clients: int, seconds: float, pid: int, headers: dict | None = None) -> Level:
     result = Level(clients)
     connector = aiohttp.TCPConnector(limit=clients + 1)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
 
         async def client() -> None:
             while time.perf_counter() < stop_at:

@@ -41,6 +41,7 @@ from ..store.db import transaction
 from ..store.models import EndpointRow
 from .commands import Commands, template_for
 from .endpoint_traffic import Traffic
+from .periodic import Periodic
 from .planning import Planning
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class Known:
     group: str
 
 
-class Endpoints:
+class Endpoints(Periodic):
     name = "endpoint pass"
 
     def __init__(
@@ -86,45 +87,28 @@ class Endpoints:
         self._status: dict[int, str] = {}
         self.wanted: dict[int, int] = {}  # replicas each endpoint wants, as of the last pass
         self._renewing: set[int] = set()
-        self._woken = asyncio.Event()
         self._passed = asyncio.Event()
-        self._runner: asyncio.Task | None = None
 
     # the pass
 
-    def start(self) -> None:
-        self._runner = asyncio.ensure_future(self._run())
-
     async def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-            self._runner = None
+        await super().stop()
         if self.servers is not None:
             await self.servers.stop_all()
-
-    def wake(self) -> None:
-        self._woken.set()
 
     async def passed(self, timeout: float) -> None:
         """Wait for the end of the next pass (at most ``timeout`` seconds)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._passed.wait()), timeout)
 
-    async def _run(self) -> None:
-        while True:
-            self._woken.clear()
-            try:
-                await self.tick()
-            except Exception:
-                log.exception("the %s failed; trying again in %.0f s", self.name, self.interval)
+    async def tick(self) -> None:
+        try:
+            await self._pass()
+        finally:
             passed, self._passed = self._passed, asyncio.Event()
             passed.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), self.interval)
 
-    async def tick(self) -> None:
+    async def _pass(self) -> None:
         now = self.clock()
         with self.sessions() as session:
             rows = store.rows(session)
@@ -183,7 +167,7 @@ class Endpoints:
         return running
 
     def _replica(self, endpoint_id: int, gpr: core.GPR) -> Replica:
-        server = self.servers.get((endpoint_id, gpr.id)) if self.servers is not None else None
+        server = self._server(endpoint_id, gpr.id)
         ready = server is not None and server.state == "ready"
         return Replica(gpr.id, gpr.status, gpr.window_end, ready, server.in_flight if server is not None else 0)
 
@@ -312,12 +296,12 @@ class Endpoints:
                 queries.add_event(session, self._make_event(fresh, f"endpoint-{status}", reason, now))
 
     def _state(self, endpoint_id: int, gpr: core.GPR) -> str:
-        server = self.servers.get((endpoint_id, gpr.id)) if self.servers is not None else None
+        server = self._server(endpoint_id, gpr.id)
         return core_endpoints.replica_state(gpr.status, server.state if server is not None else None)
 
     def _server_message(self, endpoint_id: int, gprs: list[core.GPR]) -> str | None:
         for gpr in gprs:
-            server = self.servers.get((endpoint_id, gpr.id)) if self.servers is not None else None
+            server = self._server(endpoint_id, gpr.id)
             if server is not None and server.message:
                 return server.message
         return None
@@ -347,22 +331,23 @@ class Endpoints:
         ]
         return sum(readings) / len(readings) if readings else None
 
-    def _queued(self, endpoint_id: int) -> int:
+    def _server(self, endpoint_id: int, gpr_id: int) -> Server | None:
+        return self.servers.get((endpoint_id, gpr_id)) if self.servers is not None else None
+
+    def _ready(self, endpoint_id: int) -> list[Server]:
         if self.servers is None:
-            return 0
-        return sum(s.queued for (e, _), s in self.servers.servers.items() if e == endpoint_id and s.state == "ready")
+            return []
+        return [s for (e, _), s in self.servers.servers.items() if e == endpoint_id and s.state == "ready"]
+
+    def _queued(self, endpoint_id: int) -> int:
+        return sum(s.queued for s in self._ready(endpoint_id))
 
     def ready_count(self, endpoint_id: int) -> int:
-        if self.servers is None:
-            return 0
-        return sum(1 for (e, _), s in self.servers.servers.items() if e == endpoint_id and s.state == "ready")
+        return len(self._ready(endpoint_id))
 
     def ready_server(self, endpoint_id: int) -> Server | None:
         """The ready replica's server with the fewest requests in flight."""
-        if self.servers is None:
-            return None
-        ready = [s for (e, _), s in self.servers.servers.items() if e == endpoint_id and s.state == "ready"]
-        return min(ready, key=lambda s: s.in_flight, default=None)
+        return min(self._ready(endpoint_id), key=lambda s: s.in_flight, default=None)
 
     def not_ready(self, endpoint_id: int, slice_name: str, name: str, now: datetime) -> tuple[str, int]:
         """Why an endpoint has no ready replica, and the seconds to wait before trying again."""
@@ -510,7 +495,7 @@ class Endpoints:
         estimates = self.planning.last.plan.estimates if self.planning.last is not None else {}
         replicas = []
         for gpr in gprs:
-            server = self.servers.get((row.id, gpr.id)) if self.servers is not None else None
+            server = self._server(row.id, gpr.id)
             estimate = estimates.get(gpr.id) if gpr.status is core.Status.QUEUED else None
             replicas.append(
                 EndpointReplica(

@@ -32,6 +32,7 @@ from ...core.errors import (
     PolicyViolation,
     Unavailable,
 )
+from ...core.requests import check_slice_name
 from ...core.resources import Error, Resource
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -191,6 +192,15 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def slices_of_caller(self, groups: Mapping[str, str]) -> set[str]:
         """Of the slices with these hub groups (planning state's ``groups``), those the caller is a member of."""
         return {name for name, group in groups.items() if self.is_member_of(group, name)}
+
+    def listed_slices(self, session, slice_filter: str | None) -> list[str] | None:
+        """The slices a list answers for: ``slice_filter`` (404 / 403 as member_slice), else every slice
+        for admins (None), else the caller's."""
+        if slice_filter is not None:
+            return [self.member_slice(session, check_slice_name(slice_filter)).name]
+        if self.is_admin:
+            return None
+        return sorted(self.slices_of_caller(self.egs.planning.state.current(session, self.now()).groups))
 
     def member_slice(self, session, name: str) -> Slice:
         """The slice named ``name``: 404 when there is none, 403 when the caller is not a member."""

@@ -32,13 +32,7 @@ class EndpointsHandler(EndpointBase):
         """The endpoints of the caller's slices (``slice``: of that one); admins: all of them."""
         query = read(EndpointsQuery, self)
         with self.egs.sessions() as session:
-            if query.slice is not None:
-                slices = [self.member_slice(session, check_slice_name(query.slice)).name]
-            elif self.is_admin:
-                slices = None
-            else:
-                slices = sorted(self.slices_of_caller(self.egs.planning.state.current(session, self.now()).groups))
-            rows = store.rows(session, slices)
+            rows = store.rows(session, self.listed_slices(session, query.slice))
             gprs = store.replica_gprs(session, [row.id for row in rows])
         now = self.now()
         self.write_json(Endpoints(endpoints=tuple(self.egs.endpoints.view(r, gprs.get(r.id, []), now) for r in rows)))

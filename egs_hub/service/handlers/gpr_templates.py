@@ -69,13 +69,7 @@ class TemplatesHandler(TemplateBase):
         """The templates the caller's slices may use (``slice``: that slice's); admins: all of them."""
         query = read(TemplatesQuery, self)
         with self.egs.sessions() as session:
-            if query.slice is not None:
-                slices = [self.member_slice(session, check_slice_name(query.slice)).name]
-            elif self.is_admin:
-                slices = None
-            else:
-                slices = sorted(self.slices_of_caller(self.egs.planning.state.current(session, self.now()).groups))
-            found = queries.templates(session, slices)
+            found = queries.templates(session, self.listed_slices(session, query.slice))
         self.write_json(Templates(templates=[template_resource(t) for t in found]))
 
     @authenticated
