@@ -21,6 +21,8 @@ SNAKE = {
     "Role": "role",
     "RoleBinding": "role_binding",
     "ResourceQuota": "resource_quota",
+    "Service": "service",
+    "Deployment": "deployment",
 }
 
 
@@ -43,6 +45,8 @@ class KubeCluster:
         self.core = client.CoreV1Api(self.api)
         self.policy = client.PolicyV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -115,10 +119,10 @@ class KubeCluster:
         return None if found["metadata"].get("deletionTimestamp") else found
 
     def _api_of(self, kind: str):
-        return self.rbac if kind.startswith("Role") else self.core
+        return self.rbac if kind.startswith("Role") else self.apps if kind == "Deployment" else self.core
 
     async def get(self, kind: str, namespace: str, name: str) -> dict | None:
-        """A ServiceAccount, Role, RoleBinding or ResourceQuota by name; None when there is none."""
+        """A ServiceAccount, Role, RoleBinding, ResourceQuota, Service or Deployment; None when there is none."""
         try:
             return self._dict(await getattr(self._api_of(kind), f"read_namespaced_{SNAKE[kind]}")(name, namespace))
         except client.ApiException as e:

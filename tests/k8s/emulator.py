@@ -14,7 +14,7 @@ resourceVersion, and merge every PATCH the same way.
 
 Emulates:
 - API discovery of the resources in ``RESOURCES`` and ``DISCOVERED_ONLY`` (the latter
-  answer 404 to every request);
+  answer 404 to every request), with or without a trailing slash (``/apis/``);
 - the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
   pods, events, PodDisruptionBudgets, ServiceAccounts, Roles, RoleBindings,
   ResourceQuotas, Secrets and ConfigMaps (helm's ``lookup`` reads them),
@@ -22,9 +22,12 @@ Emulates:
   StorageClasses (``storage.k8s.io/v1``), Jobs (``batch/v1``, with their status subresource) and the
   custom resource ``gpuprovisionrequests.egs.io/v1`` with its status subresource, PodTemplates and the
   Cluster Autoscaler's ``provisioningrequests.autoscaling.x-k8s.io/v1`` (with its status subresource; no
-  autoscaler sets it: tests do),
+  autoscaler sets it: tests do), Services and Deployments (``apps/v1``), each with its status
+  subresource, and KServe's ``inferenceservices.serving.kserve.io/v1beta1`` (with its status
+  subresource) unless the emulator is made with ``kserve=False``, when its group is in no discovery
+  document and its requests answer 404, as on a cluster without the CRD,
   listed and watched in one namespace or all); others answer 404 as on a real server;
-- ``metadata.generation`` on custom resources: 1 at create, one more whenever
+- ``metadata.generation`` on custom resources and Deployments: 1 at create, one more whenever
   anything but metadata and status changes (so never through ``status``);
 - bearer-token authentication: the emulator's own ``token`` may do anything
   (and each such request is shown to ``OBSERVERS``),
@@ -49,13 +52,20 @@ Emulates:
 - a pod's log (``pods/{name}/log``): the text a test sets in ``pod_logs[(namespace, name)]`` (empty
   when none), as ``text/plain``, cut to its last ``tailLines`` lines and then its first ``limitBytes``
   bytes; 404 when the pod does not exist;
+- a pod's proxy (``pods/{name}/proxy/{path}``, also ``{name}:{port}``; RBAC resource ``pods/proxy``), GET
+  only: the text a test sets in ``pod_pages[(namespace, name, path)]`` (the path without its leading
+  slash, whatever the port) as ``text/plain`` with 200; 404 when the pod does not exist or no page is set;
 - the Eviction API (``pods/{name}/eviction``): 429 when a PodDisruptionBudget
   selecting the pod allows no disruption, otherwise the pod is deleted at once;
 - an outage switch (``outage``) that ends every watch and answers 503.
 
 Does not emulate: controllers and kubelets (nothing schedules, runs or
 terminates pods gracefully: deletion is immediate; no node heartbeats; no Job
-controller makes a Job's pods or sets its status; no garbage collector deletes
+controller makes a Job's pods or sets its status; no Deployment controller makes
+ReplicaSets or pods or sets a Deployment's status, and no KServe controller acts on
+an InferenceService: tests set their status; Services get no clusterIP or endpoints
+(no defaulting: a test may set ``spec.clusterIP``); a pod's proxy reaches no server
+and other methods on it than GET are not served; no garbage collector deletes
 what a deleted object owned, whatever ``propagationPolicy`` says), admission,
 ClusterRoles and ClusterRoleBindings, quota enforcement, server-side apply, watch bookmarks,
 ``continue`` pagination, deletecollection, and defaulting or validation of
@@ -89,6 +99,8 @@ from . import rbac
 from .patches import PatchError, apply_patch
 from .selectors import SelectorError, field_selector, label_selector, structured_label_selector
 
+# KServe's custom resource: served only by an emulator made with ``kserve=True`` (the CRD installed).
+KSERVE = ("serving.kserve.io", "v1beta1", "inferenceservices")
 # (group, version, plural) -> (kind, namespaced, subresources)
 RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("", "v1", "nodes"): ("Node", False, ("status",)),
@@ -109,12 +121,13 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("egs.io", "v1", "gpuprovisionrequests"): ("GpuProvisionRequest", True, ("status",)),
     ("", "v1", "podtemplates"): ("PodTemplate", True, ()),
     ("autoscaling.x-k8s.io", "v1", "provisioningrequests"): ("ProvisioningRequest", True, ("status",)),
+    ("", "v1", "services"): ("Service", True, ("status",)),
+    ("apps", "v1", "deployments"): ("Deployment", True, ("status",)),
+    KSERVE: ("InferenceService", True, ("status",)),
 }
 # Listed in API discovery but not served (404), as kinds a real cluster has: helm maps every kind of a
 # chart to its resource through discovery before it renders with --dry-run=server (tests/chart/test_upgrade.py).
 DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
-    ("", "v1", "services"): ("Service", True),
-    ("apps", "v1", "deployments"): ("Deployment", True),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("apps", "v1", "daemonsets"): ("DaemonSet", True),
     ("networking.k8s.io", "v1", "networkpolicies"): ("NetworkPolicy", True),
@@ -122,13 +135,20 @@ DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
     ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"): ("MutatingWebhookConfiguration", False),
 }
-# Custom resources (CRDs installed): they get metadata.generation, as the API server gives them.
-CUSTOM_GROUPS = ("egs.io", "autoscaling.x-k8s.io")
+# Custom resources (CRDs installed) get metadata.generation, as the API server gives them; of the built-in
+# kinds (most of which it gives one too) only those in GENERATED get it here.
+CUSTOM_GROUPS = ("egs.io", "autoscaling.x-k8s.io", KSERVE[0])
+GENERATED = (("apps", "v1", "deployments"),)
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 NAMESPACES = resource("", "v1", "namespaces")
 # kmock reads /api/v1/namespaces[/name] as a namespace prefix (and fails on the bare list); see __call__.
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(/[^/]+)?(/status|/finalize)?/?$")
 _NAMESPACE_ALIAS = "/api/v1/cluster-namespaces"
+# Discovery with a trailing slash, as kubernetes_asyncio asks for it (ApisApi: /apis/, AppsV1Api: /apis/apps/v1/);
+# kmock serves it only without.
+_DISCOVERY_SLASH = re.compile(r"^/(api(/[^/]+)?|apis(/[^/]+){0,2})/$")
+# kmock reads what follows a name as the subresource: "proxy/metrics" for pods/{name}/proxy/metrics.
+_PROXY = re.compile(r"proxy(/.*)?")
 PODS = resource("", "v1", "pods")
 PVCS = resource("", "v1", "persistentvolumeclaims")
 PDBS = resource("policy", "v1", "poddisruptionbudgets")
@@ -188,6 +208,7 @@ class ClusterEmulator(KubernetesEmulator):
     token: str = attrs.field(factory=lambda: secrets.token_urlsafe(16))
     history_limit: int = 10_000  # watch events kept; a watch from an older resourceVersion gets 410 Gone
     outage: bool = False
+    kserve: bool = True  # whether KServe's InferenceService CRD is installed (False: its API is not there)
     kubernetes_version: str = "1.32.0"
 
     _rv: int = attrs.field(default=0, init=False)
@@ -200,11 +221,16 @@ class ClusterEmulator(KubernetesEmulator):
     issued: dict[str, IssuedToken] = attrs.field(factory=dict, init=False)
     # A pod's log by (namespace, name), as its container printed it; tests set it.
     pod_logs: dict[tuple[str, str], str] = attrs.field(factory=dict, init=False)
+    # What a pod's server answers through the pod proxy, by (namespace, pod name, path without its
+    # leading slash); tests set it.
+    pod_pages: dict[tuple[str, str, str], str] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         # kmock's discovery routes, without KubernetesEmulator's object handlers: these replace them.
         KubernetesScaffold.__attrs_post_init__(self)
         for (group, version, plural), (kind, namespaced, subresources) in RESOURCES.items():
+            if (group, version, plural) == KSERVE and not self.kserve:
+                continue
             self.resources[resource(group, version, plural)] = ResourceInfo(
                 kind=kind, namespaced=namespaced, verbs=set(VERBS), subresources=set(subresources)
             )
@@ -215,6 +241,7 @@ class ClusterEmulator(KubernetesEmulator):
         self.fallback[method.POST, subresource("eviction")] << self._serve_eviction
         self.fallback[method.POST, subresource("token")] << self._serve_token
         self.fallback[method.GET, subresource("log")] << self._serve_log
+        self.fallback[method.GET, subresource(_PROXY)] << self._serve_proxy
         self.fallback[method.PUT] << self._serve_replace
         self.fallback[action.WATCH] << self._serve_watch
         self.fallback[action.LIST] << self._serve_list
@@ -234,8 +261,12 @@ class ClusterEmulator(KubernetesEmulator):
         return {**listed, "groupVersion": listed["groupVersion"].lstrip("/")}
 
     async def __call__(self, raw_request):
-        if _NAMESPACE_PATH.match(raw_request.path):
-            path = raw_request.path.replace("/api/v1/namespaces", _NAMESPACE_ALIAS, 1)
+        path = raw_request.path
+        if _NAMESPACE_PATH.match(path):
+            path = path.replace("/api/v1/namespaces", _NAMESPACE_ALIAS, 1)
+        elif _DISCOVERY_SLASH.match(path):
+            path = path.rstrip("/")
+        if path != raw_request.path:
             url = raw_request.rel_url
             raw_request = raw_request.clone(rel_url=url.with_path(path).with_query(url.query))
         return await super().__call__(raw_request)
@@ -256,7 +287,9 @@ class ClusterEmulator(KubernetesEmulator):
 
     def _attributes(self, request) -> rbac.Attributes:
         res = request.resource
-        plural = res.plural if request.subresource is None else f"{res.plural}/{request.subresource}"
+        # pods/{name}/proxy/{path} is the subresource pods/proxy, whatever the path
+        sub = None if request.subresource is None else request.subresource.split("/", 1)[0]
+        plural = res.plural if sub is None else f"{res.plural}/{sub}"
         watch = request.params.get("watch", "").lower() in ("true", "1")
         return rbac.Attributes(
             verb=rbac.verb_of(request.method.value, request.name, watch),
@@ -343,6 +376,20 @@ class ClusterEmulator(KubernetesEmulator):
             raise _status(400, "BadRequest", "tailLines and limitBytes must be integers") from None
         return Response(payload=body, headers={"Content-Type": "text/plain"})
 
+    async def _serve_proxy(self, request) -> Response:
+        """GET pods/[{scheme}:]{name}[:{port}]/proxy/{path}: the page a test set for the pod and path (any port)."""
+        if request.resource != PODS:
+            raise _status(404, "NotFound", "only pods have the proxy subresource here")
+        parts = request.name.split(":")  # name, name:port or scheme:name:port
+        name = parts[1] if len(parts) == 3 else parts[0]
+        path = request.subresource.removeprefix("proxy").lstrip("/")
+        if self.get(PODS, request.namespace, name) is None:
+            raise KubernetesObjectNotFoundError(reason="NotFound", message=f'pods "{name}" not found')
+        page = self.pod_pages.get((request.namespace, name, path))
+        if page is None:
+            raise _status(404, "NotFound", f"the pod serves nothing at /{path}")
+        return Response(payload=page.encode(), headers={"Content-Type": "text/plain"})
+
     # Outage and log compaction, for tests of reconnection
 
     async def set_outage(self, down: bool) -> None:
@@ -363,7 +410,7 @@ class ClusterEmulator(KubernetesEmulator):
 
     def _kind_of(self, res: resource) -> tuple[str, bool]:
         known = RESOURCES.get((res.group, res.version, res.plural))
-        if known is None:
+        if known is None or res not in self.resources:  # unknown, or left out (kserve=False)
             raise KubernetesResourceNotFoundError()
         return known[0], known[1]
 
@@ -558,7 +605,8 @@ class ClusterEmulator(KubernetesEmulator):
             )
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now())
         meta.pop("deletionTimestamp", None)
-        if request.resource.group in CUSTOM_GROUPS:
+        res = request.resource
+        if res.group in CUSTOM_GROUPS or (res.group, res.version, res.plural) in GENERATED:
             meta["generation"] = 1
         if request.resource == PODS:
             obj["status"] = {"phase": "Pending"}

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+from kmock import Server
 from kubernetes_asyncio import client, watch
 
 from .builders import gpu_node, pod, pod_disruption_budget
+from .cluster import KubeCluster
+from .emulator import ClusterEmulator
+from .kubeconfig import write_kubeconfig
+
+KSERVE = ("serving.kserve.io", "v1beta1")
 
 
 async def watch_events(core: client.CoreV1Api, count: int, **options) -> list[tuple[str, str]]:
@@ -170,3 +178,130 @@ async def test_a_pod_log_is_the_text_set_served_as_text(cluster, emulator):
     with pytest.raises(client.ApiException) as missing:
         await cluster.core.read_namespaced_pod_log("gone", namespace)
     assert missing.value.status == 404
+
+
+def deployment(name: str, labels: dict, replicas: int = 1) -> dict:
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "main", "image": "vllm"}]}}
+    spec = {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def service(name: str, labels: dict) -> dict:
+    spec = {"selector": labels, "ports": [{"port": 80, "targetPort": 8000}], "clusterIP": "10.0.0.7"}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+async def status_of(call) -> int:
+    try:
+        await call
+    except client.ApiException as e:
+        return e.status
+    return 200
+
+
+async def test_deployments_and_services_are_served(cluster):
+    namespace = await cluster.add_namespace("serving")
+    await cluster.apps.create_namespaced_deployment(namespace, deployment("llm", {"app": "llm"}))
+    await cluster.apps.create_namespaced_deployment(namespace, deployment("other", {"app": "other"}))
+    await cluster.core.create_namespaced_service(namespace, service("llm", {"app": "llm"}))
+    listed = await cluster.apps.list_namespaced_deployment(namespace, label_selector="app=llm")
+    assert [d.metadata.name for d in listed.items] == ["llm"]
+    made = await cluster.get("Deployment", namespace, "llm")
+    made["spec"]["replicas"] = 2
+    await cluster.apps.replace_namespaced_deployment("llm", namespace, made)
+    assert (await cluster.get("Deployment", namespace, "llm"))["spec"]["replicas"] == 2
+    assert (await cluster.get("Service", namespace, "llm"))["spec"]["clusterIP"] == "10.0.0.7"
+    await cluster.apps.delete_namespaced_deployment("llm", namespace)
+    await cluster.core.delete_namespaced_service("llm", namespace)
+    assert await cluster.get("Deployment", namespace, "llm") is None
+    assert await cluster.get("Service", namespace, "llm") is None
+    assert [d.metadata.name for d in (await cluster.apps.list_deployment_for_all_namespaces()).items] == ["other"]
+
+
+async def test_a_deployment_counts_spec_changes_and_its_status_is_set_apart(cluster):
+    namespace = await cluster.add_namespace("serving")
+    await cluster.apps.create_namespaced_deployment(namespace, deployment("llm", {"app": "llm"}))
+    assert (await cluster.get("Deployment", namespace, "llm"))["metadata"]["generation"] == 1
+    ready = {"observedGeneration": 1, "replicas": 1, "readyReplicas": 1}
+    await cluster.apps.patch_namespaced_deployment("llm", namespace, {"status": ready})  # ignored
+    await cluster.apps.patch_namespaced_deployment("llm", namespace, {"metadata": {"labels": {"x": "y"}}})
+    made = await cluster.get("Deployment", namespace, "llm")
+    assert (made["metadata"]["generation"], made.get("status")) == (1, None)
+    await cluster.apps.patch_namespaced_deployment_status("llm", namespace, {"status": ready, "spec": {"replicas": 5}})
+    await cluster.apps.patch_namespaced_deployment("llm", namespace, {"spec": {"replicas": 3}})
+    made = await cluster.get("Deployment", namespace, "llm")
+    assert (made["metadata"]["generation"], made["spec"]["replicas"], made["status"]) == (2, 3, ready)
+
+
+async def test_an_inference_service_is_a_custom_resource(cluster):
+    groups = [g.name for g in (await client.ApisApi(cluster.api).get_api_versions()).groups]
+    assert KSERVE[0] in groups
+    found = await cluster.custom.get_api_resources(*KSERVE)
+    assert [(r.name, r.kind) for r in found.resources if r.name == "inferenceservices"] == [
+        ("inferenceservices", "InferenceService")
+    ]
+    namespace = await cluster.add_namespace("serving")
+    body = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llm"},
+        "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}}}},
+    }
+    await cluster.custom.create_namespaced_custom_object(*KSERVE, namespace, "inferenceservices", body)
+    ready = {"conditions": [{"type": "Ready", "status": "True"}], "url": "http://llm.example"}
+    await cluster.custom.patch_namespaced_custom_object_status(
+        *KSERVE, namespace, "inferenceservices", "llm", {"status": ready}, _content_type="application/merge-patch+json"
+    )
+    made = await cluster.custom.get_namespaced_custom_object(*KSERVE, namespace, "inferenceservices", "llm")
+    assert (made["metadata"]["generation"], made["spec"], made["status"]) == (1, body["spec"], ready)
+
+
+async def test_without_kserve_its_api_is_not_there(tmp_path):
+    async with ClusterEmulator(kserve=False) as emulator, Server(emulator):
+        path = write_kubeconfig(tmp_path / "kubeconfig", str(emulator.url).rstrip("/"), emulator.token, "emulated")
+        async with KubeCluster(str(path), "emulated", emulator) as cluster:
+            groups = [g.name for g in (await client.ApisApi(cluster.api).get_api_versions()).groups]
+            assert "apps" in groups and KSERVE[0] not in groups
+            assert await status_of(cluster.custom.get_api_resources(*KSERVE)) == 404
+            namespace = await cluster.add_namespace("serving")
+            body = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "x"}}
+            made = cluster.custom.create_namespaced_custom_object(*KSERVE, namespace, "inferenceservices", body)
+            assert await status_of(made) == 404
+
+
+async def test_a_pod_proxy_answers_the_page_set(cluster, emulator):
+    namespace = await cluster.add_namespace("serving")
+    await cluster.add_pod(namespace, pod("llm-0"))
+    emulator.pod_pages[(namespace, "llm-0", "metrics")] = "vllm:num_requests_running 2\n"
+    emulator.pod_pages[(namespace, "llm-0", "v1/models")] = "llm"
+    proxy = cluster.core.connect_get_namespaced_pod_proxy_with_path
+    raw = await proxy("llm-0:8000", namespace, "metrics", _preload_content=False)
+    assert (raw.status, raw.content_type, await raw.text()) == (200, "text/plain", "vllm:num_requests_running 2\n")
+    assert await proxy("llm-0", namespace, "v1/models") == "llm"  # the client reads JSON text as a dict
+    assert await status_of(proxy("llm-0:8000", namespace, "health")) == 404  # no page set
+    assert await status_of(proxy("gone:8000", namespace, "metrics")) == 404
+    await emulator.set_outage(True)
+    assert await status_of(proxy("llm-0:8000", namespace, "metrics")) == 503
+    await emulator.set_outage(False)  # for the cluster's clean-up
+
+
+async def test_a_pod_proxy_needs_its_own_rbac_rule(cluster, emulator):
+    namespace = await cluster.add_namespace("serving")
+    await cluster.add_pod(namespace, pod("llm-0"))
+    emulator.pod_pages[(namespace, "llm-0", "metrics")] = "up 1\n"
+    await cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": "reader"}})
+    role = {"metadata": {"name": "reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
+    await cluster.rbac.create_namespaced_role(namespace, role)
+    subject = {"kind": "ServiceAccount", "name": "reader", "namespace": namespace}
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
+    binding = {"metadata": {"name": "reader"}, "subjects": [subject], "roleRef": ref}
+    await cluster.rbac.create_namespaced_role_binding(namespace, binding)
+    issued = await cluster.core.create_namespaced_service_account_token("reader", namespace, {"spec": {}})
+    configuration = copy.copy(cluster.api.configuration)
+    configuration.api_key = {"BearerToken": f"Bearer {issued.status.token}"}
+    async with client.ApiClient(configuration) as api:
+        proxy = client.CoreV1Api(api).connect_get_namespaced_pod_proxy_with_path
+        assert await status_of(proxy("llm-0:8000", namespace, "metrics")) == 403
+        role["rules"].append({"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]})
+        await cluster.rbac.replace_namespaced_role("reader", namespace, role)
+        assert await proxy("llm-0:8000", namespace, "metrics") == "up 1\n"
