@@ -1,7 +1,10 @@
 """What JupyterHub needs to know of egs-hub, wherever the hub runs: scopes, roles, the service's options.
 
 Vocabulary: the *admin scope* (``custom:egs:admin``) makes a hub user an egs-hub
-admin; the *egs-admin role* grants it to the hub's admin users and to the
+admin; the *endpoint scope* (``custom:egs:endpoints``) lets a token call the
+inference endpoints of its owner's slices and nothing else of the service, every
+user holds it so that anyone may make such a token (narrowed with ``!server=`` or
+``!group=``); the *egs-admin role* grants the admin scope to the hub's admin users and to the
 ``egs-admins`` group; the *egs-service role* is what the control plane itself
 may do in the hub; the *service options* are the keys of the ``egs`` entry of
 ``c.JupyterHub.services`` that do not depend on where the service runs (its
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .roles import ADMIN_GROUP, ADMIN_SCOPE, SERVICE_NAME
+from .roles import ADMIN_GROUP, ADMIN_SCOPE, ENDPOINT_SCOPE, SERVICE_NAME
 
 SERVICE_API_PATH = f"/services/{SERVICE_NAME}/api/v1/"
 
@@ -53,7 +56,8 @@ SERVICE_OPTIONS = {
 
 
 def configure_roles(c, admin_users: Iterable[str], admin_groups: Iterable[str] = ()) -> None:
-    """The admin scope, the egs-admin and egs-service roles, and every user's access to the service.
+    """The admin and endpoint scopes, the egs-admin and egs-service roles, and every user's access to the
+    service and the endpoint scope.
 
     egs-admin goes to ``admin_users`` and to the members of the hub groups ``egs-admins`` and
     ``admin_groups``. Roles of the same name already in ``c.JupyterHub.load_roles`` are replaced;
@@ -61,9 +65,15 @@ def configure_roles(c, admin_users: Iterable[str], admin_groups: Iterable[str] =
     c.JupyterHub.custom_scopes = {
         **dict(c.JupyterHub.get("custom_scopes") or {}),
         ADMIN_SCOPE: {"description": "Administer egs-hub: slices, members, approvals, priorities."},
+        ENDPOINT_SCOPE: {
+            "description": "Call the inference endpoints of your workspaces, and nothing else of egs-hub. "
+            "!server=<workspace>/<endpoint>: that endpoint; !group=<workspace's group>: its endpoints.",
+        },
     }
+    # Every user holds the endpoint scope unfiltered, so that a token may ask for it with any filter (a
+    # token's scopes must be held by its owner); the service still calls endpoints for members only.
     c.JupyterHub.extra_user_scopes = sorted(
-        {*(c.JupyterHub.get("extra_user_scopes") or []), f"access:services!service={SERVICE_NAME}"}
+        {*(c.JupyterHub.get("extra_user_scopes") or []), f"access:services!service={SERVICE_NAME}", ENDPOINT_SCOPE}
     )
     ours = [
         {

@@ -10,7 +10,7 @@ replicas. A runtime's command on this host (``local_command``) serves HTTP on th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -240,3 +240,23 @@ def retry_after(starts: Sequence[datetime | None], now: datetime, starting: bool
     if starting or not known:
         return 5
     return max(5, math.ceil((min(known) - now).total_seconds()))
+
+
+def scope_reaches(scopes: Iterable[str], scope: str, *, owner: str, slice_name: str, name: str, group: str) -> bool:
+    """Whether a token of ``owner`` holding ``scopes`` (JupyterHub's expanded scopes) may call the endpoint
+    ``slice_name/name`` of a slice whose hub group is ``group`` ("" when unknown) with the custom scope
+    ``scope``: unfiltered, ``!user=<owner>``, ``!server=<slice>/<name>`` or ``!group=<group>``. Whether the
+    owner may call it at all (a member) is checked apart: a scope never widens who may."""
+    for held in scopes:
+        base, _, filter_ = held.partition("!")
+        if base != scope:
+            continue
+        kind, _, value = filter_.partition("=")
+        if (
+            not filter_
+            or (kind == "user" and value == owner)
+            or (kind == "server" and value == f"{slice_name}/{name}")
+            or (kind == "group" and group and value == group)
+        ):
+            return True
+    return False

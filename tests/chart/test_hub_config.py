@@ -14,7 +14,7 @@ from traitlets.config import Config
 
 from egs_hub.embedded import configure_hub
 from egs_hub.kube_hub import HubConfigError, configure_kube_hub, in_namespace
-from egs_hub.roles import ADMIN_SCOPE
+from egs_hub.roles import ADMIN_SCOPE, ENDPOINT_SCOPE
 
 from ..test_cli import hub_env
 from .conftest import NAMESPACE, of_kind
@@ -81,6 +81,8 @@ def test_the_egs_service_its_scopes_and_roles(hub):
     assert roles["egs-admin"]["users"] == ["admin"] and roles["egs-admin"]["scopes"] == [ADMIN_SCOPE]
     assert roles["egs-service"]["services"] == ["egs"]
     assert "access:services!service=egs" in c.JupyterHub.extra_user_scopes
+    # every user may make a token that only calls endpoints (narrowed by a filter)
+    assert ENDPOINT_SCOPE in c.JupyterHub.custom_scopes and ENDPOINT_SCOPE in c.JupyterHub.extra_user_scopes
     assert ADMIN_SCOPE in c.Spawner.server_token_scopes
 
 

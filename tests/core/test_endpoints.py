@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,6 +21,7 @@ from egs_hub.core.endpoints import (
     replica_changes,
     replica_state,
     retry_after,
+    scope_reaches,
     status,
     wanted_replicas,
 )
@@ -204,3 +206,45 @@ def test_queued_in_reads_vllms_metric():
     assert queued_in(exposition) == 5
     assert queued_in("vllm:num_requests_waiting 4\n") == 4
     assert queued_in('no metrics here\nvllm:num_requests_waiting{x="y"} oops\n') == 0
+
+
+SCOPE = "custom:egs:endpoints"
+
+
+@dataclass(frozen=True)
+class Reach:
+    scopes: tuple[str, ...]
+    want: bool  # whether a token of "ann" holding ``scopes`` calls endpoint team/llm of hub group team-group
+    slice_name: str = "team"
+    name: str = "llm"
+    group: str = "team-group"
+
+
+REACH_CASES = {
+    "unfiltered: every endpoint its owner may call": Reach((SCOPE,), want=True),
+    "server filter of this endpoint": Reach((f"{SCOPE}!server=team/llm",), want=True),
+    "server filter of another endpoint of the slice": Reach((f"{SCOPE}!server=team/other",), want=False),
+    "server filter of the same name in another slice": Reach((f"{SCOPE}!server=lab/llm",), want=False),
+    "group filter of the slice's group": Reach((f"{SCOPE}!group=team-group",), want=True),
+    "group filter of another group": Reach((f"{SCOPE}!group=lab-group",), want=False),
+    "group filter when the slice's group is unknown": Reach((f"{SCOPE}!group=team-group",), want=False, group=""),
+    "user filter of its owner": Reach((f"{SCOPE}!user=ann",), want=True),
+    "user filter of someone else": Reach((f"{SCOPE}!user=bob",), want=False),
+    "service filter": Reach((f"{SCOPE}!service=egs",), want=False),
+    "one of several scopes reaches": Reach(
+        ("read:users:name!user=ann", f"{SCOPE}!server=team/other", f"{SCOPE}!server=team/llm"), want=True
+    ),
+    "unrelated scopes": Reach(
+        ("access:services!service=egs", "custom:egs:admin", "custom:egs:endpointsx", "read:users:groups!user=ann"),
+        want=False,
+    ),
+    "no scopes": Reach((), want=False),
+}
+
+
+@pytest.mark.parametrize("case", REACH_CASES.values(), ids=REACH_CASES.keys())
+def test_which_token_scopes_reach_an_endpoint(case: Reach):
+    reached = scope_reaches(
+        case.scopes, SCOPE, owner="ann", slice_name=case.slice_name, name=case.name, group=case.group
+    )
+    assert reached is case.want

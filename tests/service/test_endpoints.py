@@ -227,3 +227,58 @@ def test_requests_waiting_in_the_runtimes_queue_add_a_replica(hub: Hub, member):
     )
     assert scaled["queued"] >= 3 and scaled["in_flight"] == 0 and scaled["metrics_path"] == "/metrics"
     client.call("DELETE", f"endpoints/{slice_name}/queue", expect=204)
+
+
+def scoped_token(hub: Hub, name: str, token: str, *scopes: str) -> str:
+    """A token that hub user ``name`` makes for themself with their ``token``, holding only ``scopes``."""
+    made = requests.post(
+        f"{hub.url}/hub/api/users/{name}/tokens",
+        json={"scopes": list(scopes), "note": "endpoint only"},
+        headers={"Authorization": f"token {token}"},
+        timeout=60,
+    )
+    assert made.status_code == 201, made.text
+    return made.json()["token"]
+
+
+def test_a_token_with_the_endpoint_scope_calls_its_endpoint_and_nothing_else(hub: Hub, member, make_slice, user):
+    name, client, slice_name = member
+    group = client.get(f"slices/{slice_name}", expect=200)["group"]
+    made = client.post("endpoints", endpoint_body(slice_name, "scoped"), expect=202)
+    other = client.post("endpoints", endpoint_body(slice_name, "other"), expect=202)
+    token = hub.user_token(name)
+    scope = f"custom:egs:endpoints!server={slice_name}/scoped"
+    only = scoped_token(hub, name, token, scope)
+    held = requests.get(f"{hub.url}/hub/api/user", headers={"Authorization": f"token {only}"}, timeout=30).json()
+    assert scope in held["scopes"] and "access:services!service=egs" not in held["scopes"]
+
+    # the endpoint it names passes, as for the member's ordinary token
+    answer = Caller(hub, made["url"], only)("POST", "v1/completions", data=b"{}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["path"] == "/v1/completions" and answer.json()["token"] is None
+    assert Caller(hub, made["url"], token)("GET").status_code == 200
+
+    # any other path of the service: 401, as a token without the service's access scope gets
+    for path in ("gprs", f"endpoints/{slice_name}/scoped", "slices"):
+        assert "does not reach" in Client(hub.api, only).call("GET", path, expect=401)["message"]
+    # another endpoint, even of the same slice, or one that does not exist: 401 too, not 403, since
+    # it is the token that does not reach it (its owner may), and not 404 (the token learns nothing)
+    for url in (other["url"], f"/services/egs/endpoints/{slice_name}/nope/"):
+        assert Caller(hub, url, only)("GET").status_code == 401
+
+    # the slice's group: every endpoint of the slice, still nothing else
+    slice_wide = scoped_token(hub, name, token, f"custom:egs:endpoints!group={group}")
+    assert Caller(hub, other["url"], slice_wide)("GET").status_code == 200
+    assert Caller(hub, made["url"], slice_wide)("GET").status_code == 200
+    Client(hub.api, slice_wide).call("GET", "gprs", expect=401)
+    elsewhere = make_slice()["name"]
+    assert Caller(hub, f"/services/egs/endpoints/{elsewhere}/scoped/", slice_wide)("GET").status_code == 401
+
+    # the scope never widens who may call: a non-member's token naming the endpoint gets 403
+    stranger, _ = user("other")
+    theirs = scoped_token(hub, stranger, hub.user_token(stranger), scope)
+    refused = Caller(hub, made["url"], theirs)("GET")
+    assert refused.status_code == 403 and "not a member" in refused.json()["message"]
+
+    client.call("DELETE", f"endpoints/{slice_name}/other", expect=204)
+    client.call("DELETE", f"endpoints/{slice_name}/scoped", expect=204)

@@ -59,11 +59,18 @@ ERROR_STATUS: dict[type[Exception], int] = {
 
 
 def authenticated(method: Callable) -> Callable:
-    """Answer 401 with what to do when no hub user or service is identified."""
+    """Answer 401 with what to do when no hub user or service is identified, or the token lacks the
+    scope to reach the service (one that reaches only endpoints, say)."""
 
     @functools.wraps(method)
     def wrapper(self: APIHandler, *args, **kwargs):
         if self.current_user is None:
+            if self.refused_token:
+                raise web.HTTPError(
+                    401,
+                    f"this token does not reach {self.request.path}: it lacks the JupyterHub scope "
+                    f"{' or '.join(sorted(self.hub_auth.access_scopes))}; use a token made without naming scopes",
+                )
             raise web.HTTPError(
                 401,
                 "not logged in: send a JupyterHub API token as 'Authorization: token <token>', "
@@ -93,6 +100,7 @@ def needs_scope(scope: str) -> Callable[[Callable], Callable]:
 
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
+    refused_token = False  # the hub identified a caller whose token lacks the service's access scope
     _managed: frozenset[str] | None = None  # the projects the caller manages, once per request
     _slice_projects: Mapping[str, str] = {}  # every slice's project, read with _managed
 
@@ -112,8 +120,15 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             try:
                 model = self.check_hub_user(model)
             except UserNotAllowed:
-                model = None
+                if not self.allowed_without_access(model):
+                    model, self.refused_token = None, True
         self.current_user = model
+
+    def allowed_without_access(self, model: dict) -> bool:
+        """Whether a caller whose token lacks the service's access scope (``access:services!service=egs``)
+        may still make this request; ``model`` is the hub's model of the caller, with the token's
+        ``scopes`` and the owner's ``groups``. No, but at an endpoint's proxy path (endpoint_proxy.py)."""
+        return False
 
     def now(self) -> datetime:
         return self.egs.clock()

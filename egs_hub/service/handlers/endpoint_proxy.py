@@ -1,7 +1,9 @@
 """An endpoint at the hub: ``<prefix>endpoints/{slice}/{name}/<path>`` passes to one of its ready replicas
-(the one with the fewest requests in flight) as ``/<path>``, for the slice's members (a hub token, or
-the hub's login cookie): 401 without one, 403 for others. The answer streams back as the replica
-sends it (server-sent events too), so the OpenAI-compatible paths of vLLM pass through unchanged.
+(the one with the fewest requests in flight) as ``/<path>``, for the slice's members (a hub token, the
+hub's login cookie, or a token holding only the endpoint scope ``custom:egs:endpoints`` with a filter
+that reaches this endpoint: core/endpoints.py::scope_reaches): 401 without one, 403 for others. The
+answer streams back as the replica sends it (server-sent events too), so the OpenAI-compatible paths of
+vLLM pass through unchanged.
 
 The caller's token and cookies stay here: the replica sees neither. A request at an endpoint with no
 ready replica counts as load (a scaled-to-zero endpoint files a GPR) and waits for one up to
@@ -16,8 +18,10 @@ import time
 from tornado import httputil, web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from ...core.errors import NotFound
+from ...core.endpoints import scope_reaches
+from ...core.errors import InvalidRequest, NotFound
 from ...core.requests import check_slice_name
+from ...roles import ENDPOINT_SCOPE
 from ..standby import HOP_BY_HOP
 from .base import APIHandler, authenticated
 
@@ -46,6 +50,25 @@ class EndpointProxyHandler(APIHandler):
         if cls._client is None:
             cls._client = AsyncHTTPClient(force_instance=True, max_clients=MAX_CLIENTS)
         return cls._client
+
+    def allowed_without_access(self, model: dict) -> bool:
+        """A token without the service's access scope passes when its endpoint scope reaches this
+        endpoint (another endpoint, or any other path, answers 401 to it); its owner must still be a
+        member (handle). The slice's group is read only for a token that holds the endpoint scope."""
+        scopes = model.get("scopes") or ()
+        if not any(s.partition("!")[0] == ENDPOINT_SCOPE for s in scopes) or len(self.path_args) < 2:
+            return False
+        slice_name, name = self.path_args[:2]
+        try:
+            check_slice_name(slice_name)
+            check_slice_name(name, "name")
+        except InvalidRequest:
+            return False
+        known = self.egs.endpoints.find(slice_name, name, lambda: self.planning_state().groups)
+        group = known.group if known is not None else self.planning_state().groups.get(slice_name, "")
+        return scope_reaches(
+            scopes, ENDPOINT_SCOPE, owner=model.get("name", ""), slice_name=slice_name, name=name, group=group
+        )
 
     @authenticated
     async def handle(self, slice_name: str, name: str, path: str) -> None:
