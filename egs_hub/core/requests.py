@@ -1307,8 +1307,8 @@ def check_endpoint(runtime: str, model: str, command: tuple[str, ...], gpus: Any
 
 class EndpointUpdate(_patch(EndpointCreate, omit=("slice", "name", "runtime"))):
     """PATCH /endpoints/{slice}/{name}: bounds, idle time and load apply at once; a new model, command,
-    arguments, environment or health path restart the servers; GPUs, template, cluster and duration
-    apply to the replicas filed from then on."""
+    arguments, environment or health path restart the servers; GPUs, template and duration apply to the
+    replicas filed from then on. Its cluster is the one it was created on (another is refused)."""
 
     def check(self) -> None:
         given = self.given()

@@ -327,6 +327,20 @@ class EGSService(Application):
         so at once when the replicas' GPRs are estimated to start later than that.""",
     ).tag(config=True)
 
+    endpoint_vllm_image = Unicode(
+        "vllm/vllm-openai:v0.11.0",
+        help="""The image of an inference endpoint with runtime vllm on a Kubernetes cluster, when the
+        endpoint names none (its ``image``). Its ``vllm`` command serves the model.""",
+    ).tag(config=True)
+
+    endpoint_service_url = Unicode(
+        "http://{service}.{namespace}.svc:{port}",
+        help="""How this service reaches an inference endpoint's Service on a Kubernetes cluster:
+        {service}, {namespace} and {port} are filled in. The default is the cluster's DNS name, which
+        works where the service runs in that cluster (the Helm chart's case); a service outside it
+        needs its own route there.""",
+    ).tag(config=True)
+
     repartition_seconds = Float(
         300.0,
         help="""How long, in seconds, re-partitioning a node's GPUs into a new MIG layout takes
@@ -725,6 +739,9 @@ class EGSService(Application):
             cluster=LOCAL_CLUSTER,
             prefix=self.prefix,
             samples=self.telemetry.fresh,
+            backends=self.registry.backends,
+            vllm_image=self.endpoint_vllm_image,
+            service_url=self.endpoint_service_url,
         )
         self.exporter.registry.register(EndpointCollector(self.endpoints))
         self.gpr_sync = GPRSync(

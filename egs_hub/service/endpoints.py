@@ -6,12 +6,13 @@ A command writes the endpoint's row (and an event) and wakes the pass. The pass,
 takes its load from the proxy (endpoint_traffic.py) and says how many replicas it wants; files the
 missing replicas' GPRs through ``commands.submit`` (so the slice's policy, quotas, fair share and
 estimates apply, and each GPR is accounted like any other), gives back the extra ones, replaces those
-whose window ends soon; and starts a server on each provisioned replica's GPUs (EndpointServers, on
-this host), stopping those whose GPR ended. A refused GPR fails the endpoint, saying why, and the
-next is filed no sooner than REFILE_AFTER.
+whose window ends soon; and runs each provisioned replica on its GPR's GPUs, stopping those whose GPR
+ended: a server on this host (EndpointServers), or a workload on a Kubernetes cluster
+(EndpointWorkloads: a Deployment behind the endpoint's Service, or a KServe InferenceService). A
+refused GPR fails the endpoint, saying why, and the next is filed no sooner than REFILE_AFTER.
 
-Endpoints run on this host's GPUs (the ``local`` cluster) so far: ``kserve``, and ``cluster`` set to
-another cluster, are refused with a 422 that says so.
+An endpoint runs on the cluster it names, else on this host's GPUs, else on the only Kubernetes
+cluster; the choice is made when it is created, and kept.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..backends import Backend
+from ..backends.kubernetes import ClusterUnavailable, KubernetesBackend
+from ..backends.kubernetes import endpoint_objects as eo
+from ..backends.kubernetes.api import API_ERRORS, describe_error
+from ..backends.kubernetes.endpoint_workloads import EndpointWorkloads, Wanted
 from ..backends.local.endpoint_servers import EndpointServers, Server, server_environment
 from ..core import endpoints as core_endpoints
 from ..core import model as core
@@ -47,6 +53,19 @@ from .planning import Planning
 log = logging.getLogger(__name__)
 ACTOR = "endpoints"
 LAST_REQUEST_EVERY = timedelta(seconds=10)  # a busy endpoint's last request is written this often at most
+
+
+@dataclass
+class RemoteReplica:
+    """A replica's workload on a Kubernetes cluster as the last pass saw it (its server's state,
+    ``message``, restarts as ``exits``, ``queued`` requests); the proxy reaches it at ``url``."""
+
+    url: str
+    state: str = "starting"
+    message: str = ""
+    exits: int = 0
+    queued: int = 0
+    in_flight: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,9 @@ class Endpoints(Periodic):
         cluster: str,
         prefix: str,
         samples: Callable[[], Mapping[str, GpuSample]],
+        backends: Mapping[str, Backend],
+        vllm_image: str,
+        service_url: str,
     ):
         self.sessions = sessions
         self.planning = planning
@@ -82,6 +104,11 @@ class Endpoints(Periodic):
         self.cluster = cluster  # the cluster of this host's GPUs
         self.prefix = prefix  # the service's URL prefix
         self.samples = samples  # the fresh sample of each GPU (Telemetry.fresh)
+        self.backends = backends  # every cluster's backend, by name (Clusters.backends, kept current)
+        self.vllm_image = vllm_image  # vLLM's image on Kubernetes, when an endpoint names none
+        self.service_url = service_url  # how this service reaches a workload's Service
+        self.workloads: dict[str, EndpointWorkloads] = {}  # by Kubernetes cluster, once one ran an endpoint
+        self.remote: dict[tuple[int, int], RemoteReplica] = {}  # replicas on Kubernetes, by (endpoint, GPR)
         self.traffic = Traffic()
         self.known: dict[tuple[str, str], Known] = {}
         self._status: dict[int, str] = {}
@@ -115,26 +142,82 @@ class Endpoints(Periodic):
             replicas = store.replica_gprs(session, [row.id for row in rows])
             state = self.planning.state.current(session, now)
             groups = dict(state.groups)
+            local = {row.id for row in rows if self._kube(row) is None}
             devices = {
                 gpr.id: queries.devices(session, gpr.bound_gpus)
-                for gprs in replicas.values()
+                for endpoint_id, gprs in replicas.items()
+                if endpoint_id in local
                 for gpr in gprs
                 if gpr.status is core.Status.PROVISIONED
             }
+            homes = self._homes(session, rows)
         self.known = {(row.slice, row.name): Known(row.id, groups.get(row.slice, "")) for row in rows}
         running: set[tuple[int, int]] = set()
+        # every Kubernetes cluster: what a replica left there (before a restart too) goes at the next pass
+        wanted: dict[str, list[Wanted]] = {
+            name: [] for name, backend in self.backends.items() if isinstance(backend, KubernetesBackend)
+        }
         for row in rows:
-            running |= await self._keep(row, replicas.get(row.id, []), devices, now)
+            running |= await self._keep(row, replicas.get(row.id, []), devices, homes, wanted, now)
         self._renewing &= {gpr.id for gprs in replicas.values() for gpr in gprs}
         if self.servers is not None:
             for key in set(self.servers.servers) - running:
                 await self.servers.stop(key)
             await self.servers.check()
+        for key in set(self.remote) - running:
+            del self.remote[key]
+        await self._check_workloads(wanted)
+
+    def _kube(self, row: EndpointRow) -> str | None:
+        """The Kubernetes cluster the endpoint runs on (None: this host)."""
+        cluster = row.spec.get("cluster")
+        return cluster if cluster not in (None, self.cluster) else None
+
+    def _homes(self, session: Session, rows: list[EndpointRow]) -> dict[tuple[str, str], str]:
+        """The home namespace of each Kubernetes endpoint's slice on its cluster, by (slice, cluster)."""
+        homes = {}
+        for slice_name in {row.slice for row in rows if self._kube(row) is not None}:
+            found = queries.get_slice(session, slice_name)
+            for cluster, names in queries.slice_namespaces(found).items() if found is not None else ():
+                homes[(slice_name, cluster)] = names[0]
+        return homes
+
+    def _workloads(self, cluster: str) -> EndpointWorkloads | None:
+        backend = self.backends.get(cluster)
+        if not isinstance(backend, KubernetesBackend):
+            return None
+        if cluster not in self.workloads:
+            self.workloads[cluster] = EndpointWorkloads(cluster, backend.api_client, backend.request_timeout)
+        return self.workloads[cluster]
+
+    async def _check_workloads(self, wanted: Mapping[str, list[Wanted]]) -> None:
+        """Each cluster's pass (what no replica keeps there goes); the replicas as seen, and their queues."""
+        for cluster, replicas in wanted.items():
+            workloads = self._workloads(cluster)
+            if workloads is None:
+                for replica in replicas:
+                    self.remote[replica.key].message = f"cluster {cluster} is not registered (any more)"
+                continue
+            seen = await workloads.check(replicas)
+            for replica in replicas:
+                found = seen[replica.key]
+                remote = self.remote[replica.key]
+                remote.state, remote.message, remote.exits = found.state, found.message, found.restarts
+                remote.queued = 0
+                if found.state == "ready" and replica.metrics_path:
+                    remote.queued = await workloads.queued(replica.workload, found, replica.metrics_path)
 
     async def _keep(
-        self, row: EndpointRow, gprs: list[core.GPR], devices: dict[int, list[str]], now: datetime
+        self,
+        row: EndpointRow,
+        gprs: list[core.GPR],
+        devices: dict[int, list[str]],
+        homes: Mapping[tuple[str, str], str],
+        wanted_there: dict[str, list[Wanted]],
+        now: datetime,
     ) -> set[tuple[int, int]]:
-        """One endpoint's pass; the servers it runs."""
+        """One endpoint's pass; the replicas it runs (on this host, or on a Kubernetes cluster: their
+        workloads are added to ``wanted_there``)."""
         spec = store.to_spec(row)
         load = self.traffic.take(row.id, now, row.last_request)
         load = dataclasses.replace(load, queued=self._queued(row.id))
@@ -160,11 +243,41 @@ class Endpoints(Periodic):
             if not await self._file(row, spec, renews.pop(0) if renews else None, now):
                 break
         running = set()
+        cluster = self._kube(row)
         for gpr in gprs:
-            if gpr.status is core.Status.PROVISIONED and gpr.id not in changes.drop and self.servers is not None:
+            if gpr.status is not core.Status.PROVISIONED or gpr.id in changes.drop:
+                continue
+            if cluster is not None:
+                self._want(row, spec, gpr, homes.get((spec.slice, cluster)), wanted_there.setdefault(cluster, []))
+                running.add((row.id, gpr.id))
+            elif self.servers is not None:
                 running.add(await self._serve(row, spec, gpr, devices.get(gpr.id, [])))
         self._say_status(row, wanted, gprs, now)
         return running
+
+    def _want(
+        self, row: EndpointRow, spec: EndpointSpec, gpr: core.GPR, namespace: str | None, wanted: list[Wanted]
+    ) -> None:
+        """The replica's workload, as it should be on its cluster (or why it cannot be, on the replica)."""
+        key = (row.id, gpr.id)
+        try:
+            if namespace is None:
+                raise eo.Unplaceable(f"slice {spec.slice} has no namespace on cluster {spec.cluster}")
+            place = eo.placement(spec.slice, gpr.id, gpr.bound_gpus)
+        except eo.Unplaceable as e:
+            self.remote[key] = RemoteReplica(url="", state="failed", message=str(e))
+            return
+        if spec.runtime == "kserve":
+            workload = eo.inference_service(spec, gpr.id, namespace, place)
+            service, service_name = None, eo.predictor_service(workload["metadata"]["name"])
+        else:
+            workload = eo.deployment(spec, gpr.id, namespace, place, spec.image or self.vllm_image)
+            service = eo.service(spec, namespace)
+            service_name = service["metadata"]["name"]
+        url = self.service_url.format(service=service_name, namespace=namespace, port=eo.SERVICE_PORT)
+        remote = self.remote.setdefault(key, RemoteReplica(url))
+        remote.url = url
+        wanted.append(Wanted(key, workload, service, spec.metrics_path))
 
     def _replica(self, endpoint_id: int, gpr: core.GPR) -> Replica:
         server = self._server(endpoint_id, gpr.id)
@@ -331,13 +444,15 @@ class Endpoints(Periodic):
         ]
         return sum(readings) / len(readings) if readings else None
 
-    def _server(self, endpoint_id: int, gpr_id: int) -> Server | None:
-        return self.servers.get((endpoint_id, gpr_id)) if self.servers is not None else None
+    def _server(self, endpoint_id: int, gpr_id: int) -> Server | RemoteReplica | None:
+        key = (endpoint_id, gpr_id)
+        if key in self.remote:
+            return self.remote[key]
+        return self.servers.get(key) if self.servers is not None else None
 
-    def _ready(self, endpoint_id: int) -> list[Server]:
-        if self.servers is None:
-            return []
-        return [s for (e, _), s in self.servers.servers.items() if e == endpoint_id and s.state == "ready"]
+    def _ready(self, endpoint_id: int) -> list[Server | RemoteReplica]:
+        servers = [*(self.servers.servers.items() if self.servers is not None else ()), *self.remote.items()]
+        return [s for (e, _), s in servers if e == endpoint_id and s.state == "ready"]
 
     def _queued(self, endpoint_id: int) -> int:
         return sum(s.queued for s in self._ready(endpoint_id))
@@ -345,7 +460,7 @@ class Endpoints(Periodic):
     def ready_count(self, endpoint_id: int) -> int:
         return len(self._ready(endpoint_id))
 
-    def ready_server(self, endpoint_id: int) -> Server | None:
+    def ready_server(self, endpoint_id: int) -> Server | RemoteReplica | None:
         """The ready replica's server with the fewest requests in flight."""
         return min(self._ready(endpoint_id), key=lambda s: s.in_flight, default=None)
 
@@ -369,9 +484,8 @@ class Endpoints(Periodic):
 
     # the commands
 
-    def create(self, asked: EndpointCreate, user: str, now: datetime) -> EndpointRow:
-        spec = asked.to_spec()
-        self._check_runs_here(spec)
+    async def create(self, asked: EndpointCreate, user: str, now: datetime) -> EndpointRow:
+        spec = await self._placed(asked.to_spec())
         with transaction(self.sessions) as session:
             if queries.get_slice(session, spec.slice) is None:
                 raise PolicyViolation("slice", f"no slice named {spec.slice!r}; GET /slices lists yours")
@@ -395,11 +509,20 @@ class Endpoints(Periodic):
         self.wake()
         return row
 
-    def update(self, slice_name: str, name: str, changes: EndpointUpdate, user: str, now: datetime) -> EndpointRow:
+    async def update(
+        self, slice_name: str, name: str, changes: EndpointUpdate, user: str, now: datetime
+    ) -> EndpointRow:
+        with self.sessions() as session:
+            before = store.to_spec(self._row(session, slice_name, name))
+        cluster = before.cluster or self.cluster
+        if changes.given().get("cluster") not in (None, cluster):
+            raise PolicyViolation(
+                "cluster", f"endpoint {name} runs on cluster {cluster}; delete it and create it there instead"
+            )
+        await self._placed(dataclasses.replace(changes.apply(before), cluster=cluster))
         with transaction(self.sessions) as session:
             row = self._row(session, slice_name, name)
-            spec = changes.apply(store.to_spec(row))
-            self._check_runs_here(spec)
+            spec = dataclasses.replace(changes.apply(store.to_spec(row)), cluster=cluster)
             if spec.template is not None:
                 template_for(session, spec.template, spec.slice)
             store.write_spec(row, spec)
@@ -455,21 +578,70 @@ class Endpoints(Periodic):
             raise NotFound(f"no endpoint named {name!r} in slice {slice_name!r}; GET /endpoints lists them")
         return row
 
+    async def _placed(self, spec: EndpointSpec) -> EndpointSpec:
+        """``spec`` on the cluster it runs on (the one it names, else this host, else the only Kubernetes
+        cluster), once that cluster can run it."""
+        cluster = spec.cluster or self._default_cluster()
+        if cluster == self.cluster:
+            self._check_runs_here(spec)
+        else:
+            await self._check_runs_on(cluster, spec)
+        return dataclasses.replace(spec, cluster=cluster)
+
+    def _default_cluster(self) -> str:
+        if self.servers is not None:
+            return self.cluster
+        kube = sorted(name for name, backend in self.backends.items() if isinstance(backend, KubernetesBackend))
+        if len(kube) == 1:
+            return kube[0]
+        if not kube:
+            raise Unavailable(
+                "no cluster can run endpoints: this service does not use this host's GPUs "
+                "(local_gpus is off) and has no Kubernetes cluster"
+            )
+        raise PolicyViolation("cluster", f"name the cluster an endpoint runs on: one of {', '.join(kube)}")
+
     def _check_runs_here(self, spec: EndpointSpec) -> None:
+        if self.servers is None:
+            raise Unavailable("this service does not use this host's GPUs (local_gpus is off): name a cluster")
         if spec.runtime == "kserve":
             raise PolicyViolation(
-                "runtime",
-                "runtime kserve needs a Kubernetes cluster with KServe; endpoints run on this host only so far",
+                "runtime", "runtime kserve needs a Kubernetes cluster with KServe: name one as the endpoint's cluster"
             )
-        if spec.cluster not in (None, self.cluster):
-            raise PolicyViolation(
-                "cluster",
-                f"endpoints run on this host's GPUs (cluster {self.cluster!r}) only so far, not {spec.cluster!r}",
-            )
-        if self.servers is None:
-            raise Unavailable("this service does not use this host's GPUs (local_gpus is off): no endpoint can run")
         if spec.runtime == "vllm" and shutil.which("vllm") is None:
             raise PolicyViolation("runtime", "vLLM is not installed on this host (no vllm on the service's PATH)")
+
+    async def _check_runs_on(self, cluster: str, spec: EndpointSpec) -> None:
+        workloads = self._workloads(cluster)
+        if workloads is None:
+            known = ", ".join(sorted(self.backends)) or "none"
+            raise PolicyViolation("cluster", f"no cluster named {cluster!r} runs endpoints (clusters: {known})")
+        if spec.runtime == "command" and spec.image is None:
+            raise PolicyViolation("image", f"runtime command on cluster {cluster} needs the image to run it in")
+        if spec.runtime != "command" and spec.model.startswith(("/", ".", "~")):
+            raise PolicyViolation(
+                "model",
+                f"model {spec.model!r} is a path: paths are served on this host only; on cluster {cluster} give a "
+                "Hugging Face id (or, for kserve, a storage URI)",
+            )
+        with self.sessions() as session:
+            found = queries.get_slice(session, spec.slice)
+            if found is not None and cluster not in queries.slice_namespaces(found):
+                raise PolicyViolation(
+                    "slice", f"slice {spec.slice} has no namespace on cluster {cluster}: an admin adds one first"
+                )
+        if spec.runtime == "kserve":
+            try:
+                installed = await workloads.has_kserve()
+            except (*API_ERRORS, ClusterUnavailable) as e:
+                why = describe_error(e) if not isinstance(e, ClusterUnavailable) else str(e)
+                raise Unavailable(f"cannot ask cluster {cluster} whether KServe is installed: {why}") from None
+            if not installed:
+                raise PolicyViolation(
+                    "runtime",
+                    f"cluster {cluster} has no KServe (the InferenceService CRD {eo.KSERVE_GROUP}/"
+                    f"{eo.KSERVE_VERSION} is not installed): use runtime vllm",
+                )
 
     def _event(self, row: EndpointRow, kind: str, reason: str, now: datetime, **data) -> None:
         with transaction(self.sessions) as session:

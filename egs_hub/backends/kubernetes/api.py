@@ -41,3 +41,15 @@ async def json_or_none(call) -> dict | None:
         if e.status == 404:
             return None
         raise
+
+
+async def text_of(response: aiohttp.ClientResponse) -> str:
+    """A raw response's body as text (a pod's log, a page through its proxy: text/plain, which the client
+    would read as JSON); ApiException when the status is not 2xx."""
+    try:
+        body = await response.text(errors="replace")
+        if not 200 <= response.status < 300:
+            raise ApiException(status=response.status, reason=response.reason)
+        return body
+    finally:
+        response.release()

@@ -145,6 +145,11 @@ class KubernetesBackend:
             self._api.user_agent = USER_AGENT
         return self._api
 
+    async def api_client(self) -> client.ApiClient:
+        """The cluster's API client, for what drives other objects there (endpoint_workloads.py);
+        ClusterUnavailable when its configuration cannot be loaded."""
+        return await self._client()
+
     async def _core(self) -> client.CoreV1Api:
         return client.CoreV1Api(await self._client())
 

@@ -28,7 +28,7 @@ from ...core.checks import CheckStatus, CheckTarget, Claim, Verdict
 from ...core.requests import CheckSpec
 from ..local.checks import DEFAULT_COMMANDS
 from . import objects
-from .api import API_ERRORS, describe_error, json_of, json_or_none
+from .api import API_ERRORS, describe_error, json_of, json_or_none, text_of
 from .nodes import SLICE_LABEL
 
 log = logging.getLogger(__name__)
@@ -43,17 +43,6 @@ WAITS_FOR_CONSUMER = "WaitForFirstConsumer"
 
 def _failed(message: str) -> Verdict:
     return Verdict(CheckStatus.FAILED, message)
-
-
-async def _text_of(response) -> str:
-    """A raw response's body as text (a pod's log is text/plain, which the client would try as JSON)."""
-    try:
-        body = await response.text(errors="replace")
-        if not 200 <= response.status < 300:
-            raise ApiException(status=response.status, reason=response.reason)
-        return body
-    finally:
-        response.release()
 
 
 # pvc
@@ -241,7 +230,7 @@ class CheckJob:
         """The end of the pod's log; a note instead when it cannot be read (the exit code still counts)."""
         name = (pod.get("metadata") or {}).get("name", "")
         try:
-            return await _text_of(
+            return await text_of(
                 await self.core.read_namespaced_pod_log(
                     name, self.namespace, container=objects.CHECK_CONTAINER, tail_lines=LOG_TAIL_LINES, **self.options
                 )

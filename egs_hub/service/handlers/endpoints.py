@@ -38,10 +38,10 @@ class EndpointsHandler(EndpointBase):
         self.write_json(Endpoints(endpoints=tuple(self.egs.endpoints.view(r, gprs.get(r.id, []), now) for r in rows)))
 
     @authenticated
-    def post(self) -> None:
+    async def post(self) -> None:
         asked = parse_body(EndpointCreate, self.json_body())
         self.require_slice_member(asked.slice)
-        self.egs.endpoints.create(asked, self.user_name, self.now())
+        await self.egs.endpoints.create(asked, self.user_name, self.now())
         self.answer(asked.slice, asked.name, 202)
 
 
@@ -52,10 +52,10 @@ class EndpointHandler(EndpointBase):
         self.answer(slice_name, check_slice_name(name, "name"))
 
     @authenticated
-    def patch(self, slice_name: str, name: str) -> None:
+    async def patch(self, slice_name: str, name: str) -> None:
         changes = parse_body(EndpointUpdate, self.json_body())
         self.require_slice_member(slice_name)
-        self.egs.endpoints.update(slice_name, check_slice_name(name, "name"), changes, self.user_name, self.now())
+        await self.egs.endpoints.update(slice_name, check_slice_name(name, "name"), changes, self.user_name, self.now())
         self.answer(slice_name, name)
 
     @authenticated
