@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 
 from ..client import GPR
+from ..core.endpoints import RUNTIMES
 from ..core.errors import InvalidRequest
 from ..core.model import PRIORITY_MAX, PRIORITY_MIN
 from ..core.units import format_duration, parse_duration
@@ -45,13 +46,16 @@ HELP = """\
         Ctrl-C stops waiting; the GPR stays as it is.
   %egs gpus
         The GPUs of your slices: utilisation, memory, temperature, power, hottest first.
-  %egs serve MODEL [--runtime vllm] [--gpus N] [--name NAME] [--min N] [--max N] [--idle DURATION]
+  %egs serve MODEL [--runtime vllm|kserve] [--gpus N] [--name NAME] [--min N] [--max N] [--idle DURATION]
   %egs serve --runtime command --name NAME [options] -- COMMAND WITH {port} ...
         Serve a model (a Hugging Face id, or a path here) from your slice's GPUs at an
         authenticated URL; each replica is a GPR of N GPUs (default 1), between --min (default 0)
         and --max (default 1) replicas on the load, none after --idle (default 15m) without a
         request. It waits with a progress bar until one replica is ready (--no-wait: it does not),
-        then says the URL and how to call it.
+        then says the URL and how to call it. --runtime kserve serves MODEL (a Hugging Face id,
+        or a storage URI) with KServe's Hugging Face runtime on a Kubernetes cluster with KServe.
+        --cluster NAME runs it on that cluster (default: the service picks); --image IMAGE runs it
+        in that container image (on Kubernetes; the command runtime there needs one).
   %egs endpoints
         Your slices' endpoints: status, replicas, requests/s, latency, errors, URL (--slice NAME).
   %egs --help
@@ -131,7 +135,8 @@ class Templates:
 
 @dataclass(frozen=True)
 class Serve:
-    """``%egs serve``: ``model`` (a path as given) for vllm, ``command`` (after ``--``) for the command runtime."""
+    """``%egs serve``: ``model`` (a path as given) for vllm and kserve, ``command`` (after ``--``) for the command
+    runtime; ``cluster`` None: the service picks; ``image``: the container image on Kubernetes."""
 
     model: str
     runtime: str = "vllm"
@@ -141,6 +146,8 @@ class Serve:
     max_replicas: int | None = None
     idle_timeout: timedelta | None = None
     slice: str | None = None
+    cluster: str | None = None
+    image: str | None = None
     command: tuple[str, ...] = ()
     wait: bool = True
 
@@ -156,8 +163,8 @@ class Help:
 
 
 Command = Request | WaitTimes | Status | Release | Wait | Gpus | Templates | Serve | Endpoints | Help
-SERVE_OPTIONS = {"--runtime", "--name", "--gpus", "--min", "--max", "--idle", "--slice"}
-SERVE_RUNTIMES = ("vllm", "command")
+SERVE_OPTIONS = {"--runtime", "--name", "--gpus", "--min", "--max", "--idle", "--slice", "--cluster", "--image"}
+SERVE_RUNTIMES = RUNTIMES  # vllm and kserve serve a MODEL, command the command after --
 
 
 def parse_command(line: str, now: datetime) -> Command:
@@ -214,10 +221,16 @@ def _parse_serve(words: list[str]) -> Serve:
     model = positional[0] if positional else ""
     if runtime == "command" and not command:
         raise CommandError("--runtime command needs the server's command after --, like -- python serve.py {port}")
-    if runtime == "vllm" and not model:
-        raise CommandError("%egs serve needs a MODEL: a Hugging Face id like Qwen/Qwen2.5-0.5B-Instruct, or a path")
+    if runtime != "command" and not model:
+        raise CommandError(
+            f"%egs serve{' --runtime kserve' if runtime == 'kserve' else ''} needs a MODEL: a Hugging Face id like "
+            "Qwen/Qwen2.5-0.5B-Instruct, or a path"
+        )
     if command and runtime != "command":
-        raise CommandError(f"a command after -- is for --runtime command, not {runtime}")
+        raise CommandError(
+            f"a command after -- is for --runtime command, not {runtime} (which serves MODEL itself); "
+            "to run your own server in an image, use --runtime command --image IMAGE -- COMMAND"
+        )
     name = options.get("--name") or endpoint_name(model or command[0])
     return Serve(
         model=model,
@@ -228,6 +241,8 @@ def _parse_serve(words: list[str]) -> Serve:
         max_replicas=_count(options, "--max", 1),
         idle_timeout=parse_duration_text(options["--idle"]) if "--idle" in options else None,
         slice=options.get("--slice"),
+        cluster=options.get("--cluster"),
+        image=options.get("--image"),
         command=tuple(command),
         wait=wait,
     )

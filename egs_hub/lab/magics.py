@@ -138,7 +138,9 @@ class EGSMagics(Magics):
             serve.runtime,
             model=model or None,
             gpus=serve.gpus,
+            cluster=serve.cluster,
             command=list(serve.command) or None,
+            image=serve.image,
             min_replicas=serve.min_replicas,
             max_replicas=serve.max_replicas,
             idle_timeout=serve.idle_timeout,
@@ -248,14 +250,19 @@ class EGSMagics(Magics):
 
 
 def endpoint_snippet(endpoint: Endpoint, hub_url: str) -> str:
-    """How to call ``endpoint`` from Python with the notebook's hub token."""
+    """How to call ``endpoint`` from Python with the notebook's hub token: the ``openai`` client for vllm
+    (``v1``, the model id) and kserve (KServe's Hugging Face runtime: ``openai/v1``, the model under the
+    endpoint's name), a plain request for a command's server."""
     url = hub_url + endpoint.url
-    if endpoint.runtime == "vllm":
+    if endpoint.runtime in ("vllm", "kserve"):
+        base_url, model = url + "v1", endpoint.model
+        if endpoint.runtime == "kserve":
+            base_url, model = url + "openai/v1", endpoint.name
         return (
             f"Its URL: {url} (send a hub token). From Python:\n"
             "  import os; from openai import OpenAI\n"
-            f'  llm = OpenAI(base_url="{url}v1", api_key=os.environ["JUPYTERHUB_API_TOKEN"])\n'
-            f'  llm.chat.completions.create(model="{endpoint.model}", messages=[{{"role": "user", "content": "Hi"}}])'
+            f'  llm = OpenAI(base_url="{base_url}", api_key=os.environ["JUPYTERHUB_API_TOKEN"])\n'
+            f'  llm.chat.completions.create(model="{model}", messages=[{{"role": "user", "content": "Hi"}}])'
         )
     return (
         f"Its URL: {url} (send a hub token). From Python:\n"

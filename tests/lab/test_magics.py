@@ -16,9 +16,10 @@ import pytest
 import requests
 from IPython.core.interactiveshell import InteractiveShell
 
-from egs_hub.client import EGSClient
+from egs_hub.client import EGSClient, EGSError, Endpoint
 from egs_hub.embedded import free_port
 from egs_hub.lab import magic_commands as cmd
+from egs_hub.lab.magics import endpoint_snippet
 from egs_hub.lab.tables import Table
 
 from ..client.helpers import end_gprs
@@ -169,13 +170,41 @@ SERVE = {
         "serve --name echo --min 1 --slice t -- python s.py --port {port}",
         cmd.Serve("", "command", "echo", min_replicas=1, slice="t", command=("python", "s.py", "--port", "{port}")),
     ),
+    "kserve": (
+        "serve Qwen/Qwen2.5-0.5B-Instruct --runtime kserve --cluster gke-a --gpus 2",
+        cmd.Serve("Qwen/Qwen2.5-0.5B-Instruct", "kserve", "qwen2-5-0-5b-instruct", 2, cluster="gke-a"),
+    ),
+    "vllm in an image": (
+        "serve m --image=vllm/vllm-openai:v0.6.3 --cluster=gke-a",
+        cmd.Serve("m", "vllm", "m", cluster="gke-a", image="vllm/vllm-openai:v0.6.3"),
+    ),
+    "a command in an image (on Kubernetes)": (
+        "serve --runtime command --image registry.example/echo:1 --name echo -- python s.py {port}",
+        cmd.Serve("", "command", "echo", image="registry.example/echo:1", command=("python", "s.py", "{port}")),
+    ),
     "endpoints": ("endpoints --slice t", cmd.Endpoints("t")),
 }
 SERVE_REFUSED = {
     "no model": ("serve", "%egs serve needs a MODEL"),
     "no command": ("serve --runtime command --name x", "--runtime command needs the server's command after --"),
     "command for vllm": ("serve m --runtime vllm -- python s.py", "a command after -- is for --runtime command"),
-    "runtime": ("serve m --runtime kserve", "--runtime must be one of vllm, command, not 'kserve'"),
+    "no model for kserve": ("serve --runtime kserve --name x", "%egs serve --runtime kserve needs a MODEL"),
+    "command for kserve": (
+        "serve m --runtime kserve -- python s.py {port}",
+        "a command after -- is for --runtime command, not kserve (which serves MODEL itself); to run your own "
+        "server in an image, use --runtime command --image IMAGE -- COMMAND",
+    ),
+    "runtime": ("serve m --runtime tgi", "--runtime must be one of vllm, kserve, command, not 'tgi'"),
+    "cluster without a name": ("serve m --cluster", "--cluster needs a value"),
+    "image without a name": ("serve m --image --gpus 1", "--image needs a value"),
+    "empty image": ("serve m --image=", "--image needs a value"),
+    "two clusters": ("serve m --cluster a --cluster b", "--cluster is given more than once"),
+    "option after --": ("serve m --runtime kserve -- --image x", "a command after -- is for --runtime command"),
+    "unknown option": (
+        "serve m --node n1",
+        "unknown option --node for %egs serve; options: --cluster, --gpus, --idle, --image, --max, --min, --name, "
+        "--runtime, --slice",
+    ),
     "gpus": ("serve m --gpus 0", "--gpus must be a whole number from 1 to 100, not '0'"),
     "max": ("serve m --max 101", "--max must be a whole number from 1 to 100"),
     "idle": ("serve m --idle soon", "the duration 'soon' is not a duration"),
@@ -194,6 +223,49 @@ def test_parse_serve_refuses_with_one_line(line, want_message):
     with pytest.raises(cmd.CommandError) as error:
         cmd.parse_command(line, NOW)
     assert want_message in str(error.value) and "\n" not in str(error.value)
+
+
+HUB = "https://hub.example"
+SNIPPETS = {  # (runtime, model): want_lines, the snippet's lines after "Its URL: ... From Python:"
+    "vllm: the OpenAI API at v1, the model id": (
+        ("vllm", "Qwen/Qwen2.5-0.5B-Instruct"),
+        [
+            "  import os; from openai import OpenAI",
+            f'  llm = OpenAI(base_url="{HUB}/services/egs/endpoints/t/qwen/v1", '
+            'api_key=os.environ["JUPYTERHUB_API_TOKEN"])',
+            '  llm.chat.completions.create(model="Qwen/Qwen2.5-0.5B-Instruct", '
+            'messages=[{"role": "user", "content": "Hi"}])',
+        ],
+    ),
+    "kserve: its Hugging Face runtime's OpenAI API, the model by the endpoint's name": (
+        ("kserve", "Qwen/Qwen2.5-0.5B-Instruct"),
+        [
+            "  import os; from openai import OpenAI",
+            f'  llm = OpenAI(base_url="{HUB}/services/egs/endpoints/t/qwen/openai/v1", '
+            'api_key=os.environ["JUPYTERHUB_API_TOKEN"])',
+            '  llm.chat.completions.create(model="qwen", messages=[{"role": "user", "content": "Hi"}])',
+        ],
+    ),
+    "command: a plain request": (
+        ("command", ""),
+        [
+            "  import os, requests",
+            f'  requests.get("{HUB}/services/egs/endpoints/t/qwen/", '
+            'headers={"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]})',
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(("served", "want_lines"), SNIPPETS.values(), ids=SNIPPETS.keys())
+def test_endpoint_snippet(served, want_lines):
+    runtime, model = served
+    endpoint = Endpoint.model_construct(
+        slice="t", name="qwen", runtime=runtime, model=model, url="/services/egs/endpoints/t/qwen/"
+    )
+    first, *lines = endpoint_snippet(endpoint, HUB).splitlines()
+    assert first == f"Its URL: {HUB}/services/egs/endpoints/t/qwen/ (send a hub token). From Python:"
+    assert lines == want_lines
 
 
 @pytest.mark.parametrize(("band", "max_priority", "want"), BANDS.values(), ids=BANDS.keys())
@@ -439,6 +511,35 @@ def test_serve_a_command_and_list_endpoints(shell, hub, admin, alice):
     admin.delete_endpoint(team, "echo")
 
 
+class RecordingClient(EGSClient):
+    """A real client that also keeps what it sent: (method, path, body) per call."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sent: list[tuple[str, str, dict | None]] = []
+
+    def _send(self, call):
+        self.sent.append((call.method, call.path, call.body))
+        return super()._send(call)
+
+
+def test_serve_sends_the_cluster_and_image_and_says_why_it_is_refused(shell, admin, alice, capsys):
+    team = new_slice(admin, alice)
+    image = "registry.example/echo:1"
+    line = f"serve --cluster nowhere --image {image} --name echo -- {sys.executable} {ENDPOINT_SERVER} {{port}}"
+    magics = shell.magics_manager.registry["EGSMagics"]
+    with RecordingClient() as client, pytest.raises(EGSError) as refused:
+        magics.run_command(client, cmd.parse_command(line, NOW))
+    (body,) = [body for method, path, body in client.sent if (method, path) == ("POST", "endpoints")]
+    assert (body["slice"], body["name"], body["runtime"]) == (team, "echo", "command")
+    assert (body["cluster"], body["image"]) == ("nowhere", image)
+    assert refused.value.field == "cluster" and "'nowhere'" in refused.value.message
+
+    assert egs(shell, line) is None  # the same, as the notebook shows it
+    assert "'nowhere'" in one_error_line(capsys)
+    assert admin.endpoints(team) == []
+
+
 def test_help_documents_every_command(shell, capsys):
     assert egs(shell, "--help") is None
     out = capsys.readouterr().out
@@ -446,5 +547,6 @@ def test_help_documents_every_command(shell, capsys):
     commands += ("endpoints",)
     for command in (*commands, "--help"):
         assert f"%egs {command}" in out
-    for option in ("--template", "--shape", "--priority", "--slice", "--start-after", "--wait"):
+    for option in ("--template", "--shape", "--priority", "--slice", "--start-after", "--wait", "--cluster", "--image"):
         assert option in out
+    assert "--runtime vllm|kserve" in out

@@ -1,6 +1,6 @@
 // Endpoints: serve a model from a workspace's GPUs (POST /endpoints), and the endpoints of the caller's
 // workspaces (all of them on the admin page) with their status, replicas and their GPRs, load and
-// latency; scale one (POST .../scale) or delete it.
+// latency, and the cluster each runs on (none given: the service picks); scale one (POST .../scale) or delete it.
 "use strict";
 
 import { act, adminView, api, el, live, localTime, patch } from "./api.js";
@@ -18,6 +18,9 @@ form.addEventListener("submit", (e) => {
     idle_timeout: f.idle_timeout.value.trim() };
   if (f.model.value.trim()) body.model = f.model.value.trim();
   if (f.command.value.trim()) body.command = f.command.value.trim().split(/\s+/);
+  // Left empty, the service picks the cluster, and the runtime's own image.
+  if (f.cluster.value.trim()) body.cluster = f.cluster.value.trim();
+  if (f.image.value.trim()) body.image = f.image.value.trim();
   act("Endpoint made", async () => {
     const made = await api("POST", "endpoints", body);
     form.reset();
@@ -52,8 +55,10 @@ live(
     if (chosen) form.elements.slice.value = chosen;
     const rows = endpoints.endpoints;
     patch(document.querySelector("#endpoints tbody"), rows.map((e) => el("tr", { "data-endpoint": `${e.slice}/${e.name}` },
-      el("th", { scope: "row" }, e.name, " ", el("span", { class: "muted" }, `${e.runtime} ${e.model}`)),
-      el("td", {}, e.slice), el("td", {}, status(e)),
+      el("th", { scope: "row" }, e.name, " ",
+        el("span", { class: "muted" }, `${e.runtime} ${e.model}${e.image ? ` in ${e.image}` : ""}`)),
+      el("td", {}, e.slice), el("td", {}, e.cluster || el("span", { class: "muted" }, "any")),
+      el("td", {}, status(e)),
       el("td", {}, `${e.replicas} ready of ${e.wanted_replicas} (${e.min_replicas} to ${e.max_replicas})`),
       el("td", {}, e.requests_per_second.toFixed(2)),
       el("td", {}, `${seconds(e.latency_p50)} / ${seconds(e.latency_p95)}`), el("td", {}, String(e.errors)),
