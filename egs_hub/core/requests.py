@@ -1256,7 +1256,10 @@ class EndpointCreate(Body):
     ] = ""
     gpus: Annotated[Count | None, Field(description="GPUs per replica; left out: the template's, else 1")] = None
     template: Annotated[TemplateName | None, Field(description="a GPR template for each replica's GPR")] = None
-    cluster: Selector = None
+    cluster: Annotated[
+        Selector,
+        Field(description="the cluster it runs on, kept; left out: this host's GPUs, else the only Kubernetes cluster"),
+    ] = None
     command: Annotated[
         Arguments, Field(description="runtime command: the server's argument list; {port} stands for its port")
     ] = ()
