@@ -191,21 +191,23 @@ class Endpoints(Periodic):
         return self.workloads[cluster]
 
     async def _check_workloads(self, wanted: Mapping[str, list[Wanted]]) -> None:
-        """Each cluster's pass (what no replica keeps there goes); the replicas as seen, and their queues."""
-        for cluster, replicas in wanted.items():
-            workloads = self._workloads(cluster)
-            if workloads is None:
-                for replica in replicas:
-                    self.remote[replica.key].message = f"cluster {cluster} is not registered (any more)"
-                continue
-            seen = await workloads.check(replicas)
+        """Each cluster's pass, side by side (what no replica keeps there goes); the replicas as seen."""
+        await asyncio.gather(*(self._check_cluster(cluster, replicas) for cluster, replicas in wanted.items()))
+
+    async def _check_cluster(self, cluster: str, replicas: list[Wanted]) -> None:
+        workloads = self._workloads(cluster)
+        if workloads is None:
             for replica in replicas:
-                found = seen[replica.key]
-                remote = self.remote[replica.key]
-                remote.state, remote.message, remote.exits = found.state, found.message, found.restarts
-                remote.queued = 0
-                if found.state == "ready" and replica.metrics_path:
-                    remote.queued = await workloads.queued(replica.workload, found, replica.metrics_path)
+                self.remote[replica.key].message = f"cluster {cluster} is not registered (any more)"
+            return
+        seen = await workloads.check(replicas)
+        for replica in replicas:
+            found = seen[replica.key]
+            remote = self.remote[replica.key]
+            remote.state, remote.message, remote.exits = found.state, found.message, found.restarts
+            remote.queued = 0
+            if found.state == "ready" and replica.metrics_path:
+                remote.queued = await workloads.queued(replica.workload, found, replica.metrics_path)
 
     async def _keep(
         self,

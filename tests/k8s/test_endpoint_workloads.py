@@ -229,3 +229,19 @@ async def test_queues_are_read_through_the_pod_proxy(cluster, emulator, workload
     seen = (await workloads.check([replica]))[(1, 7)]
     assert seen.ready_pods == ("ep-chat-7-a", "ep-chat-7-b")
     assert await workloads.queued(replica.workload, seen, "/metrics") == 3  # b answers 404: nothing
+
+
+async def test_an_unreadable_cluster_keeping_nothing_is_not_read_at_every_pass(make_backend, tmp_path):
+    backend = make_backend(kubeconfig=str(tmp_path / "missing"))
+    calls = []
+
+    async def api():
+        calls.append(1)
+        return await backend.api_client()
+
+    broken = EndpointWorkloads("emu", api)
+    assert await broken.check([]) == {}
+    assert await broken.check([]) == {}  # within IDLE_RETRY: not read
+    assert len(calls) == 1
+    assert (await broken.check([wanted(VLLM, 7, "ns")]))[(1, 7)].state == "starting"  # a replica: read at once
+    assert len(calls) == 2

@@ -4,8 +4,9 @@ makes what is wanted, rewrites what changed, deletes what no replica keeps, and 
 A pass costs one list each of the endpoint Deployments, Services and pods (and InferenceServices where
 KServe is installed), by label across namespaces, whatever the number of endpoints; a write only for a
 wanted object missing or changed (its SPEC_HASH). A cluster with nothing wanted is read until a pass
-finds nothing of egs-hub's there, then no more. An API that cannot be reached fails no replica: each
-stays ``starting`` with the error as its message, and the next pass tries again.
+finds nothing of egs-hub's there, then no more (one that cannot be read then is tried again every
+IDLE_RETRY seconds, not at every pass). An API that cannot be reached fails no replica: each stays
+``starting`` with the error as its message, and the next pass tries again.
 
 The requests waiting in a ready pod's own queue (vLLM's ``vllm:num_requests_waiting``) are read from
 its metrics page through the API server's pod proxy (``pods/proxy``), so the service needs no route to
@@ -15,6 +16,7 @@ the pods.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from .nodes import GPR_LABEL
 log = logging.getLogger(__name__)
 Key = tuple[int, int]  # (endpoint id, GPR id)
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
+IDLE_RETRY = 30.0  # seconds between reads of a cluster that keeps nothing and could not be read
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class EndpointWorkloads:
         self.options = {"_preload_content": False, "_request_timeout": request_timeout}
         self._kserve = False  # KServe was found installed (it is asked again until it is)
         self._clean = False  # the last pass found nothing of egs-hub's and wanted nothing
+        self._idle_retry_at = 0.0  # with nothing wanted, the cluster is not read before then (time.monotonic)
 
     async def has_kserve(self) -> bool:
         """Whether the cluster serves InferenceServices (its CRD is installed); API_ERRORS when unreachable."""
@@ -73,15 +77,14 @@ class EndpointWorkloads:
 
     async def check(self, wanted: Sequence[Wanted]) -> dict[Key, eo.Seen]:
         """One pass: apply ``wanted``, prune the rest, and say how each wanted replica is."""
-        if not wanted and self._clean:
+        if not wanted and (self._clean or time.monotonic() < self._idle_retry_at):
             return {}
         try:
             api = await self.api()
             found, pods = await self._list(api)
-        except API_ERRORS as e:
-            return self._cannot_read(wanted, describe_error(e))
-        except ClusterUnavailable as e:  # its kubeconfig cannot be loaded
-            return self._cannot_read(wanted, str(e))
+        except (*API_ERRORS, ClusterUnavailable) as e:  # ClusterUnavailable: its kubeconfig cannot be loaded
+            self._idle_retry_at = time.monotonic() + IDLE_RETRY
+            return self._cannot_read(wanted, str(e) if isinstance(e, ClusterUnavailable) else describe_error(e))
         seen: dict[Key, eo.Seen] = {}
         keep: set[ObjectKey] = set()
         for replica in wanted:
