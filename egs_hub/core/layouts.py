@@ -14,7 +14,8 @@ Pure: the rules, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .errors import Conflict, PolicyViolation
@@ -121,3 +122,71 @@ def check_change(
 def ready_by(now: datetime, seconds: float) -> datetime:
     """When a change started at ``now`` is expected done: the planner plans the new layout from then."""
     return now + timedelta(seconds=seconds)
+
+
+# Layout targets: "keep N machines of a GPU type in a layout"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Keep ``nodes`` machines of ``gpu_type`` (``H100-80GB``; on ``cluster``, else on any) in ``layout``,
+    re-partitioned with ``mig_config`` (Kubernetes; left out: the default config, default_mig_config)."""
+
+    gpu_type: str
+    layout: Layout
+    nodes: int
+    cluster: str | None = None
+    mig_config: str | None = None
+
+    def covers(self, machine: Machine) -> bool:
+        return machine.gpu_type == self.gpu_type and self.cluster in (None, machine.cluster)
+
+    def holds(self, machine: Machine) -> bool:
+        """Whether ``machine`` is one of this target's kind, in its layout (or being changed to it)."""
+        return self.covers(machine) and machine.layout is not UNKNOWN and same_layout(machine.layout, self.layout)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine as the layout targets see it: its GPU type, its ``layout`` (the one a change under way
+    gives it), and whether it may be re-partitioned now (``free``: no GPR holds it, none is planned on
+    it, no change is under way, its GPUs are not time-sliced)."""
+
+    cluster: str
+    host: str
+    gpu_type: str
+    layout: Layout | Unknown
+    free: bool
+
+
+def same_layout(a: Layout, b: Layout) -> bool:
+    return dict(a or {}) == dict(b or {})
+
+
+def target_moves(targets: Sequence[Target], machines: Sequence[Machine]) -> list[tuple[Machine, Target]]:
+    """The machines to re-partition now, each with the target it goes to, so that every target has its
+    ``nodes``. A machine that counts toward a target (up to its ``nodes``, by cluster and name) stays as it
+    is; a target short of machines takes free ones of its kind, those that no target wants as they are
+    first, then by cluster and name. Where targets want the same machines in different layouts, the one
+    listed first is served first. A target with machines beyond its ``nodes`` gives the extra ones up to
+    the others, never on its own."""
+    ordered = sorted(machines, key=lambda m: (m.cluster, m.host))
+    kept: set[tuple[str, str]] = set()
+    for target in targets:
+        kept |= {(m.cluster, m.host) for m in [m for m in ordered if target.holds(m)][: target.nodes]}
+    moves: list[tuple[Machine, Target]] = []
+    moved: set[tuple[str, str]] = set()
+    for target in targets:
+        short = target.nodes - sum(1 for m in ordered if target.holds(m))
+        if short <= 0:
+            continue
+        candidates = [
+            m
+            for m in ordered
+            if target.covers(m) and m.free and not target.holds(m) and (m.cluster, m.host) not in kept | moved
+        ]
+        candidates.sort(key=lambda m: any(t.holds(m) for t in targets))  # stable: then by cluster and name
+        for machine in candidates[:short]:
+            moves.append((machine, target))
+            moved.add((machine.cluster, machine.host))
+    return moves

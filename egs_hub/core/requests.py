@@ -44,6 +44,7 @@ from .endpoints import (
     check_bounds,
 )
 from .errors import InvalidRequest
+from .layouts import Target
 from .model import (
     BIND_FAILURES,
     DEFAULT_HOME_VOLUME_SIZE,
@@ -59,7 +60,7 @@ from .model import (
     Shape,
 )
 from .node_pools import ATOMIC_SCALE_UP, NodePool
-from .sharing import MIG_PROFILE, requested_profile
+from .sharing import MIG_PROFILE, LayoutError, check_layout, requested_profile
 from .templates import GPRTemplate, check_template, fill
 from .units import (
     DURATION_PATTERN,
@@ -80,7 +81,9 @@ QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # What a value matching each pattern is, for refusals ("slice must be ..., not 'X'").
 LABEL_VALUE_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+GPU_TYPE = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}-[0-9]{1,4}GB$"
 PATTERN_MEANINGS = {
+    GPU_TYPE: "a whole GPU's type: its model and memory, like H100-80GB",
     SLICE_NAME_PATTERN: "lower-case letters, digits and '-', starting and ending with a letter or digit",
     GROUP_NAME_PATTERN: "a JupyterHub group name",
     LABEL_VALUE_PATTERN: "a Kubernetes label value: letters, digits, '-', '_' and '.', starting and ending with a "
@@ -463,6 +466,32 @@ class LayoutChangeCreate(Body):
         ),
     ] = None
     reason: ReasonText = ""
+
+
+class LayoutTarget(Body):
+    """One of ``EGSService.layout_targets``: keep ``nodes`` machines whose GPUs are ``gpu_type`` (on
+    ``cluster``, else on any) split into the MIG instances ``mig`` (none: whole GPUs); the service
+    re-partitions free machines toward it (core/layouts.py)."""
+
+    gpu_type: Annotated[str, Field(pattern=GPU_TYPE, description="a whole GPU's type, as GET /gpus says: H100-80GB")]
+    mig: MigLayout = None
+    nodes: Annotated[int, Field(ge=0, le=10_000, description="how many machines to keep in this layout")]
+    cluster: Selector = None
+    mig_config: Annotated[
+        LabelValue | None,
+        Field(description="Kubernetes: the mig-parted config giving this layout; left out, the default one"),
+    ] = None
+
+    def check(self) -> None:
+        model, _, memory = self.gpu_type.rpartition("-")
+        if self.mig:
+            try:
+                check_layout(model, int(memory.removesuffix("GB")), self.mig)
+            except LayoutError as e:
+                raise InvalidRequest("mig", f"a {self.gpu_type} GPU cannot hold this layout: {e}") from None
+
+    def to_target(self) -> Target:
+        return Target(self.gpu_type, self.mig, self.nodes, self.cluster, self.mig_config)
 
 
 POOL_SHAPE = re.compile(r"^(?P<model>[A-Za-z0-9][-A-Za-z0-9_.]{0,62})-(?P<memory>[0-9]{1,4})GB x(?P<gpus>[0-9]{1,3})$")

@@ -31,7 +31,8 @@ from ..backends.local import LocalBackend
 from ..backends.local.endpoint_servers import EndpointServers
 from ..core.alerts import AlertThresholds
 from ..core.errors import InvalidRequest
-from ..core.requests import ClusterCreate, parse_body
+from ..core.requests import ClusterCreate, LayoutTarget, parse_body
+from ..core.snapshot import Placement
 from ..metrics import MetricSource
 from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
@@ -348,6 +349,24 @@ class EGSService(Application):
         plans its new instances from then on. The GPU Operator's mig-manager takes minutes (more where
         it reboots the node).""",
     ).tag(config=True)
+
+    layout_targets = List(
+        Dict(),
+        help="""Layout targets: keep machines in a MIG layout. Each is {"gpu_type": "H100-80GB", "mig":
+        {"1g.10gb": 7} (none or null: whole GPUs), "nodes": 2, "cluster" (else any), "mig_config"
+        (Kubernetes: the mig-parted config, else the default one)}. Every 30 s the service re-partitions free
+        machines of that type (no GPR holds them, none is planned on them) toward a target short of
+        machines, as POST /nodes/{cluster}/{name}/layout would; a machine counting toward a target stays.""",
+    ).tag(config=True)
+
+    @validate("layout_targets")
+    def _check_layout_targets(self, proposal) -> list:
+        for index, target in enumerate(proposal.value):
+            try:
+                parse_body(LayoutTarget, target)
+            except InvalidRequest as e:
+                raise TraitError(f"layout_targets[{index}].{e.field}: {e}") from None
+        return proposal.value
 
     @validate("repartition_seconds")
     def _check_repartition_seconds(self, proposal) -> float:
@@ -720,6 +739,8 @@ class EGSService(Application):
             self.repartition_seconds,
             self.registry.refresh_cluster,
             on_change=self.reconciler.wake,
+            targets=[parse_body(LayoutTarget, target).to_target() for target in self.layout_targets],
+            planned=self._planned_placements,
         )
         self.pools = PoolScaler(
             self.sessions, self.planning, self.registry.backends, self.clock, self.reconcile_interval
@@ -850,6 +871,12 @@ class EGSService(Application):
     def _listen(self, server: HTTPServer) -> None:
         url = urlparse(self.service_url)
         server.listen(url.port or 80, url.hostname or "127.0.0.1")
+
+    def _planned_placements(self) -> list[Placement]:
+        """Where the last plan places the queued GPRs (the layout targets leave those machines alone)."""
+        last = self.planning.last
+        estimates = last.plan.estimates.values() if last is not None else ()
+        return [e.placement for e in estimates if e.placement is not None]
 
     def _webhook_server(self, app: web.Application) -> HTTPServer | None:
         """The HTTPS listener for the admission webhook serving ``app``, when webhook_port is set."""

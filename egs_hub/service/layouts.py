@@ -7,12 +7,20 @@ the cluster's inventory is read again at once and the plan made again, so the ne
 planned from ``ready_by`` on. The pass (``tick``) asks the backend how each pending change goes: done
 once the backend says so and ``ready_by`` has passed, failed when it says so (an event either way).
 A pending change keeps its node's maintenance windows; a failed one leaves them to end as planned.
+
+Layout targets (``EGSService.layout_targets``, core/layouts.target_moves) are kept by the same pass,
+every TARGET_INTERVAL seconds: the machines of the targets' GPU types are read, and free ones are
+re-partitioned toward a target short of machines, by ``change`` as an admin's change would be. A
+machine is free when no GPR holds it, no change is under way there, it is schedulable, and no queued
+GPR is planned on it (so a target never moves a promise). A change the backend refuses (a node that
+is not MIG-capable, say) is logged and that machine left alone for REFUSED_FOR seconds.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,8 +29,11 @@ from ..backends import Backend, LayoutChangeError
 from ..backends.kubernetes import ClusterUnavailable
 from ..core import layouts
 from ..core import model as core
-from ..core.errors import Conflict, NotFound, Unavailable
+from ..core.errors import Conflict, NotFound, PolicyViolation, Unavailable
+from ..core.layouts import Machine, Target
 from ..core.requests import LayoutChangeCreate
+from ..core.sharing import host_of
+from ..core.snapshot import Placement
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import LayoutChangeRow, MaintenanceWindow
@@ -30,6 +41,8 @@ from .periodic import Periodic
 
 log = logging.getLogger(__name__)
 ACTOR = "layouts"
+TARGET_INTERVAL = 30.0  # seconds between checks of the layout targets
+REFUSED_FOR = 600.0  # seconds a machine whose change was refused is left out of the targets
 
 
 def _event(kind: str, actor: str, row: LayoutChangeRow, reason: str, now: datetime) -> core.Event:
@@ -49,6 +62,8 @@ class Layouts(Periodic):
         seconds: float,
         refresh: Callable[[str], Awaitable[None]],
         on_change: Callable[[], None] = lambda: None,
+        targets: Sequence[Target] = (),
+        planned: Callable[[], Iterable[Placement]] = lambda: (),
     ):
         self.sessions = sessions
         self.backends = backends
@@ -57,6 +72,10 @@ class Layouts(Periodic):
         self.seconds = seconds  # how long a re-partition takes (EGSService.repartition_seconds)
         self.refresh = refresh  # read a cluster's inventory again (Clusters.refresh_cluster)
         self.on_change = on_change
+        self.targets = tuple(targets)  # EGSService.layout_targets
+        self.planned = planned  # where the last plan places the queued GPRs
+        self._targets_due = 0.0  # time.monotonic() of the next check of the targets
+        self._refused: dict[tuple[str, str], float] = {}  # (cluster, machine) -> left out until then
 
     async def change(self, cluster: str, host: str, body: LayoutChangeCreate, actor: str) -> LayoutChangeRow:
         """Start changing the layout of machine ``host`` of ``cluster`` to ``body``'s; the change recorded."""
@@ -145,6 +164,58 @@ class Layouts(Periodic):
             self._finish(row.id, state, message, now)
             await self.refresh(row.cluster)
             self.on_change()
+        await self._keep_targets()
+
+    async def _keep_targets(self) -> None:
+        """Start the changes the layout targets want (every TARGET_INTERVAL at most)."""
+        if not self.targets or time.monotonic() < self._targets_due:
+            return
+        self._targets_due = time.monotonic() + TARGET_INTERVAL
+        with self.sessions() as session:
+            machines = self._machines(session)
+        for machine, target in layouts.target_moves(self.targets, machines):
+            reason = (
+                f"layout target: keep {target.nodes} {target.gpu_type} machine(s) in {layouts.describe(target.layout)}"
+            )
+            body = LayoutChangeCreate(mig=target.layout, mig_config=target.mig_config, reason=reason)
+            try:
+                await self.change(machine.cluster, machine.host, body, ACTOR)
+            except (Conflict, NotFound, PolicyViolation, Unavailable) as e:
+                log.warning("layout target: node %s (%s) was not re-partitioned: %s", machine.host, machine.cluster, e)
+                self._refused[(machine.cluster, machine.host)] = time.monotonic() + REFUSED_FOR
+
+    def _machines(self, session: Session) -> list[Machine]:
+        """The machines whose GPUs are of a target's type, as the targets see them."""
+        types = {t.gpu_type for t in self.targets}
+        hosts: dict[tuple[str, str], list] = {}
+        for cluster, row in queries.node_rows(session):
+            if row.present and f"{row.gpu_model}-{row.gpu_memory_gb}GB" in types:
+                hosts.setdefault((cluster, host_of(row.name)), []).append(row)
+        held = {(cluster, host_of(node)) for cluster, node in queries.node_holders(session)}
+        planned = {(p.cluster, host_of(node)) for p in self.planned() for node in p.nodes}
+        pending = {(r.cluster, r.node): r.mig for r in queries.pending_layout_changes(session)}
+        now = time.monotonic()
+        machines = []
+        for (cluster, host), rows in sorted(hosts.items()):
+            if any(row.replicas > 1 for row in rows):
+                continue  # time-sliced: not a MIG layout's to change
+            key = (cluster, host)
+            if key in pending:
+                layout = pending[key]
+            else:
+                nodes, gpus = queries.host_inventory(session, cluster, host)
+                layout = layouts.current_layout(
+                    nodes, gpus, queries.last_done_layout(queries.layout_changes(session, cluster, host))
+                )
+            free = (
+                key not in held
+                and key not in pending
+                and key not in planned
+                and all(row.schedulable for row in rows)
+                and self._refused.get(key, 0.0) <= now
+            )
+            machines.append(Machine(cluster, host, f"{rows[0].gpu_model}-{rows[0].gpu_memory_gb}GB", layout, free))
+        return machines
 
     def _finish(self, change_id: int, state: str, message: str, now: datetime | None) -> None:
         with transaction(self.sessions) as session:

@@ -99,3 +99,103 @@ def test_a_change_is_made_only_to_a_free_machine_into_a_layout_that_fits(case):
 
 def test_a_change_is_ready_after_the_configured_time():
     assert layouts.ready_by(NOW, 300) == NOW + timedelta(minutes=5)
+
+
+# Layout targets
+
+SEVEN = {"1g.10gb": 7}
+H100 = "H100-80GB"
+
+
+def machine(host: str, layout=None, free=True, gpu_type=H100, cluster="c1") -> layouts.Machine:
+    return layouts.Machine(cluster, host, gpu_type, layout, free)
+
+
+@pytest.mark.parametrize(
+    ("targets", "machines", "moves"),
+    [
+        pytest.param(
+            [layouts.Target(H100, SEVEN, 2)],
+            [machine("a"), machine("b"), machine("c")],
+            [("a", SEVEN), ("b", SEVEN)],
+            id="short: the first free ones",
+        ),
+        pytest.param([layouts.Target(H100, SEVEN, 1)], [machine("a"), machine("b", SEVEN)], [], id="met: nothing"),
+        pytest.param(
+            [layouts.Target(H100, SEVEN, 2)], [machine("a", free=False), machine("b")], [("b", SEVEN)], id="held stay"
+        ),
+        pytest.param([layouts.Target(H100, SEVEN, 1)], [machine("a", gpu_type="A100-80GB")], [], id="another GPU type"),
+        pytest.param([layouts.Target(H100, SEVEN, 1, cluster="c2")], [machine("a")], [], id="another cluster"),
+        pytest.param(
+            [layouts.Target(H100, SEVEN, 1)], [machine("a", layouts.UNKNOWN)], [("a", SEVEN)], id="an unknown layout"
+        ),
+        pytest.param(
+            [layouts.Target(H100, SEVEN, 1), layouts.Target(H100, None, 1)],
+            [machine("a", SEVEN), machine("b", SEVEN)],
+            [("b", None)],
+            id="a target's extra machine goes to another",
+        ),
+        pytest.param(
+            [layouts.Target(H100, SEVEN, 1), layouts.Target(H100, None, 1)],
+            [machine("a", SEVEN)],
+            [],
+            id="a kept machine never moves",
+        ),
+        pytest.param(
+            [layouts.Target(H100, SEVEN, 1), layouts.Target(H100, {"3g.40gb": 2}, 1)],
+            [machine("a", {"3g.40gb": 2}), machine("b", {"2g.20gb": 3})],
+            [("b", SEVEN)],
+            id="machines no target wants go first",
+        ),
+        pytest.param(
+            [layouts.Target(H100, SEVEN, 1), layouts.Target(H100, None, 1)],
+            [machine("a")],
+            [],
+            id="the first target does not take the second's machine",
+        ),
+    ],
+)  # fmt: skip
+def test_layout_targets_move_free_machines_toward_them(targets, machines, moves):
+    assert [(m.host, t.layout) for m, t in layouts.target_moves(targets, machines)] == moves
+
+
+LAYOUT_CHOICES = [None, SEVEN, {"3g.40gb": 2}, layouts.UNKNOWN]
+machines_strategy = st.lists(
+    st.builds(
+        machine,
+        host=st.sampled_from("abcdefgh"),
+        layout=st.sampled_from(LAYOUT_CHOICES),
+        free=st.booleans(),
+        gpu_type=st.sampled_from([H100, "A100-40GB"]),
+        cluster=st.sampled_from(["c1", "c2"]),
+    ),
+    max_size=10,
+    unique_by=lambda m: (m.cluster, m.host),
+)
+targets_strategy = st.lists(
+    st.builds(
+        layouts.Target,
+        gpu_type=st.sampled_from([H100, "A100-40GB"]),
+        layout=st.sampled_from(LAYOUT_CHOICES[:3]),
+        nodes=st.integers(0, 4),
+        cluster=st.sampled_from([None, "c1", "c2"]),
+    ),
+    max_size=3,
+)
+
+
+@given(targets_strategy, machines_strategy)
+def test_layout_target_moves_are_free_kept_apart_and_settle(targets, machines):
+    moves = layouts.target_moves(targets, machines)
+    moved = [(m.cluster, m.host) for m, _ in moves]
+    assert len(moved) == len(set(moved))
+    for m, target in moves:
+        assert m.free and target.covers(m) and not target.holds(m)
+    for target in targets:  # a target never loses a machine it needs
+        holding = [m for m in machines if target.holds(m)]
+        lost = [m for m, t in moves if t is not target and target.holds(m)]
+        assert len(holding) - len(lost) >= min(target.nodes, len(holding))
+    after = {(m.cluster, m.host): m for m in machines}
+    for m, target in moves:
+        after[(m.cluster, m.host)] = dataclasses.replace(m, layout=target.layout, free=False)
+    assert layouts.target_moves(targets, list(after.values())) == []
