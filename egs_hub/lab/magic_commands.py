@@ -164,7 +164,6 @@ class Help:
 
 Command = Request | WaitTimes | Status | Release | Wait | Gpus | Templates | Serve | Endpoints | Help
 SERVE_OPTIONS = {"--runtime", "--name", "--gpus", "--min", "--max", "--idle", "--slice", "--cluster", "--image"}
-SERVE_RUNTIMES = RUNTIMES  # vllm and kserve serve a MODEL, command the command after --
 
 
 def parse_command(line: str, now: datetime) -> Command:
@@ -214,8 +213,8 @@ def _parse_serve(words: list[str]) -> Serve:
     wait = "--no-wait" not in words
     positional, options = _split_options("serve", [w for w in words if w != "--no-wait"], allowed=SERVE_OPTIONS)
     runtime = options.get("--runtime", "command" if command else "vllm")
-    if runtime not in SERVE_RUNTIMES:
-        raise CommandError(f"--runtime must be one of {', '.join(SERVE_RUNTIMES)}, not {runtime!r}")
+    if runtime not in RUNTIMES:
+        raise CommandError(f"--runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     if len(positional) > 1:
         raise CommandError(f"%egs serve takes one MODEL, not {' '.join(positional)!r}")
     model = positional[0] if positional else ""

@@ -135,3 +135,12 @@ class KubeCluster:
         call = getattr(self._api_of(kind), f"list_namespaced_{SNAKE[kind]}")
         listed = await call(namespace, label_selector="app.kubernetes.io/managed-by=egs-hub")
         return sorted(o.metadata.name for o in listed.items)
+
+
+async def status_of(call) -> int:
+    """The HTTP status a client call ends with (200 when it succeeds)."""
+    try:
+        await call
+    except client.ApiException as e:
+        return e.status
+    return 200

@@ -9,7 +9,7 @@ from kmock import Server
 from kubernetes_asyncio import client, watch
 
 from .builders import gpu_node, pod, pod_disruption_budget
-from .cluster import KubeCluster
+from .cluster import KubeCluster, status_of
 from .emulator import ClusterEmulator
 from .kubeconfig import write_kubeconfig
 
@@ -189,14 +189,6 @@ def deployment(name: str, labels: dict, replicas: int = 1) -> dict:
 def service(name: str, labels: dict) -> dict:
     spec = {"selector": labels, "ports": [{"port": 80, "targetPort": 8000}], "clusterIP": "10.0.0.7"}
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels}, "spec": spec}
-
-
-async def status_of(call) -> int:
-    try:
-        await call
-    except client.ApiException as e:
-        return e.status
-    return 200
 
 
 async def test_deployments_and_services_are_served(cluster):

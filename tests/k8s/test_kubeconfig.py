@@ -20,20 +20,13 @@ from egs_hub.backends.kubernetes.kubeconfig import (
 )
 
 from .builders import held_gpus, pod
+from .cluster import status_of
 
 
 async def api_of(text: str) -> client.ApiClient:
     configuration = client.Configuration()
     await config.load_kube_config_from_dict(yaml.safe_load(text), client_configuration=configuration)
     return client.ApiClient(configuration)
-
-
-async def status_of(call) -> int:
-    try:
-        await call
-    except client.ApiException as e:
-        return e.status
-    return 200
 
 
 async def test_kubeconfig_reaches_the_slice_namespaces_only(cluster, make_backend):

@@ -159,29 +159,11 @@ class EndpointWorkloads:
         if found is not None and eo.spec_hash(found) == eo.spec_hash(wanted):
             return found
         kind, namespace, name = _key(wanted)
-        body = dict(wanted) if found is None else eo.replaced(wanted, found)
-        if kind == "Deployment":
-            apps = client.AppsV1Api(api)
-            call = (
-                apps.create_namespaced_deployment(namespace, body, **self.options)
-                if found is None
-                else apps.replace_namespaced_deployment(name, namespace, body, **self.options)
-            )
-        elif kind == "Service":
-            core = client.CoreV1Api(api)
-            call = (
-                core.create_namespaced_service(namespace, body, **self.options)
-                if found is None
-                else core.replace_namespaced_service(name, namespace, body, **self.options)
-            )
+        calls = _calls(api, kind)
+        if found is None:
+            call = calls.create(namespace, dict(wanted), **self.options)
         else:
-            custom = client.CustomObjectsApi(api)
-            where = (eo.KSERVE_GROUP, eo.KSERVE_VERSION, namespace, eo.KSERVE_PLURAL)
-            call = (
-                custom.create_namespaced_custom_object(*where, body, **self.options)
-                if found is None
-                else custom.replace_namespaced_custom_object(*where, name, body, **self.options)
-            )
+            call = calls.replace(name, namespace, eo.replaced(wanted, found), **self.options)
         doing = "making" if found is None else "updating"
         log.info("cluster %s: %s %s %s/%s", self.cluster, doing, kind, namespace, name)
         return {**(await json_of(await call)), "kind": kind}
@@ -190,17 +172,35 @@ class EndpointWorkloads:
         kind, namespace, name = _key(obj)
         log.info("cluster %s: deleting %s %s/%s, which no replica keeps", self.cluster, kind, namespace, name)
         try:
-            if kind == "Deployment":
-                call = client.AppsV1Api(api).delete_namespaced_deployment(name, namespace, **self.options)
-            elif kind == "Service":
-                call = client.CoreV1Api(api).delete_namespaced_service(name, namespace, **self.options)
-            else:
-                call = client.CustomObjectsApi(api).delete_namespaced_custom_object(
-                    eo.KSERVE_GROUP, eo.KSERVE_VERSION, namespace, eo.KSERVE_PLURAL, name, **self.options
-                )
-            await json_of(await call)
+            await json_of(await _calls(api, kind).delete(name, namespace, **self.options))
         except API_ERRORS as e:  # gone already, or the next pass deletes it
             log.info("cluster %s: deleting %s %s/%s: %s", self.cluster, kind, namespace, name, describe_error(e))
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """A kind's writes: ``create(namespace, body)``, ``replace(name, namespace, body)``, ``delete(name, namespace)``."""
+
+    create: Callable
+    replace: Callable
+    delete: Callable
+
+
+def _calls(api: client.ApiClient, kind: str) -> _Calls:
+    if kind == "Deployment":
+        apps = client.AppsV1Api(api)
+        return _Calls(
+            apps.create_namespaced_deployment, apps.replace_namespaced_deployment, apps.delete_namespaced_deployment
+        )
+    if kind == "Service":
+        core = client.CoreV1Api(api)
+        return _Calls(core.create_namespaced_service, core.replace_namespaced_service, core.delete_namespaced_service)
+    custom, group, plural = client.CustomObjectsApi(api), (eo.KSERVE_GROUP, eo.KSERVE_VERSION), eo.KSERVE_PLURAL
+    return _Calls(
+        lambda ns, body, **o: custom.create_namespaced_custom_object(*group, ns, plural, body, **o),
+        lambda name, ns, body, **o: custom.replace_namespaced_custom_object(*group, ns, plural, name, body, **o),
+        lambda name, ns, **o: custom.delete_namespaced_custom_object(*group, ns, plural, name, **o),
+    )
 
 
 def _refused(error: BaseException) -> bool:
