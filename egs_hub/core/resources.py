@@ -321,6 +321,11 @@ class Window(Resource):
     gpr: int
     slice: str
     gpus: Names = Field(description="empty for a planned window that starts later than now")
+    on_gpus: Names = Field(
+        description="the physical GPUs (UUIDs) that its units are parts of, where they are MIG instances or "
+        "shares of a time-sliced GPU; empty for whole GPUs, and where not known: a planned window whose units "
+        "are not chosen yet, or instances whose GPU the cluster does not name (Kubernetes)"
+    )
     gpu_count: int
     start: Time
     end: Time
@@ -334,9 +339,36 @@ class MaintenanceSpan(Resource):
     reason: str
 
 
+class GPUInstances(Resource):
+    """A physical GPU of a split machine with the units of one planning node on it: its MIG instances
+    of one profile, or its shares when time-sliced (core/sharing.py)."""
+
+    gpu: str | None = Field(
+        description="the GPU's UUID; null: the units whose GPU is not known (Kubernetes does not name the GPU "
+        "of a MIG instance)"
+    )
+    index: int | None = Field(
+        description="the GPU's index on its machine: its position, from 0, among the machine's GPUs in the order "
+        "their units were found (a GPU without units is not counted); null when gpu is"
+    )
+    instances: Names = Field(description="the ids of the units on it, in index order (a window's gpus name these)")
+
+
 class NodeSchedule(Resource):
+    """One planning node's timeline. A machine whose GPUs are split is planned as one node per MIG profile,
+    ``<machine>:<profile>``, and one ``<machine>:shared`` for the shares of its time-sliced GPUs
+    (core/sharing.py); ``gpus`` says which of the node's units are on which GPU, and each window's
+    ``on_gpus`` which GPUs it runs on."""
+
     cluster: str
     node: str
+    machine: str = Field(description="the machine the node is on: the node itself for whole GPUs")
+    profile: str | None = Field(
+        description='the MIG profile of its units, "shared" for shares of time-sliced GPUs; null: whole GPUs'
+    )
+    gpus: tuple[GPUInstances, ...] = Field(
+        description="the physical GPUs its units are parts of, by index, those not known last; empty for whole GPUs"
+    )
     windows: tuple[Window, ...]
     maintenance: tuple[MaintenanceSpan, ...] = Field(description="its maintenance windows in the range")
 

@@ -121,6 +121,12 @@ def host_of(node: str) -> str:
     return node.split(":", 1)[0]
 
 
+def unit_kind(node: str) -> str | None:
+    """What a planning node's units are: the MIG profile of ``gpu-a:1g.10gb``, ``shared`` for
+    ``gpu-a:shared`` (time-sliced shares); None for a node of whole GPUs."""
+    return node.partition(":")[2] or None
+
+
 def fractions(nodes: Iterable[Node]) -> dict[str, float]:
     """GPU-equivalents of each unit of ``nodes`` that is not a whole GPU, by UUID."""
     return {gpu: float(node.shape.equivalents) for node in nodes if node.shape.equivalents < 1 for gpu in node.gpus}

@@ -278,12 +278,28 @@ def cluster_resource(state: ClusterState, row: Cluster | None) -> api.Cluster:
 
 
 def window_resource(
-    gpr_id: int, slice_name: str, gpus: list[str], start: datetime, end: datetime, state: str, status: str, count: int
+    gpr_id: int,
+    slice_name: str,
+    gpus: list[str],
+    on_gpus: list[str],
+    start: datetime,
+    end: datetime,
+    state: str,
+    status: str,
+    count: int,
 ) -> api.Window:
     """One GPR's window on one node; a planned window later than now names no GPUs, only
-    how many (``count``)."""
+    how many (``count``). ``on_gpus``: the physical GPUs that its MIG instances or shares are on."""
     return api.Window(
-        gpr=gpr_id, slice=slice_name, gpus=gpus, gpu_count=count, start=start, end=end, state=state, status=status
+        gpr=gpr_id,
+        slice=slice_name,
+        gpus=gpus,
+        on_gpus=on_gpus,
+        gpu_count=count,
+        start=start,
+        end=end,
+        state=state,
+        status=status,
     )
 
 

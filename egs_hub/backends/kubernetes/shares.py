@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from ...core.sharing import host_of
+from ...core.sharing import host_of, unit_kind
 from .nodes import (
     FREE,
     GPU_RESOURCE,
@@ -60,8 +60,8 @@ def resource_of(gpu: str) -> str:
 
 def planning_resource(planning_node: str) -> str:
     """What a pod asks for a unit of the planning node as (``gpu-a:1g.10gb``, ``gpu-a:shared``, ``gpu-a``)."""
-    _, _, kind = planning_node.partition(":")
-    if not kind:
+    kind = unit_kind(planning_node)
+    if kind is None:
         return GPU_RESOURCE
     return SHARED_RESOURCE if kind == "shared" else MIG_RESOURCE_PREFIX + kind
 

@@ -1,14 +1,20 @@
-"""Inventory, the inventory schedule, the audit log, health and the OpenAPI document."""
+"""Inventory, the inventory schedule, the audit log, health and the OpenAPI document.
+
+The schedule lists each split planning node's physical GPUs with its units on each (core/gpu_groups.py).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import timedelta
 
 from sqlalchemy import and_, or_, select, text
 
 from ...core.errors import InvalidRequest
+from ...core.gpu_groups import physical_gpus, split_gpus
 from ...core.resources import EventPage, Health, MaintenanceSpan, NodeSchedule, Schedule, Window
+from ...core.sharing import host_of, unit_kind
 from ...core.snapshot import Placement
 from ...store import queries
 from ...store.models import GPU, Allocation, EventRow, GPRRow, MaintenanceWindow, Node
@@ -85,18 +91,23 @@ class ScheduleHandler(APIHandler):
         with self.egs.sessions() as session:
             cluster_of: dict[str, str] = {}
             windows: dict[str, list[Window]] = {}
+            units_of: dict[tuple[str, str], list[GPU]] = {}
+            parent_of: dict[str, str] = {}
             for cluster in queries.inventory_rows(session):
                 for node in cluster.nodes:
                     if node.present:
                         cluster_of[node.name] = cluster.name
                         windows[node.name] = []
+                        units_of[cluster.name, node.name] = [gpu for gpu in node.gpus if gpu.present]
+                        parent_of.update((gpu.uuid, gpu.parent_uuid) for gpu in node.gpus if gpu.parent_uuid)
+            gpus_of = split_gpus(units_of)
             held = session.execute(
                 select(Allocation.gpu_uuid, Allocation.node, GPRRow)
                 .join(GPRRow, GPRRow.id == Allocation.gpr_id)
                 .where(GPRRow.window_start < end)
                 .order_by(GPRRow.window_start, GPRRow.id, Allocation.position)
             ).all()
-            self._add_held(windows, held, start)
+            self._add_held(windows, held, start, parent_of)
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
             spans = maintenance_spans(session, start, end)
             queued = {gpr.id: gpr for gpr in self.egs.planning.state.current(session, now).queued()}
@@ -109,21 +120,29 @@ class ScheduleHandler(APIHandler):
             for node, gpus, count in planned_per_node(estimate.placement, node_of):
                 if node in windows:
                     spec, status = gpr.spec, gpr.status.value
+                    on_gpus = physical_gpus(gpus, parent_of)
                     window = window_resource(
-                        gpr.id, spec.slice, gpus, estimate.start, estimate.end, "planned", status, count
+                        gpr.id, spec.slice, gpus, on_gpus, estimate.start, estimate.end, "planned", status, count
                     )
                     windows[node].append(window)
         nodes = [
             NodeSchedule(
-                cluster=cluster_of[node], node=node, windows=held, maintenance=spans.get((cluster_of[node], node), [])
+                cluster=cluster_of[node],
+                node=node,
+                machine=host_of(node),
+                profile=unit_kind(node),
+                gpus=gpus_of.get(node, []),
+                windows=held,
+                maintenance=spans.get((cluster_of[node], node), []),
             )
             for node, held in windows.items()
         ]
         self.write_json(Schedule(start=start, end=end, nodes=nodes))
 
-    def _add_held(self, windows: dict[str, list[Window]], held, start) -> None:
+    def _add_held(self, windows: dict[str, list[Window]], held, start, parent_of: Mapping[str, str]) -> None:
         """The past and current windows of ``held`` (GPU, node, GPR) that end after ``start``, on the nodes
-        of ``windows``: one per GPR and node, in the order they started."""
+        of ``windows``: one per GPR and node, in the order they started; ``parent_of`` gives the physical
+        GPU of each MIG instance and share."""
         gpus_of: dict[tuple[int, str], tuple[GPRRow, list[str]]] = {}
         for uuid, node, gpr in held:
             window_end = gpr.ended_at or gpr.window_end
@@ -133,8 +152,11 @@ class ScheduleHandler(APIHandler):
         for (_, node), (gpr, gpus) in gpus_of.items():
             state = "past" if gpr.ended_at is not None else "current"
             window_end = gpr.ended_at or gpr.window_end
+            on_gpus = physical_gpus(gpus, parent_of)
             windows[node].append(
-                window_resource(gpr.id, gpr.slice, gpus, gpr.window_start, window_end, state, gpr.status, len(gpus))
+                window_resource(
+                    gpr.id, gpr.slice, gpus, on_gpus, gpr.window_start, window_end, state, gpr.status, len(gpus)
+                )
             )
 
 

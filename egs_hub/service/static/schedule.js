@@ -1,6 +1,9 @@
 // The inventory schedule as a Gantt chart: one row per node, one bar per GPR window, coloured
 // by slice. Rows come a page at a time (PAGE_SIZE nodes), so 500 nodes stay readable and light.
 // The project filter keeps the bars of its slices' GPRs; every node's row stays.
+// A node (machine) whose GPUs are split is planned as several planning nodes, <node>:<profile> or
+// <node>:shared (MIG instances, time-sliced shares); it shows as a heading with one row per GPU of
+// each, whose bars are the windows on that GPU's units, and a row for windows whose GPU is not known.
 "use strict";
 
 import { api, el, live, localTime, page, patch, query } from "./api.js";
@@ -9,7 +12,7 @@ const PAGE_SIZE = 50;
 const COLOURS = 10; // .slice-c0 ... .slice-c9 in portal.css
 const TICKS = 6;
 const form = document.getElementById("range");
-let first = 0; // index of the first node shown
+let first = 0; // index of the first node (machine) shown
 let last = null;
 
 function localInput(date) {
@@ -66,6 +69,38 @@ function maintenanceBar(m, node, from, to) {
   "maintenance");
 }
 
+// The machines of the schedule's planning nodes, in their order: { machine, cluster, nodes }.
+function machinesOf(nodes) {
+  const machines = new Map();
+  for (const n of nodes) {
+    const key = `${n.cluster}/${n.machine}`;
+    if (!machines.has(key)) machines.set(key, { machine: n.machine, cluster: n.cluster, nodes: [] });
+    machines.get(key).nodes.push(n);
+  }
+  return [...machines.values()];
+}
+
+const unitsText = (count, profile) => (profile === "shared"
+  ? `${count} share${count === 1 ? "" : "s"}` : `${count} x ${profile}`);
+
+// The rows of a split machine's planning node: { gpu, label, windows }, one per GPU with the windows on
+// its units, then one (gpu null) for the windows on no GPU listed: planned ones whose units are not
+// chosen yet, or units whose GPU the cluster does not name.
+function gpuRows(n, windows) {
+  if (n.profile === null) return [{ gpu: null, label: "whole GPUs", windows }];
+  const known = n.gpus.filter((g) => g.gpu !== null);
+  const rows = known.map((g) => ({ gpu: g.gpu, label: `GPU ${g.index} · ${unitsText(g.instances.length, n.profile)}`,
+    windows: windows.filter((w) => w.on_gpus.includes(g.gpu)) }));
+  const listed = new Set(known.map((g) => g.gpu));
+  const unknown = n.gpus.find((g) => g.gpu === null);
+  const elsewhere = windows.filter((w) => !w.on_gpus.some((gpu) => listed.has(gpu)));
+  if (unknown || elsewhere.length) {
+    rows.push({ gpu: null, windows: elsewhere,
+      label: unknown ? `GPU not known · ${unitsText(unknown.instances.length, n.profile)}` : "GPU not chosen yet" });
+  }
+  return rows;
+}
+
 function drawProjects() {
   const projects = [...new Set(last.slices.map((s) => s.project))].sort();
   patch(form.elements.project, [el("option", { value: "" }, "any"), ...projects.map((p) => el("option", { value: p }, p))]);
@@ -76,13 +111,13 @@ function draw() {
   const wanted = form.elements.node.value.trim().toLowerCase();
   const project = form.elements.project.value;
   const windowsOf = (n) => n.windows.filter((w) => !project || projectOf.get(w.slice) === project);
-  const nodes = schedule.nodes.filter((n) => !wanted || n.node.toLowerCase().includes(wanted));
-  if (first >= nodes.length) first = Math.max(0, nodes.length - PAGE_SIZE);
-  const shown = nodes.slice(first, first + PAGE_SIZE);
-  document.getElementById("page-of").textContent = nodes.length
-    ? `Nodes ${first + 1}-${first + shown.length} of ${nodes.length}` : "No node matches.";
+  const machines = machinesOf(schedule.nodes).filter((m) => !wanted || m.machine.toLowerCase().includes(wanted));
+  if (first >= machines.length) first = Math.max(0, machines.length - PAGE_SIZE);
+  const shown = machines.slice(first, first + PAGE_SIZE);
+  document.getElementById("page-of").textContent = machines.length
+    ? `Nodes ${first + 1}-${first + shown.length} of ${machines.length}` : "No node matches.";
   document.getElementById("previous").disabled = first === 0;
-  document.getElementById("next").disabled = first + PAGE_SIZE >= nodes.length;
+  document.getElementById("next").disabled = first + PAGE_SIZE >= machines.length;
 
   const ticks = Array.from({ length: TICKS + 1 }, (_, i) => from + ((to - from) * i) / TICKS);
   patch(document.querySelector(".gantt-axis"), [
@@ -92,14 +127,27 @@ function draw() {
   const nowAt = Date.now();
   const nowLine = () => (nowAt > from && nowAt < to
     ? el("span", { class: "now", "aria-hidden": "true", style: { left: `${(100 * (nowAt - from)) / (to - from)}%` } }) : null);
-  patch(document.querySelector(".gantt-rows"), shown.map((n) => {
-    const placed = lanes(windowsOf(n));
+  // A row: its name, then its windows on lanes over the node's maintenance.
+  const row = (attrs, name, n, windows) => {
+    const placed = lanes(windows);
     const height = Math.max(1, ...placed.map(([, lane]) => lane + 1));
-    return el("li", { "data-node": n.node },
-      el("span", { class: "node-name" }, n.node, el("span", { class: "muted" }, ` ${n.cluster}`)),
+    return el("li", attrs, name,
       el("div", { class: "lane-box", style: { height: `${height * 1.5}em` } }, nowLine(),
         (n.maintenance || []).map((m) => maintenanceBar(m, n.node, from, to)),
         placed.map(([w, lane]) => bar(w, lane, from, to))));
+  };
+  const heading = (name, cluster, className = "node-name") => el("span", { class: className }, name,
+    el("span", { class: "muted" }, ` ${cluster}`));
+  patch(document.querySelector(".gantt-rows"), shown.map((m) => {
+    const [only] = m.nodes;
+    if (m.nodes.length === 1 && only.profile === null) {
+      return row({ "data-node": only.node }, heading(only.node, only.cluster), only, windowsOf(only));
+    }
+    return el("li", { class: "machine", "data-machine": m.machine },
+      heading(m.machine, m.cluster, "node-name machine-name"),
+      el("ol", { class: "gpu-rows" }, m.nodes.flatMap((n) => gpuRows(n, windowsOf(n)).map((r) =>
+        row({ "data-node": n.node, "data-gpu": r.gpu }, el("span", { class: "node-name gpu-name" }, r.label), n,
+          r.windows)))));
   }));
   const slices = [...new Set(schedule.nodes.flatMap((n) => windowsOf(n).map((w) => w.slice)))].sort();
   patch(document.getElementById("legend"), slices.length
