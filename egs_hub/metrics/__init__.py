@@ -2,7 +2,9 @@
 
 The service reads every source through ``MetricSource`` and never asks which
 kind it is. A source answers the latest sample of every GPU it sees; it keeps
-no history (history.py does) and knows nothing of slices or GPRs.
+no history (history.py does) and knows nothing of GPRs (the Prometheus source is
+told which inventory GPU each exporter series is, core/gpu_names.py, and that
+match uses which workspace holds a Kubernetes node's MIG instances).
 """
 
 from __future__ import annotations

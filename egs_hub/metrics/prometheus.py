@@ -13,26 +13,28 @@ exporter publishes it). DCGM cannot list processes, so ``processes`` stays
 None; the pod a GPU is assigned to comes from the exporter's ``pod`` and
 ``namespace`` labels (Kubernetes only).
 
-A MIG instance's series carry its GPU's ``UUID`` and its GPU instance id
-``GPU_I_ID`` (and ``GPU_I_PROFILE``): one sample is built per instance that
-``instances`` ((GPU UUID, GPU instance id) -> the instance's ``MIG-`` UUID, as
-NVML found them: LocalBackend.mig_instances) names, by that UUID; an instance it
-does not name is left out. DCGM has no ``DCGM_FI_DEV_GPU_UTIL`` for an instance:
-its utilization is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (a ratio, times 100), which
-also stands in for a whole GPU without ``DCGM_FI_DEV_GPU_UTIL``.
+A sample's UUID is the inventory's id of the GPU its series are about (core/gpu_names.py):
+this host's GPUs by their own UUIDs, a MIG instance's series (its GPU's ``UUID`` and its GPU
+instance id ``GPU_I_ID``, and ``GPU_I_PROFILE``) by the instance NVML found with that id, and a
+Kubernetes node's GPUs and instances, which the inventory names without UUIDs, by the node
+(``Hostname``), index and the pod's namespace; a series no inventory GPU is known to be is left
+out. DCGM has no ``DCGM_FI_DEV_GPU_UTIL`` for an instance: its utilization is
+``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (a ratio, times 100), which also stands in for a whole GPU
+without ``DCGM_FI_DEV_GPU_UTIL``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
+from ..core.gpu_names import Naming, Series, names
 from ..core.samples import GpuSample
 from . import MetricsUnavailable
 
@@ -52,7 +54,6 @@ FIELDS = {
 }
 INTEGER_FIELDS = {"xid", "ecc_errors"}
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # the graphics engine's busy ratio: a MIG instance's utilization
-Instances = Mapping[tuple[str, int], str]  # (GPU UUID, GPU instance id) -> the MIG instance's UUID
 
 
 def make_query(selector: str = "") -> str:
@@ -63,15 +64,15 @@ def make_query(selector: str = "") -> str:
     return "{" + ",".join(matchers) + "}"
 
 
-def samples_from_query(result_json: Any, instances: Instances | None = None) -> list[GpuSample]:
-    """GPU samples from a decoded ``/api/v1/query`` answer, one per ``UUID`` and one per MIG instance that
-    ``instances`` names, ordered by node, index, UUID.
+def samples_from_query(result_json: Any, naming: Naming | None = None) -> list[GpuSample]:
+    """GPU samples from a decoded ``/api/v1/query`` answer, one per inventory GPU its series name
+    (``naming``: core/gpu_names.py), ordered by node, index, UUID.
 
-    Series without a UUID, of MIG instances ``instances`` does not name or of other metrics are ignored;
-    a NaN or infinite value is no reading. Raises ValueError when the answer is not a successful instant
+    Series without a UUID, with a GPU instance id that is no number, that name no inventory GPU or of
+    other metrics are ignored; a NaN or
+    infinite value is no reading. Raises ValueError when the answer is not a successful instant
     vector.
     """
-    instances = instances or {}
     if not isinstance(result_json, dict):
         raise ValueError(f"expected a JSON object, got {type(result_json).__name__}")
     if result_json.get("status") != "success":
@@ -81,7 +82,7 @@ def samples_from_query(result_json: Any, instances: Instances | None = None) -> 
     if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
         raise ValueError("expected data.resultType 'vector' with a data.result list")
 
-    gpus: dict[str, dict[str, Any]] = {}  # UUID -> {"labels": ..., "time": ..., field: value}
+    gpus: dict[tuple[str, str | None], dict[str, Any]] = {}  # (UUID, GPU_I_ID) -> {"labels", "time", field: value}
     for series in data["result"]:
         try:
             labels, pair = series["metric"], series["value"]
@@ -91,22 +92,30 @@ def samples_from_query(result_json: Any, instances: Instances | None = None) -> 
             timestamp, value = float(pair[0]), float(pair[1])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed series {series!r}: {e}") from e
-        if not uuid or name not in (*FIELDS, ENGINE_ACTIVE):
+        instance = labels.get("GPU_I_ID") or None
+        if not uuid or name not in (*FIELDS, ENGINE_ACTIVE) or (instance is not None and not instance.isdigit()):
             continue
-        if "GPU_I_ID" in labels:
-            uuid = _instance(instances, uuid, labels["GPU_I_ID"])
-            if uuid is None:
-                continue
-        gpu = gpus.setdefault(uuid, {"labels": labels, "time": timestamp})
+        gpu = gpus.setdefault((uuid, instance), {"labels": labels, "time": timestamp})
         gpu["time"] = max(gpu["time"], timestamp)
         if math.isfinite(value):
             gpu[name] = value
-    return sorted((make_sample(uuid, gpu) for uuid, gpu in gpus.items()), key=sample_key)
+    found = list(gpus.values())
+    named = names([series_of(gpu["labels"]) for gpu in found], naming or Naming())
+    samples = (make_sample(uuid, gpu) for uuid, gpu in zip(named, found, strict=True) if uuid is not None)
+    return sorted(samples, key=sample_key)
 
 
-def _instance(instances: Instances, gpu: str, gpu_instance: str) -> str | None:
-    """The UUID of GPU ``gpu``'s MIG instance ``gpu_instance`` (a label's text), None when not known."""
-    return instances.get((gpu, int(gpu_instance))) if gpu_instance.isdigit() else None
+def series_of(labels: dict[str, str]) -> Series:
+    """What the exporter's labels say a series is of (core/gpu_names.py)."""
+    index, instance = labels.get("gpu", ""), labels.get("GPU_I_ID", "")
+    return Series(
+        uuid=labels["UUID"],
+        node=labels.get("Hostname") or None,
+        index=int(index) if index.isdigit() else None,
+        gpu_instance=int(instance) if instance else None,
+        profile=labels.get("GPU_I_PROFILE") or None,
+        namespace=labels.get("namespace") or None,
+    )
 
 
 def make_sample(uuid: str, gpu: dict[str, Any]) -> GpuSample:
@@ -125,7 +134,7 @@ def make_sample(uuid: str, gpu: dict[str, Any]) -> GpuSample:
         uuid=uuid,
         time=datetime.fromtimestamp(gpu["time"], UTC),
         node=labels.get("Hostname") or None,
-        index=int(index) if index.isdigit() and "GPU_I_ID" not in labels else None,  # an instance's is its GPU's
+        index=int(index) if index.isdigit() and not labels.get("GPU_I_ID") else None,  # an instance's is its GPU's
         pod=labels.get("pod") or None,
         namespace=labels.get("namespace") or None,
         **readings,
@@ -141,11 +150,11 @@ class PrometheusSource:
 
     name = "prometheus"
 
-    def __init__(self, url: str, selector: str = "", timeout: float = 10.0, instances: Callable[[], Instances] = dict):
+    def __init__(self, url: str, selector: str = "", timeout: float = 10.0, naming: Callable[[], Naming] = Naming):
         self.url = url.rstrip("/")
         self.selector = selector
         self.timeout = timeout
-        self.instances = instances  # the MIG instances known now (samples_from_query)
+        self.naming = naming  # what names the exporter's series now (samples_from_query)
 
     async def sample(self, now: datetime) -> list[GpuSample]:
         """The latest sample of every GPU, stamped with the time Prometheus gives its values, not ``now``.
@@ -171,7 +180,7 @@ class PrometheusSource:
         except OSError as e:
             raise MetricsUnavailable(f"{where} cannot be reached ({e}); check that it runs and the URL") from e
         try:
-            return samples_from_query(json.loads(response.body), self.instances())
+            return samples_from_query(json.loads(response.body), self.naming())
         except ValueError as e:  # json.JSONDecodeError is a ValueError
             raise MetricsUnavailable(
                 f"{where} gave no usable query result ({e}); "

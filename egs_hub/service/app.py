@@ -31,6 +31,7 @@ from ..backends.local import LocalBackend
 from ..backends.local.endpoint_servers import EndpointServers
 from ..core.alerts import AlertThresholds
 from ..core.errors import InvalidRequest
+from ..core.gpu_names import Naming
 from ..core.requests import ClusterCreate, LayoutTarget, parse_body
 from ..core.snapshot import Placement
 from ..metrics import MetricSource
@@ -39,7 +40,7 @@ from ..metrics.prometheus import PrometheusSource
 from ..store import queries
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from ..traits import Duration
-from . import standby
+from . import gpu_naming, standby
 from .auto_gpr import AutoGPRs
 from .capacity import CapacityPlans
 from .checks import Checklists
@@ -794,10 +795,14 @@ class EGSService(Application):
         if choice == "prometheus":
             if not self.prometheus_url:
                 raise TraitError("metrics_source is 'prometheus' but prometheus_url is not set")
-            backend = self.local_backend
-            instances = (lambda: backend.mig_instances) if backend is not None else dict
-            return PrometheusSource(self.prometheus_url, self.prometheus_selector, instances=instances)
+            return PrometheusSource(self.prometheus_url, self.prometheus_selector, naming=self._gpu_naming)
         return None
+
+    def _gpu_naming(self) -> Naming:
+        """What names the DCGM exporter's series now (service/gpu_naming.py)."""
+        instances = self.local_backend.mig_instances if self.local_backend is not None else {}
+        with self.sessions() as session:
+            return gpu_naming.naming(session, instances)
 
     async def serve(self) -> None:
         # The reconcile pass plans in a worker thread. A thread waiting for the GIL gets it

@@ -15,6 +15,7 @@ from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 from tornado.web import Application, RequestHandler
 
+from egs_hub.core.gpu_names import KubeGPU, Naming
 from egs_hub.core.samples import GpuSample
 from egs_hub.metrics import MetricsUnavailable
 from egs_hub.metrics.prometheus import PrometheusSource, make_query, samples_from_query
@@ -53,10 +54,11 @@ def answer(*result: dict[str, Any]) -> dict[str, Any]:
 class Case:
     result: list[dict[str, Any]]
     want: list[GpuSample] = field(default_factory=list)  # exactly these samples, in this order
-    instances: dict[tuple[str, int], str] = field(default_factory=dict)  # the MIG instances known
+    naming: Naming = field(default_factory=Naming)  # the inventory GPUs known (core/gpu_names.py)
 
 
 NODE = {"gpu": "0", "Hostname": "node-a"}
+MIG_A = {"GPU_I_ID": "7", "GPU_I_PROFILE": "1g.10gb"}
 CASES = {
     "every field maps": Case(
         result=[
@@ -117,7 +119,7 @@ CASES = {
             series("DCGM_FI_DEV_FB_USED", "20"),
         ],
         want=[GpuSample(uuid="GPU-a", time=TIME0, memory_used_mib=20)],
-        instances={("GPU-a", 4): "MIG-a4", ("GPU-b", 3): "MIG-b3"},
+        naming=Naming(instances={("GPU-a", 4): "MIG-a4", ("GPU-b", 3): "MIG-b3"}),
     ),
     "a MIG instance known is sampled by its UUID, its engine's busy ratio as utilization": Case(
         result=[
@@ -139,7 +141,7 @@ CASES = {
             ),
             GpuSample(uuid="GPU-a", time=TIME0, node="node-a", index=0, temperature_c=48),
         ],
-        instances={("GPU-a", 1): "MIG-a1"},
+        naming=Naming(instances={("GPU-a", 1): "MIG-a1"}),
     ),
     "the engine's busy ratio stands in for a GPU without DCGM_FI_DEV_GPU_UTIL, not over it": Case(
         result=[
@@ -167,13 +169,33 @@ CASES = {
             GpuSample(uuid="GPU-y", time=TIME0, node="node-b", index=0, utilization=2),
         ],
     ),
+    "a Kubernetes node's GPUs and instances by the inventory's ids, not by UUID": Case(
+        result=[
+            series("DCGM_FI_DEV_GPU_UTIL", "90", uuid="GPU-k1", gpu="1", Hostname="kube-a"),
+            series("DCGM_FI_DEV_GPU_TEMP", "41", uuid="GPU-k0", gpu="0", Hostname="kube-a"),
+            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0.5", uuid="GPU-k2", gpu="2", Hostname="kube-a", **MIG_A),
+            series("DCGM_FI_DEV_GPU_TEMP", "50", uuid="GPU-k2", gpu="2", Hostname="kube-a"),  # in MIG mode
+        ],
+        want=[
+            GpuSample(uuid="east/kube-a/mig-1g.10gb-0", time=TIME0, node="kube-a", utilization=50),
+            GpuSample(uuid="east/kube-a/gpu0", time=TIME0, node="kube-a", index=0, temperature_c=41),
+            GpuSample(uuid="east/kube-a/gpu1", time=TIME0, node="kube-a", index=1, utilization=90),
+        ],
+        naming=Naming(
+            kube_gpus=[
+                KubeGPU("east/kube-a/gpu0", "east", "kube-a", 0),
+                KubeGPU("east/kube-a/gpu1", "east", "kube-a", 1),
+                KubeGPU("east/kube-a/mig-1g.10gb-0", "east", "kube-a:1g.10gb", 0, "1g.10gb"),
+            ]
+        ),
+    ),
     "nothing matched": Case(result=[], want=[]),
 }
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_samples_from_query(case: Case) -> None:
-    assert samples_from_query(answer(*case.result), case.instances) == case.want
+    assert samples_from_query(answer(*case.result), case.naming) == case.want
 
 
 BAD_ANSWERS = {  # answer -> words the error must contain
@@ -301,7 +323,7 @@ async def test_mig_instances_are_sampled_per_instance_through_prometheus(
     wait_for_scrape(scraped.url, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", instance_ids)
     instances = {(MIG_GPU, 1): "MIG-11111111-2222-5333-8444-555555555555"}
 
-    samples = await PrometheusSource(scraped.url, instances=lambda: instances).sample(datetime.now(UTC))
+    samples = await PrometheusSource(scraped.url, naming=lambda: Naming(instances=instances)).sample(datetime.now(UTC))
 
     assert without_time(samples) == [
         GpuSample(
@@ -315,6 +337,34 @@ async def test_mig_instances_are_sampled_per_instance_through_prometheus(
             namespace="egs-ml-team",
         ),
         GpuSample(uuid=MIG_GPU, time=TIME0, node="gpu-node-2", index=0, temperature_c=48),
+    ]
+
+
+async def test_mig_instances_on_kubernetes_are_named_by_the_workspace_using_them(
+    scraped: Prometheus, exposition: ExpositionServer
+) -> None:
+    """The same H100 as a Kubernetes node's (mixed strategy): Kubernetes does not say which instance a pod
+    got, so the instance its pod in egs-ml-team uses is one the ml workspace holds (not the first of its
+    profile), the idle one the next free of its profile; the GPU in MIG mode is no whole GPU of the node."""
+    with open(MIG_EXPOSITION, encoding="utf-8") as f:
+        exposition.text = f.read()
+    instance_ids = lambda result: sorted(r["metric"].get("GPU_I_ID", "") for r in result) == ["1", "13"]  # noqa: E731
+    wait_for_scrape(scraped.url, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", instance_ids)
+    node = "east/gpu-node-2"
+    naming = Naming(
+        kube_gpus=[
+            KubeGPU(f"{node}/mig-3g.40gb-0", "east", "gpu-node-2:3g.40gb", 0, "3g.40gb", holder="vision"),
+            KubeGPU(f"{node}/mig-3g.40gb-1", "east", "gpu-node-2:3g.40gb", 1, "3g.40gb", holder="ml"),
+            KubeGPU(f"{node}/mig-1g.10gb-0", "east", "gpu-node-2:1g.10gb", 0, "1g.10gb"),
+        ],
+        namespaces={("east", "egs-ml-team"): "ml", ("east", "egs-vision"): "vision"},
+    )
+
+    samples = await PrometheusSource(scraped.url, naming=lambda: naming).sample(datetime.now(UTC))
+
+    assert [(s.uuid, s.utilization, s.pod) for s in samples] == [
+        (f"{node}/mig-1g.10gb-0", 0, None),
+        (f"{node}/mig-3g.40gb-1", 78.4913, "jupyter-bob"),
     ]
 
 
