@@ -39,7 +39,8 @@ class UnbindError(Exception):
 
 
 class LayoutChangeError(Exception):
-    """The backend cannot change this node's MIG layout; the message says why. Nothing was changed."""
+    """The backend cannot change this node's MIG layout; the message says why, and what was changed
+    where a step failed after others were done (re-partitioning this host's GPUs through NVML)."""
 
 
 @dataclass(frozen=True)

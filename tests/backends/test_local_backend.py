@@ -304,9 +304,40 @@ async def test_a_declared_node_is_split_at_once_and_keeps_its_layout_when_made_a
     assert [(n.name, n.shape) for n in (await again.discover()).nodes] == [("lab-1", Shape("H100", 80, 2))]
 
 
-async def test_gpus_found_by_nvml_are_not_re_partitioned():
-    local = backend(FakeNVML([h100(0)]))
+async def test_gpus_found_by_nvml_are_re_partitioned_and_the_next_discovery_finds_the_instances():
+    nvml = FakeNVML([h100(0), h100(1)])
+    local = backend(nvml)
+    assert [n.name for n in (await local.discover()).nodes] == [HOST]
+
+    config, said = await local.change_layout(HOST, {"3g.40gb": 2}, "all-3g.40gb")
+    assert config is None
+    assert said.startswith(f"the GPUs of node {HOST} were re-partitioned into 2 x 3g.40gb per GPU through NVML")
+    found = await local.discover()
+    assert [(n.name, n.shape) for n in found.nodes] == [(f"{HOST}:3g.40gb", Shape("H100", 80, 4, "3g.40gb"))]
+    instances = [(d.uuid, m.gpu_instance_id) for d in nvml.devices for m in d.mig_devices]
+    assert len(instances) == 4 and sorted(local.mig_instances) == sorted(instances)
+    assert (await local.layout_state(HOST, None))[0] == "done"
+
+    await local.change_layout(HOST, None, "all-disabled")
+    assert [(n.name, n.shape) for n in (await local.discover()).nodes] == [(HOST, Shape("H100", 80, 2))]
+    assert local.layouts == {}  # nothing declared
+
+
+async def test_nvml_refusing_a_change_is_a_layout_change_error_and_changes_nothing():
+    nvml = FakeNVML([h100(0)], permitted=False)
+    local = backend(nvml)
     await local.discover()
-    with pytest.raises(LayoutChangeError, match="does not re-partition a real GPU"):
+
+    with pytest.raises(LayoutChangeError, match=r"needs root \(or CAP_SYS_ADMIN\).*; nothing was changed$"):
         await local.change_layout(HOST, {"1g.10gb": 7}, "all-1g.10gb")
-    assert local.layouts == {}
+    assert [n.name for n in (await local.discover()).nodes] == [HOST]
+
+
+async def test_a_machine_of_one_kind_on_a_host_of_two_changes_only_its_gpus():
+    nvml = FakeNVML([h100(0), a100(0)])
+    local = backend(nvml)
+    assert sorted(n.name for n in (await local.discover()).nodes) == [f"{HOST}-a100-40gb", f"{HOST}-h100-80gb"]
+
+    await local.change_layout(f"{HOST}-h100-80gb", {"1g.10gb": 7}, "all-1g.10gb")
+
+    assert [(d.mig_enabled, len(d.mig_devices)) for d in nvml.devices] == [(True, 7), (False, 0)]

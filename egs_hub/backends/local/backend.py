@@ -9,10 +9,11 @@ those GPUs are restarted without them before the GPUs count as returned.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from itertools import groupby
 from types import ModuleType
@@ -25,9 +26,10 @@ from ...core.layouts import describe
 from ...core.model import GPR, GPU, Event, Node, Shape, SlicePolicy
 from ...core.requests import CheckSpec
 from ...core.sharing import unit_node_name
-from .. import BindError, Inventory, LayoutChangeError, ServerRef, UnbindError
+from .. import BindError, Inventory, ServerRef, UnbindError
 from . import checks
 from .declared import DEFAULT_INVENTORY, declared_inventory, load_inventory_file, with_layouts
+from .mig_partition import apply_layout
 from .nvml import NVMLUnavailable, Unit, discover_gpus, discover_units, gpu_model
 
 log = logging.getLogger(__name__)
@@ -157,19 +159,27 @@ class LocalBackend:
     async def change_layout(
         self, node: str, mig: Mapping[str, int] | None, mig_config: str | None
     ) -> tuple[str | None, str]:
-        """A declared node is in ``mig`` from the next discovery on; a GPU NVML found is not changed."""
+        """A declared node is in ``mig`` from the next discovery on. The GPUs NVML found are re-partitioned
+        through NVML before this returns (mig_partition.py, in a worker thread: NVML calls block), so the
+        next discovery finds their new instances; LayoutChangeError where NVML refuses or a step fails."""
         if self.uses_nvml:
-            raise LayoutChangeError(
-                f"the GPUs of {self.host} were found by NVML: egs-hub does not re-partition a real GPU (turning "
-                "MIG mode on needs root and a GPU reset); run `nvidia-smi mig` as root, and egs-hub finds the new "
-                "instances at its next discovery"
-            )
+            done = await asyncio.to_thread(apply_layout, self.nvml, mig, self._on_machine(node))
+            return None, f"the GPUs of node {node} were re-partitioned into {describe(mig)} through NVML: {done}"
         self.layouts[node] = dict(mig) if mig else None
         return None, f"the declared node {node} is split into {describe(mig)} from now on"
 
     async def layout_state(self, node: str, mig_config: str | None) -> tuple[str, str]:
-        """A declared node's change is made at once (``change_layout``)."""
+        """A change is made at once (``change_layout`` returns once it is done)."""
+        if self.uses_nvml:
+            return "done", f"the GPUs of node {node} are in their new layout (NVML)"
         return "done", f"the declared node {node} is in its new layout"
+
+    def _on_machine(self, node: str) -> Callable[[str, int], bool]:
+        """Whether a GPU of this host (by model and memory) is one of machine ``node``'s: every GPU for the
+        host itself, those of one kind for ``<host>-<model>-<memory>gb`` (``_nodes_of``)."""
+        if node == self.host:
+            return lambda model, memory_gb: True
+        return lambda model, memory_gb: node == f"{self.host}-{model.lower()}-{memory_gb}gb"
 
     def _server_event(self, gpr: GPR, kind: str, server: ServerRef, reason: str, now: datetime) -> Event:
         return Event(

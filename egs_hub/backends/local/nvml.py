@@ -94,15 +94,22 @@ def mig_profile(name: str) -> str | None:
     return found[1].lower() if found and MIG_PROFILE.fullmatch(found[1].lower()) else None
 
 
-def mig_enabled(nvml: ModuleType, handle) -> bool:
-    """Whether the GPU is in MIG mode now (a GPU without MIG answers NOT_SUPPORTED)."""
+def mig_modes(nvml: ModuleType, handle) -> tuple[bool, bool] | None:
+    """Whether MIG mode is on now and after a reset; None on a GPU without MIG (NVML answers
+    NOT_SUPPORTED)."""
     try:
-        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+        current, pending = nvml.nvmlDeviceGetMigMode(handle)
     except nvml.NVMLError as e:
         if getattr(e, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
-            return False
+            return None
         raise
-    return current == nvml.NVML_DEVICE_MIG_ENABLE
+    return current == nvml.NVML_DEVICE_MIG_ENABLE, pending == nvml.NVML_DEVICE_MIG_ENABLE
+
+
+def mig_enabled(nvml: ModuleType, handle) -> bool:
+    """Whether the GPU is in MIG mode now."""
+    modes = mig_modes(nvml, handle)
+    return modes is not None and modes[0]
 
 
 def mig_handles(nvml: ModuleType, handle) -> Iterator:
