@@ -6,6 +6,12 @@ current plan's windows on the pool's joining nodes ask it to grow (``growth``); 
 brought up to date from their bindings, new nodes are kept from the autoscaler's own scale-down, and
 idle ones are given back (``to_give_back``: cordoned, so the planner stops counting them at once).
 
+Growing and giving back read the plan only when it saw as many of the pool's nodes joined as the store
+holds now: a joining node's name counts from the nodes joined (``burst+1`` is the first one not yet
+there), so a plan made before a node joined (the one served while the next is made) still has the
+window on ``burst+1`` that the joined node now serves, and would ask for a second node. The next pass,
+on a plan that saw the node, decides.
+
 What was asked (``target``, ``asked_at``, ``retry_at``) and since when each node idles are in the
 store, so a restarted service goes on where it was; the nodes kept this run are remembered in memory
 only (keeping one again is harmless).
@@ -14,6 +20,7 @@ only (keeping one again is harmless).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -24,7 +31,16 @@ from ..backends import Backend
 from ..backends.kubernetes import ClusterUnavailable
 from ..backends.kubernetes.nodes import FREE, SLICE_LABEL
 from ..core.model import Event
-from ..core.node_pools import POOL_LABEL, NodePool, PoolNode, PoolState, growth, planned_nodes, to_give_back
+from ..core.node_pools import (
+    POOL_LABEL,
+    NodePool,
+    PoolNode,
+    PoolState,
+    growth,
+    joined,
+    planned_nodes,
+    to_give_back,
+)
 from ..core.units import format_duration
 from ..store import queries
 from ..store.db import transaction
@@ -62,13 +78,15 @@ class PoolScaler(Periodic):
             return
         planned = await self.planning.current(self.sessions, self.clock())
         estimates = list(planned.plan.estimates.values())
+        seen = joined(planned.snapshot.nodes)
         for pool_id in ids:
             try:
-                await self._scale(pool_id, estimates)
+                await self._scale(pool_id, estimates, seen)
             except ClusterUnavailable as e:
                 log.warning("node pool %s: %s", pool_id, e)
 
-    async def _scale(self, pool_id: int, estimates: list) -> None:
+    async def _scale(self, pool_id: int, estimates: list, seen: Counter[tuple[str, str]]) -> None:
+        """One pool's pass; ``seen``: how many nodes of each pool the plan of ``estimates`` saw joined (none: 0)."""
         now = self.clock()
         with self.sessions() as session:
             row = session.get(NodePoolRow, pool_id)
@@ -86,12 +104,14 @@ class PoolScaler(Periodic):
         given: set[str] = set()
         try:  # what was done is saved even when a later call to the cluster fails (it is not done twice)
             await self._settle_requests(backend, step)
-            on_cluster = planned_nodes(estimates, pool.cluster)
-            await self._grow(backend, step, on_cluster)
             for name in live:
                 if (pool.cluster, name) not in self._kept:
                     await backend.keep_pool_node(name)
                     self._kept.add((pool.cluster, name))
+            if seen[(pool.cluster, pool.name)] != len(live):
+                return  # the plan's joining nodes are not these (module doc)
+            on_cluster = planned_nodes(estimates, pool.cluster)
+            await self._grow(backend, step, on_cluster)
             for name in to_give_back(pool, [PoolNode(name, idle[name]) for name in live], on_cluster, now):
                 await backend.give_back_pool_node(name)
                 given.add(name)

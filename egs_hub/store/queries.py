@@ -1146,6 +1146,25 @@ def to_pool(row: NodePoolRow) -> NodePool:
     )
 
 
+def pool_row(pool: NodePool, created_by: str, now: datetime) -> NodePoolRow:
+    """A new pool's row (``to_pool`` read back), nothing asked of it yet."""
+    return NodePoolRow(
+        cluster=pool.cluster,
+        name=pool.name,
+        gpu_model=pool.shape.model,
+        gpu_memory_gb=pool.shape.memory_gb,
+        gpus_per_node=pool.shape.gpus_per_node,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+        scale_up_delay_s=int(pool.scale_up_delay.total_seconds()),
+        scale_down_idle_s=int(pool.scale_down_idle.total_seconds()),
+        provisioning_class=pool.provisioning_class,
+        target=0,
+        created_by=created_by,
+        created_at=now,
+    )
+
+
 def pool_state(row: NodePoolRow) -> PoolState:
     return PoolState(row.target, row.asked_at, row.retry_at)
 

@@ -137,7 +137,7 @@ def test_the_node_joins_and_the_waiting_gpr_is_provisioned_on_it(world):
     set_conditions(world, world["request"], ("Accepted", ""), ("Provisioned", ""))
     gpr = until_status(admin, world["waiting"], "provisioned", timeout=20)
     assert gpr["bound_nodes"] == ["burst-1"]
-    wait_for(lambda: requests_of(world) == [], 10, "the provisioned request to be deleted")
+    wait_for(lambda: requests_of(world) == [], 30, "the provisioned request to be deleted")
     node = run(kube.node("burst-1"))
     wait_for(
         lambda: (
@@ -180,12 +180,15 @@ def test_a_failed_ask_is_told_and_not_repeated_before_the_retry(world):
     )
     assert "out of H100 capacity" in pool["last_error"] and pool["retry_at"] is not None and pool["coming"] == 0
     assert "pool-scale-up-failed" in event_kinds(world)
-    wait_for(lambda: requests_of(world) == [], 10, "the failed request deleted")
-    gpr = admin.get(f"gprs/{waiting['id']}", expect=200)
-    # no node is coming: the estimate is the retry plus the delay (20 minutes), or the holder's end (an hour)
-    assert datetime.fromisoformat(gpr["estimated_start"]) - datetime.fromisoformat(gpr["created_at"]) > timedelta(
-        minutes=19
-    )
+    wait_for(lambda: requests_of(world) == [], 30, "the failed request deleted")
+
+    def waits() -> timedelta:
+        gpr = admin.get(f"gprs/{waiting['id']}", expect=200)
+        return datetime.fromisoformat(gpr["estimated_start"]) - datetime.fromisoformat(gpr["created_at"])
+
+    # no node is coming: the estimate is the retry plus the delay (20 minutes), or the holder's end (an hour),
+    # once a plan made after the failure was saved (a read while a plan is under way answers the last one)
+    wait_for(lambda: waits() > timedelta(minutes=19), 15, "the estimate moved past the retry")
 
 
 def test_deleting_a_pool_deletes_its_requests(world):

@@ -53,21 +53,7 @@ class PoolsHandler(_PoolHandler):
         with transaction(self.egs.sessions) as session:
             if queries.find_pool(session, cluster, pool.name) is not None:
                 raise Conflict(f"cluster {cluster!r} has a pool named {pool.name!r} already (DELETE it first)")
-            row = NodePoolRow(
-                cluster=cluster,
-                name=pool.name,
-                gpu_model=pool.shape.model,
-                gpu_memory_gb=pool.shape.memory_gb,
-                gpus_per_node=pool.shape.gpus_per_node,
-                min_nodes=pool.min_nodes,
-                max_nodes=pool.max_nodes,
-                scale_up_delay_s=int(pool.scale_up_delay.total_seconds()),
-                scale_down_idle_s=int(pool.scale_down_idle.total_seconds()),
-                provisioning_class=pool.provisioning_class,
-                target=0,
-                created_by=self.user_name,
-                created_at=now,
-            )
+            row = queries.pool_row(pool, self.user_name, now)
             session.add(row)
             session.flush()
             queries.add_event(
