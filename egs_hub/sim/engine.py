@@ -22,9 +22,11 @@ planner does, as it does in the service.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -141,7 +143,7 @@ def replay(
     previous: dict = {}
     next_submit, wake, last, started = 0, None, None, 0
     began = time.perf_counter()
-    with progress_bar(total=n, desc=policy, enabled=progress) as bar:
+    with _frozen(), progress_bar(total=n, desc=policy, enabled=progress) as bar:
         while True:
             due = [t for t in (wake, store.next_event(), fleet.next_event()) if t is not None]
             if next_submit < n:
@@ -199,6 +201,22 @@ def replay(
     out.end_s = (last or 0) / 1e6
     out.wall_s = time.perf_counter() - began
     return out
+
+
+@contextmanager
+def _frozen() -> Iterator[None]:
+    """While inside, the objects made before (the trace, its requests, the inventory: they live through
+    the replay) are left out of every garbage collection: each full collection walked them all again
+    (12 % of a 6-day Philly replay's time; 4 % with them left out). Where the process froze objects of
+    its own already, they stay frozen and nothing more is (unfreezing is all or nothing)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class _Store:

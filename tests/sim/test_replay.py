@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, replace
 
 import pytest
@@ -109,6 +110,29 @@ def test_replay(case: Case, tmp_path):
     assert all(0 <= used <= bound <= capacity for _, _, bound, used in run.samples)
     assert run.samples[-1][1:] == (run.start.count(None), 0, 0)  # only unservable GPRs left, nothing held
     assert len(run.pass_s) == len(run.samples)
+
+
+def test_the_objects_made_before_are_left_out_of_collections_during_the_replay_only(tmp_path):
+    frozen_during = []
+    before = gc.get_freeze_count()
+    replay(
+        trace(tmp_path, HAND_ROWS),
+        inventory(),
+        "planner",
+        on_started=lambda _: frozen_during.append(gc.get_freeze_count()),
+    )
+    assert frozen_during and min(frozen_during) > before
+    assert gc.get_freeze_count() == before
+
+
+def test_objects_the_process_froze_stay_frozen(tmp_path):
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        replay(trace(tmp_path, HAND_ROWS), inventory(), "planner")
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
 
 
 # Figures of the hand-checked trace. Span: 152 s (F's submit + run); capacity 4 GPUs.
