@@ -213,6 +213,9 @@ def alice_releases(hub: Hub, alice: Page, gpr: Provisioned, pid: int, artifacts:
     """4. Back on the portal she releases early; her server is restarted without GPUs."""
     alice.goto(portal_url(hub))
     row = gpr_row(alice, gpr.gpr_id)
+    # the row's checks come in after it is drawn and widen its cell: a click before they did could land
+    # where the button was
+    expect(row.get_by_role("list", name=f"Checks of GPR {gpr.gpr_id}")).to_be_visible()
     row.get_by_role("button", name="Release").click()
     expect(alice.get_by_role("status")).to_have_text(f"GPR {gpr.gpr_id} released")
     expect(row.locator("td").nth(4)).to_have_text("complete", timeout=60_000)
