@@ -21,10 +21,12 @@ away, a pass came late) move every promise of their band, and of the bands
 below, by as much as the latest of them where that drops fewer, rather than
 let those behind them on their GPUs be dropped: a late start moves an estimate
 by no more than it was late. A promise that no longer fits because what runs before
-it on its GPUs ends a little later (a window admitted after the plan's now) is held
-that much later on the same GPUs, up to ``SLIP_S``, rather than dropped: dropped, a
-backfilled request would lose its gap and wait for those ahead of it. The plan says
-why each promise was not held where it was (``Plan.moved``).
+it on its GPUs ends a little later (a window the last plan admitted, written after
+that plan's now) is held later on the same GPUs, by no more than the admitted windows
+were written late and at most ``SLIP_S``, rather than dropped: dropped, a backfilled
+request would lose its gap and wait for those ahead of it. Nothing else slips: a
+promise held later than that would take the window a request behind it could have
+had. The plan says why each promise was not held where it was (``Plan.moved``).
 
 The wait-time query for a request not yet submitted answers from what the pass
 leaves (``Views``): the start the next pass would give it, wherever it sorts in
@@ -71,7 +73,7 @@ JUST_AFTER = timedelta(microseconds=1)
 _JUST_AFTER_S = JUST_AFTER.total_seconds()
 # A promise that no longer fits where it was, because what runs before it on its GPUs ends a
 # little later (a window the service admitted after the plan's now: by a plan's time at most), is
-# held that much later on the same GPUs, up to this many seconds, rather than dropped (module doc).
+# held as much later as the admitted windows were late, up to this many seconds (module doc).
 SLIP_S = 5.0
 
 # A promise is kept when its GPR starts no later than this after it (issue 21); a move later than
@@ -478,8 +480,21 @@ class _Pass:
         self.placed: dict[int, list[tuple[Request, Window]]] = {b: [] for b in BANDS}
         self.free_now: dict[tuple[str, str], list[str]] = {}
         self.late = 0.0  # how late the latest promise of the bands planned so far starts
+        self.slip = self._admitted_late()
         self.moved: dict[int, str] = {}  # Plan.moved
         self._pools: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
+
+    def _admitted_late(self) -> float:
+        """How much later than the previous plan said the windows it admitted were written (the
+        service writes a window when it admits it, after the plan's now), up to ``SLIP_S``: the
+        promises after them on their GPUs may be held that much later (``_slipped``)."""
+        previous = self.snapshot.previous
+        late = 0.0
+        for booking in self.snapshot.bookings:
+            estimate = previous.get(booking.gpr_id)
+            if estimate is not None and estimate.start is not None:
+                late = max(late, (booking.start - estimate.start).total_seconds())
+        return min(late, SLIP_S)
 
     def _empty_timeline(self) -> Timeline:
         s = self.snapshot
@@ -787,7 +802,7 @@ class _Pass:
                     start = end_of(window.start, _JUST_AFTER_S)
                     window = Window(window.slice, window.pool, window.picks, start, window.end)
                 if window is not None and not self.timeline.fits(window):
-                    window = self._slipped(window)
+                    window = self._slipped(window) if self.slip else None
                 if window is not None:
                     self.timeline.put(window, later=later)
                     holds[request.gpr_id] = window
@@ -795,12 +810,12 @@ class _Pass:
         return holds
 
     def _slipped(self, window: Window) -> Window | None:
-        """``window`` on the same GPUs at its earliest start up to ``SLIP_S`` later where it fits
+        """``window`` on the same GPUs at its earliest start up to ``slip`` later where it fits
         (its GPUs free, its slice's limits kept); None when there is none."""
         duration = window.end - window.start
         use = self.timeline.use(window.slice)
         profiles = window.pool.profiles
-        t, limit = window.start, window.start + SLIP_S
+        t, limit = window.start, window.start + self.slip
         while t <= limit:
             starts = [profiles[i].earliest_at_least(gpus, duration, t) for i, gpus in window.picks]
             if use is not None:

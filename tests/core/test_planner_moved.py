@@ -54,12 +54,26 @@ def test_higher_priority_work_takes_the_window():
     assert after.estimates[1].start > snapshot.previous[1].start
 
 
-def test_a_window_that_ends_later_holds_the_next_promise_later():
+def test_a_window_admitted_late_holds_the_next_promise_as_much_later():
+    snapshot = promised(one_node_busy_for(10, request(1), request(2)))
+    first = snapshot.previous[1]
+    late = timedelta(seconds=2)
+    admitted = Booking(1, "a", first.placement.gpus, first.start + late, first.end + late)
+    later = dataclasses.replace(snapshot, bookings=(admitted,), queue=snapshot.queue[1:])
+    after = plan(later, NOW + timedelta(seconds=12))
+    assert after.moved == {2: "late"}
+    assert after.estimates[2].start == snapshot.previous[2].start + late
+
+
+def test_a_window_held_longer_takes_the_promise_after_it():
+    """Only an admission written late slips the promises after it: a GPR holding its GPUs longer
+    takes the window, and the requests promised after it are planned again in queue order."""
     snapshot = promised(one_node_busy_for(10, request(1), request(2)))
     overran = dataclasses.replace(snapshot.bookings[0], end=NOW + timedelta(seconds=12))
     longer = dataclasses.replace(snapshot, bookings=(overran,))
     after = plan(longer, NOW)
-    assert after.moved == {1: "late", 2: "late"}
+    assert after.moved == {1: "taken", 2: "overtaken"}
+    assert after.estimates[1].start == NOW + timedelta(seconds=12)
     assert after.estimates[2].start == snapshot.previous[2].start + timedelta(seconds=2)
 
 
