@@ -25,7 +25,7 @@ from __future__ import annotations
 import gc
 import heapq
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -57,6 +57,8 @@ class Replay:
     ``samples``: after every pass, (time, queued GPRs, GPUs bound, GPUs used). GPUs are
     GPU-equivalents: a MIG instance counts as its part of a GPU (core/sharing.py).
     ``pool_events``: what the node pools did (sim/pools.py); ``end_s``: the last pass's time.
+    ``moved``: per GPR moved later while it queued, the seconds each cause moved its estimate
+    (core/planner.MOVED, from each pass's ``Plan.moved``; only the planner names causes).
     """
 
     policy: str
@@ -73,6 +75,7 @@ class Replay:
     samples: list[tuple[float, int, float, float]] = field(default_factory=list)
     placed: list[tuple[str, ...]] = field(default_factory=list)
     pool_events: list[PoolEvent] = field(default_factory=list)
+    moved: dict[int, dict[str, float]] = field(default_factory=dict)
     end_s: float = 0.0
     wall_s: float = 0.0
 
@@ -188,6 +191,8 @@ def replay(
                 estimate = decided.estimates.get(i + 1)
                 if estimate is not None and estimate.start is not None:
                     out.estimate[i] = (estimate.start - EPOCH) / US / 1e6
+            if decided.moved:
+                _note_moved(out.moved, decided.moved, previous, decided.estimates)
             previous = decided.estimates
             wake = _next_start(decided.estimates, store.queue, t)
             out.samples.append((t / 1e6, len(store.queue), store.bound, store.used))
@@ -201,6 +206,23 @@ def replay(
     out.end_s = (last or 0) / 1e6
     out.wall_s = time.perf_counter() - began
     return out
+
+
+def _note_moved(
+    moved: dict[int, dict[str, float]],
+    causes: Mapping[int, str],
+    previous: Mapping[int, Estimate],
+    estimates: Mapping[int, Estimate],
+) -> None:
+    """Add to each moved GPR's index the seconds its cause moved its estimate later."""
+    for gpr_id, cause in causes.items():
+        before, after = previous.get(gpr_id), estimates.get(gpr_id)
+        if before is None or before.start is None or after is None or after.start is None:
+            continue
+        later = (after.start - before.start).total_seconds()
+        if later > 0:
+            by_cause = moved.setdefault(gpr_id - 1, {})
+            by_cause[cause] = by_cause.get(cause, 0.0) + later
 
 
 @contextmanager

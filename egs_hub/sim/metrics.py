@@ -3,7 +3,9 @@
 Vocabulary: a GPR's *wait* is its start minus its submit; its *estimate* is the
 start the first plan after its submit gave it; the estimate is *kept* when the
 GPR started no later than the estimate plus ``KEPT_SLACK_S``, else *broken* by its start minus
-the estimate. *Utilization*
+the estimate; its *cause* is the one that moved its estimate later by the most seconds while it
+queued (core/planner.MOVED; ``unnamed`` when no plan named one: EASY and FIFO hold no promises,
+so they name none). *Utilization*
 counts GPU-seconds within the trace's span [0, span): *bound* GPUs are held by a
 GPR's window, *used* ones compute (a 12-GPU job holds 16); both are divided by
 capacity x span, as the *offered load* is. With node pools (sim/pools.py) that
@@ -30,6 +32,7 @@ from .pools import ASK, GIVE_BACK, JOIN, sizes_over_time, step_integral, total_s
 from .trace import asked_gpus
 
 KEPT_SLACK_S = KEPT_SLACK.total_seconds()
+UNNAMED = "unnamed"
 
 
 def mean(values: Sequence[float]) -> float | None:
@@ -61,6 +64,17 @@ def broken_by(estimates: Sequence[float | None], starts: Sequence[float], slack:
     """How late each broken estimate's GPR started: its start minus its estimate, for every started
     GPR that started later than its estimate + ``slack`` (one with no estimate is not counted)."""
     return [s - e for e, s in zip(estimates, starts, strict=True) if e is not None and s > e + slack]
+
+
+def broken_causes(run: Replay, started: Sequence[int]) -> dict[str, int]:
+    """How many of the broken estimates each cause broke, the most first."""
+    counts: dict[str, int] = defaultdict(int)
+    for i in started:
+        estimate, start = run.estimate[i], run.start[i]
+        if estimate is not None and start > estimate + KEPT_SLACK_S:
+            by_cause = run.moved.get(i)
+            counts[max(by_cause, key=by_cause.__getitem__) if by_cause else UNNAMED] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def overlap(start: float, end: float, low: float, high: float) -> float:
@@ -111,6 +125,7 @@ def summarize(run: Replay) -> dict:
         "estimate_broken_by_p50_s": percentile(broken, 50),
         "estimate_broken_by_p95_s": percentile(broken, 95),
         "estimate_broken_by_max_s": max(broken, default=None),
+        "estimate_broken_causes": broken_causes(run, started),
         "util_bound": bound / (capacity * span),
         "util_used": used / (capacity * span),
         "util_bound_present": bound / present,

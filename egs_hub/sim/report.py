@@ -46,6 +46,11 @@ def broken(figures: Mapping) -> str:
     return f"{figures['estimate_broken']}, by {by}"
 
 
+def causes(figures: Mapping) -> str:
+    """How many broken estimates each cause broke."""
+    return ", ".join(f"{cause} {count}" for cause, count in figures["estimate_broken_causes"].items()) or "-"
+
+
 # Row label -> how to show it from one policy's figures.
 ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
     ("GPRs started / submitted", lambda f: f"{f['started']} / {f['gprs']}"),
@@ -56,6 +61,7 @@ ROWS: list[tuple[str, Callable[[Mapping], str]]] = [
     ("wait p99", lambda f: duration(f["wait_p99_s"])),
     ("started by estimate +60 s", lambda f: share(f["estimate_kept_share"])),
     ("estimates broken, by p50 / p95 / max", broken),
+    ("estimates broken, by cause", causes),
     ("estimate error p50", lambda f: duration(f["estimate_error_p50_s"])),
     ("estimate error p95", lambda f: duration(f["estimate_error_p95_s"])),
     ("utilization bound", lambda f: share(f["util_bound"])),

@@ -24,6 +24,7 @@ REQUIRED_KEYS = {
     "estimate_error_p95_s",
     "estimate_broken",
     "estimate_broken_by_p95_s",
+    "estimate_broken_causes",
     "util_bound",
     "util_used",
     "offered_load",

@@ -173,3 +173,19 @@ def test_projects_share_first_and_waits_are_reported_per_project(tmp_path):
     assert figures["projects"]["x"]["wait_mean_s"] == pytest.approx((0 + 199) / 2)
     assert figures["projects"]["y"]["wait_mean_s"] == pytest.approx(99)
     assert set(summarize(flat)["projects"]) == {"default"}
+
+
+OVERTAKEN = [
+    row(0, gpus=4, duration=100, slice="x"),
+    row(1, gpus=4, duration=100, slice="x"),  # promised 100, when the first ends
+    row(2, gpus=4, duration=100, slice="y"),  # y has used nothing: it goes ahead, and starts at 100
+]
+
+
+@pytest.mark.parametrize(("policy", "causes"), [("planner", {"overtaken": 1}), ("easy", {"unnamed": 1})])
+def test_a_broken_estimate_is_counted_by_the_cause_that_moved_it(policy, causes, tmp_path):
+    run = replay(trace(tmp_path, OVERTAKEN), inventory(), policy)
+    assert run.estimate[1] == pytest.approx(100 + US) and run.start[1] == pytest.approx(200 + 2 * US)
+    if policy == "planner":
+        assert set(run.moved) == {1} and run.moved[1]["overtaken"] == pytest.approx(100)
+    assert summarize(run)["estimate_broken_causes"] == causes
