@@ -471,8 +471,7 @@ class _Pass:
             self.node_of.update(dict.fromkeys(node.gpus, node.key))
         self.booked: dict[int, list[Window]] = {}
         later: set = set()
-        for booking in snapshot.bookings:
-            self._book(booking, later)
+        self._book_all(later)
         self._close_unavailable(self.timeline, later)
         Pool.summarize(later)
         self.estimates: dict[int, Estimate] = {}
@@ -532,18 +531,36 @@ class _Pass:
     def seconds(self, when: datetime) -> float:
         return (when - self.now).total_seconds()
 
-    def _book(self, booking: Booking, later: set) -> None:
-        end = self._held_until(booking)
-        on: dict[int, tuple[Pool, dict[int, int]]] = {}
-        for gpu in booking.gpus:
-            where = self.timeline.where.get(self.node_of.get(gpu))
-            if where is not None:
-                pool, i = where
-                picks = on.setdefault(id(pool), (pool, {}))[1]
-                picks[i] = picks.get(i, 0) + 1
-        windows = [Window(booking.slice, pool, tuple(sorted(picks.items())), 0.0, end) for pool, picks in on.values()]
-        self.booked[booking.gpr_id] = windows
-        self._unbook(self.timeline, booking, 1, later)
+    def _book_all(self, later: set) -> None:
+        """Put every booking on the fresh timeline: its windows (``booked``), each node's profile
+        changed once for all the bookings on it (Profile.add_many), and its slice's use."""
+        timeline = self.timeline
+        where = timeline.where
+        place_of = {g: where[key] for g, key in self.node_of.items() if key in where}  # one (pool, i) per node
+        changes: dict[tuple[int, int], tuple[Pool, int, list[tuple[float, float, int]]]] = {}
+        for booking in self.snapshot.bookings:
+            end = self._held_until(booking)
+            places = [place_of[g] for g in booking.gpus if g in place_of]
+            if places and places.count(places[0]) == len(places):  # on one node, as most are
+                pool, i = places[0]
+                windows = [Window(booking.slice, pool, ((i, len(places)),), 0.0, end)]
+            else:
+                on: dict[int, tuple[Pool, dict[int, int]]] = {}
+                for pool, i in places:
+                    picks = on.setdefault(id(pool), (pool, {}))[1]
+                    picks[i] = picks.get(i, 0) + 1
+                windows = [
+                    Window(booking.slice, pool, tuple(sorted(picks.items())), 0.0, end) for pool, picks in on.values()
+                ]
+            for window in windows:
+                pool = window.pool
+                for i, gpus in window.picks:
+                    changes.setdefault((id(pool), i), (pool, i, []))[2].append((0.0, end, -pool.taken(i, gpus)))
+            self.booked[booking.gpr_id] = windows
+            self._use(timeline, booking, windows, 1)
+        for pool, i, node_changes in changes.values():
+            pool.profiles[i].add_many(node_changes)
+            later.add((pool, i))
 
     def _held_until(self, booking: Booking) -> float:
         """When a booking's GPUs are free for planning: just after now when it is releasing
@@ -931,6 +948,11 @@ class _Pass:
         for window in windows:
             window = timeline.translate(window)
             window.pool.reserve(window.picks, window.start, window.end, sign, later)
+        self._use(timeline, booking, windows, sign)
+
+    def _use(self, timeline: Timeline, booking: Booking, windows: list[Window], sign: int) -> None:
+        """Count (``sign`` 1) or stop counting (-1) a booking against its slice's limits; its GPUs
+        on nodes the planner does not use count as whole GPUs."""
         use = timeline.use(booking.slice)
         if use is not None:
             end = windows[0].end if windows else self._held_until(booking)
