@@ -540,18 +540,13 @@ class _Pass:
         changes: dict[tuple[int, int], tuple[Pool, int, list[tuple[float, float, int]]]] = {}
         for booking in self.snapshot.bookings:
             end = self._held_until(booking)
-            places = [place_of[g] for g in booking.gpus if g in place_of]
-            if places and places.count(places[0]) == len(places):  # on one node, as most are
-                pool, i = places[0]
-                windows = [Window(booking.slice, pool, ((i, len(places)),), 0.0, end)]
-            else:
-                on: dict[int, tuple[Pool, dict[int, int]]] = {}
-                for pool, i in places:
+            on: dict[int, tuple[Pool, dict[int, int]]] = {}
+            for gpu in booking.gpus:
+                if gpu in place_of:
+                    pool, i = place_of[gpu]
                     picks = on.setdefault(id(pool), (pool, {}))[1]
                     picks[i] = picks.get(i, 0) + 1
-                windows = [
-                    Window(booking.slice, pool, tuple(sorted(picks.items())), 0.0, end) for pool, picks in on.values()
-                ]
+            windows = [Window(booking.slice, p, tuple(sorted(picks.items())), 0.0, end) for p, picks in on.values()]
             for window in windows:
                 pool = window.pool
                 for i, gpus in window.picks:

@@ -60,18 +60,22 @@ def kept_share(estimates: Sequence[float | None], starts: Sequence[float], slack
     return kept / len(starts)
 
 
+def is_broken(estimate: float | None, start: float, slack: float = KEPT_SLACK_S) -> bool:
+    """A started GPR broke its estimate: it started later than the estimate + ``slack`` (one with
+    no estimate broke none)."""
+    return estimate is not None and start > estimate + slack
+
+
 def broken_by(estimates: Sequence[float | None], starts: Sequence[float], slack: float = KEPT_SLACK_S) -> list[float]:
-    """How late each broken estimate's GPR started: its start minus its estimate, for every started
-    GPR that started later than its estimate + ``slack`` (one with no estimate is not counted)."""
-    return [s - e for e, s in zip(estimates, starts, strict=True) if e is not None and s > e + slack]
+    """How late each broken estimate's GPR started: its start minus its estimate."""
+    return [s - e for e, s in zip(estimates, starts, strict=True) if is_broken(e, s, slack)]
 
 
 def broken_causes(run: Replay, started: Sequence[int]) -> dict[str, int]:
     """How many of the broken estimates each cause broke, the most first."""
     counts: dict[str, int] = defaultdict(int)
     for i in started:
-        estimate, start = run.estimate[i], run.start[i]
-        if estimate is not None and start > estimate + KEPT_SLACK_S:
+        if is_broken(run.estimate[i], run.start[i]):
             by_cause = run.moved.get(i)
             counts[max(by_cause, key=by_cause.__getitem__) if by_cause else UNNAMED] += 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
