@@ -84,6 +84,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     try:
         policies = policies_for(args.policy)
+        order = _order(args)
         trace = load_trace(options)
         inventory = build_inventory(options, trace)
         print(
@@ -91,7 +92,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"on {inventory.describe()}",
             flush=True,
         )
-        report, runs = run_policies(trace, inventory, policies, progress=not args.quiet)
+        report, runs = run_policies(trace, inventory, policies, progress=not args.quiet, order=order)
         print(table(report))
         if args.json:
             write_json(report, args.json)
@@ -103,6 +104,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"egs-hub simulate: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _order(args: argparse.Namespace):
+    """The queue order ``--order-fair-share-s`` and ``--order-size-s`` give; SimInputError when bad."""
+    from .core.model import Order
+    from .sim import SimInputError
+
+    try:
+        return Order(args.order_fair_share_s, args.order_size_s)
+    except ValueError as e:
+        raise SimInputError(
+            str(e).replace("fair_share_s", "--order-fair-share-s").replace("size_s_per_gpu_hour", "--order-size-s")
+        ) from None
 
 
 def _simulate_history(args: argparse.Namespace) -> int:
@@ -126,6 +140,7 @@ def _simulate_history(args: argparse.Namespace) -> int:
     remove = [parse_change(v, "--remove-nodes") for v in args.remove_nodes]
     prices = [parse_price(v) for v in args.price]
     policies = policies_for(args.policy)
+    order = _order(args)
     history = load_history(args.from_db, since, datetime.now(UTC))
     trace, inventory = history.trace, history.inventory
     if args.limit is not None or args.days is not None:
@@ -148,7 +163,7 @@ def _simulate_history(args: argparse.Namespace) -> int:
         print(f"\n{name}: {nodes.describe()}", flush=True)
         if cost is not None:
             print(f"the nodes' GPU-hours over the {args.since} at their prices: {cost:,.2f}")
-        report, _ = run_policies(trace, nodes, policies, progress=not args.quiet)
+        report, _ = run_policies(trace, nodes, policies, progress=not args.quiet, order=order)
         print(table(report))
         results[name] = {**report, "capacity_cost": cost}
     if "changed" in results:
@@ -271,6 +286,22 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--policy", default="all", help="planner, fifo, easy or all (default: all, side by side)")
     sim.add_argument("--limit", type=int, default=None, metavar="N", help="replay only the first N jobs")
     sim.add_argument("--days", type=float, default=None, metavar="D", help="replay only the jobs of the first D days")
+    sim.add_argument(
+        "--order-fair-share-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="order each band by virtual submit time, a fair-share factor of 1 worth S seconds of waiting "
+        "(default: fair share first; the service's queue_fair_share_s)",
+    )
+    sim.add_argument(
+        "--order-size-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="move a GPR's virtual submit time S seconds later per GPU-hour it asks for "
+        "(default 0; the service's queue_size_s_per_gpu_hour)",
+    )
     sim.add_argument("--json", default=None, metavar="FILE", help="write the figures as JSON, one object per policy")
     sim.add_argument(
         "--plot", default=None, metavar="FILE", help="write a PNG: queue, GPUs bound/used, waits over time"

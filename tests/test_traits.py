@@ -65,3 +65,13 @@ def test_max_start_after_defaults_to_a_year_and_is_configurable():
     assert EGSService(config=config).max_start_after == timedelta(days=30)
     with pytest.raises(TraitError, match="max_start_after must be at most ten years"):
         EGSService(max_start_after="4000d")
+
+
+def test_the_queue_order_defaults_to_fair_share_first_and_refuses_bad_weights():
+    service = EGSService()
+    assert (service.queue_fair_share_s, service.queue_size_s_per_gpu_hour) == (None, 0.0)
+    assert EGSService(queue_fair_share_s=3600, queue_size_s_per_gpu_hour=600).queue_fair_share_s == 3600
+    with pytest.raises(TraitError, match="queue_size_s_per_gpu_hour must be a finite number of seconds >= 0, not -1"):
+        EGSService(queue_size_s_per_gpu_hour=-1)
+    with pytest.raises(TraitError, match="queue_fair_share_s must be a finite number of seconds >= 0, not inf"):
+        EGSService(queue_fair_share_s=float("inf"))

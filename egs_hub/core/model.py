@@ -8,6 +8,7 @@ Vocabulary (DESIGN.md): a *cluster* holds *nodes*; a node offers GPUs of one
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -173,6 +174,26 @@ class Node:
     @property
     def key(self) -> tuple[str, str]:
         return (self.cluster, self.name)
+
+
+@dataclass(frozen=True)
+class Order:
+    """How a band's requests are ordered (core/queue.py). ``fair_share_s``: None, fair share ahead
+    of everything else in the band (the default); else the seconds of waiting a tree factor of 1
+    is worth (the mean of the project's and the slice's factor). ``size_s_per_gpu_hour``: the
+    seconds a request's virtual submit time moves later per GPU-hour it asks for (0: none)."""
+
+    fair_share_s: float | None = None
+    size_s_per_gpu_hour: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("fair_share_s", "size_s_per_gpu_hour"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"queue order: {name} must be a finite number of seconds >= 0, not {value}")
+
+
+FAIR_SHARE_FIRST = Order()  # the default order: fair share, then priority, then submit time
 
 
 @dataclass(frozen=True)

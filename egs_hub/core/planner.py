@@ -50,7 +50,7 @@ import dataclasses
 import math
 import traceback
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -59,7 +59,7 @@ from . import fairshare, sharing
 from .model import DEFAULT_PROJECT, GPR, SHARED, GPRSpec, Node, serves
 from .pool import Pool
 from .profile import INF, end_of
-from .queue import PriorityQueue, band, queue_key
+from .queue import PriorityQueue, band
 from .snapshot import Booking, Estimate, Eviction, Option, Placement, Plan, Request, Snapshot, Unplaced
 from .timeline import Rewind, Timeline, Window, earliest_window
 from .units import LATEST_TIME, format_duration, format_time
@@ -103,18 +103,17 @@ class Views:
     now: datetime
     after_band: dict[int, Timeline]
     placed: Mapping[int, list[tuple[Request, Window]]]
-    factors: Mapping[str, fairshare.TreeFactor]
+    key: Callable[[Request], tuple] = field(repr=False, compare=False)  # the queue's order (queue.queue_key)
     rewinds: dict[int, Rewind] = field(default_factory=dict, repr=False, compare=False)  # made by queries
 
     def ahead(self, spec: GPRSpec, now: datetime, request: Request | None = None) -> int:
         """How many of the band's placed requests sort ahead of a request for ``spec``
         submitted ``now`` (``request``, once submitted), which gets a GPR id after theirs
         (queue.queue_key)."""
-        factors = self.factors
-        unused = fairshare.UNUSED
-        probe = queue_key(request or Request(0, spec, now), factors.get(spec.slice, unused))[:-1]
+        key = self.key
+        probe = key(request or Request(0, spec, now))[:-1]
         members = self.placed[band(spec.priority)]
-        return bisect_right(members, probe, key=lambda m: queue_key(m[0], factors.get(m[0].spec.slice, unused))[:-1])
+        return bisect_right(members, probe, key=lambda m: key(m[0])[:-1])
 
     def prepare(self) -> None:
         """Make every band's rewind now: a plan made in a worker thread does, so that the first
@@ -194,7 +193,7 @@ def _plan_pass(snapshot: Snapshot, now: datetime, backfill: str, unplaced: tuple
     else:
         state.strict()
     admits = tuple(e for e in state.estimates.values() if e.start == now)
-    approvals = tuple(r.gpr_id for r in PriorityQueue(snapshot.pending, state.factors))
+    approvals = tuple(r.gpr_id for r in sorted(snapshot.pending, key=state.key))
     try:
         evictions = state.evictions() if backfill == "conservative" else ()
     except Exception as e:  # weighed for the top of the queue alone
@@ -207,7 +206,7 @@ def _plan_pass(snapshot: Snapshot, now: datetime, backfill: str, unplaced: tuple
         evictions=evictions,
         unplaced=unplaced,
         moved=state.moved,
-        views=Views(now, state.after_band, state.placed, state.factors),
+        views=Views(now, state.after_band, state.placed, state.key),
     )
 
 
@@ -463,7 +462,9 @@ class _Pass:
         self.factors = fairshare.tree_factors(
             snapshot.usage, snapshot.policies, snapshot.projects, snapshot.project_policies
         )
-        self.queue = list(PriorityQueue(snapshot.queue, self.factors))
+        queue = self._queue()
+        self.key = queue.key
+        self.queue = list(queue)
         self.timeline = self._empty_timeline()
         self.bound = {g for b in snapshot.bookings for g in b.gpus}
         self.node_of = {}
@@ -482,6 +483,16 @@ class _Pass:
         self.slip = self._admitted_late()
         self.moved: dict[int, str] = {}  # Plan.moved
         self._pools: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
+
+    def _queue(self) -> PriorityQueue:
+        """The snapshot's queue in its order (a request for whole nodes counts the GPUs it would hold)."""
+        s = self.snapshot
+        projects = s.projects
+
+        def gpus(spec: GPRSpec) -> int:
+            return gpu_count(spec, s.nodes, s.cluster_projects, projects.get(spec.slice, DEFAULT_PROJECT))
+
+        return PriorityQueue(s.queue, self.factors, s.order, gpus)
 
     def _admitted_late(self) -> float:
         """How much later than the previous plan said the windows it admitted were written (the

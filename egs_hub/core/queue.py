@@ -5,20 +5,34 @@ Vocabulary: a *band* is a priority range (DESIGN.md: low 1-100, medium
 (see fairshare.py); a request's *key* is its place in the order, and a
 *position* counts from 1 at the head. An admin moving a GPR up or down the
 queue changes its priority.
+
+The *order* within a band is service config (``Order``): by default fair share first, then
+submit time. A multifactor order (after Slurm's multifactor priority, its age term linear so
+that an order made now holds later) gives each request a *virtual submit time*: its submit
+time, later by ``size_s_per_gpu_hour`` for each GPU-hour it asks for (shortest first, with
+aging: a request waits behind a bigger one submitted earlier only until its own size
+outweighs the wait) and, with ``fair_share_s``, earlier by that many seconds times its tree
+factor (fair share weighed against waiting instead of ahead of it). A request is then
+overtaken only by requests submitted at most ``fair_share_s`` plus its own size penalty
+after it: nothing starves.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
 
 from .fairshare import UNUSED, TreeFactor
-from .model import PRIORITY_MAX, PRIORITY_MIN
+from .model import FAIR_SHARE_FIRST, PRIORITY_MAX, PRIORITY_MIN, GPRSpec, Order
 from .snapshot import Request
 
 BAND_WIDTH = 100
+
+
+def _asked_gpus(spec: GPRSpec) -> float:
+    return spec.gpus or 0
 
 
 def band(priority: int) -> int:
@@ -28,17 +42,40 @@ def band(priority: int) -> int:
     return (priority - 1) // BAND_WIDTH
 
 
-def queue_key(request: Request, factor: TreeFactor = UNUSED) -> tuple:
+def queue_key(request: Request, factor: TreeFactor = UNUSED, order: Order = FAIR_SHARE_FIRST, gpus: float = 0) -> tuple:
     """The request's place in the queue; smaller keys are served first.
 
-    Order: higher band, then higher fair-share factor of its project, then of its slice
-    within the project (``factor``, fairshare.tree_factors: fair share reorders work only
-    within a band), then higher priority value, then earlier submission, then lower GPR
-    id (a deterministic tie-break).
+    Order (``FAIR_SHARE_FIRST``, the default): higher band, then higher fair-share factor of its project,
+    then of its slice within the project (``factor``, fairshare.tree_factors: fair share
+    reorders work only within a band), then higher priority value, then earlier (virtual)
+    submission, then lower GPR id (a deterministic tie-break). With ``order.fair_share_s``:
+    higher band, higher priority value, earlier virtual submit time (module doc), lower id.
+    ``gpus``: the GPUs the request holds, for its size (a request for whole nodes asks for
+    none by itself: planner.gpu_count).
     """
-    priority = request.spec.priority
+    spec = request.spec
+    priority = spec.priority
     project, own = factor
-    return (-band(priority), -project, -own, -priority, request.submitted_at.timestamp(), request.gpr_id)
+    submitted = request.submitted_at.timestamp()
+    if order.size_s_per_gpu_hour:
+        submitted += order.size_s_per_gpu_hour * gpus * spec.duration.total_seconds() / 3600
+    if order.fair_share_s is None:
+        return (-band(priority), -project, -own, -priority, submitted, request.gpr_id)
+    return (-band(priority), -priority, submitted - order.fair_share_s * (project + own) / 2, request.gpr_id)
+
+
+def order_key(
+    factors: Mapping[str, TreeFactor], order: Order = FAIR_SHARE_FIRST, gpus: Callable[[GPRSpec], float] = _asked_gpus
+) -> Callable[[Request], tuple]:
+    """``queue_key`` with the factor of the request's slice (``factors``; a slice they do not name
+    gets ``UNUSED``), ``order``, and the GPUs the request holds (``gpus``)."""
+
+    def key(request: Request) -> tuple:
+        spec = request.spec
+        held = gpus(spec) if order.size_s_per_gpu_hour else 0
+        return queue_key(request, factors.get(spec.slice, UNUSED), order, held)
+
+    return key
 
 
 class PriorityQueue:
@@ -46,19 +83,22 @@ class PriorityQueue:
     position are O(log n).
 
     ``factors`` maps a slice name to its tree factor; slices it does not name get (1.0, 1.0).
+    ``gpus``: the GPUs a spec holds, for its size in ``order``.
     """
 
-    def __init__(self, requests: Iterable[Request] = (), factors: Mapping[str, TreeFactor] | None = None):
-        self._factors = dict(factors or {})
+    def __init__(
+        self,
+        requests: Iterable[Request] = (),
+        factors: Mapping[str, TreeFactor] | None = None,
+        order: Order = FAIR_SHARE_FIRST,
+        gpus: Callable[[GPRSpec], float] = _asked_gpus,
+    ):
+        self.key = order_key(dict(factors or {}), order, gpus)  # queue_key with its factor, order and GPUs
         self._by_id: dict[int, tuple[tuple, Request]] = {}
         for request in requests:
             self._check_new(request)
             self._by_id[request.gpr_id] = (self.key(request), request)
         self._keys = SortedList(key for key, _ in self._by_id.values())  # one sort, not n inserts
-
-    def key(self, request: Request) -> tuple:
-        """``queue_key`` with this queue's factor for the request's slice."""
-        return queue_key(request, self._factors.get(request.spec.slice, UNUSED))
 
     def push(self, request: Request) -> None:
         self._check_new(request)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from .model import GPR, PRIORITY_DEFAULT, GPRSpec, Node, Project, Shape, SlicePolicy, Status
+from .model import FAIR_SHARE_FIRST, GPR, PRIORITY_DEFAULT, GPRSpec, Node, Order, Project, Shape, SlicePolicy, Status
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,7 @@ class Snapshot:
     # slices are planned there (core.model.serves)
     cluster_projects: Mapping[str, str] = field(default_factory=dict)
     maintenance: tuple[Maintenance, ...] = ()  # nodes' maintenance windows that have not ended
+    order: Order = FAIR_SHARE_FIRST  # how each band's requests are ordered (core/queue.py)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import math
 import os
 import secrets
 import signal
@@ -32,6 +33,7 @@ from ..backends.local.endpoint_servers import EndpointServers
 from ..core.alerts import AlertThresholds
 from ..core.errors import InvalidRequest
 from ..core.gpu_names import Naming
+from ..core.model import Order
 from ..core.requests import ClusterCreate, LayoutTarget, parse_body
 from ..core.snapshot import Placement
 from ..metrics import MetricSource
@@ -419,6 +421,40 @@ class EGSService(Application):
             raise TraitError(f"fairshare_half_life must be a positive number of seconds, not {proposal.value}")
         return proposal.value
 
+    queue_fair_share_s = Float(
+        None,
+        allow_none=True,
+        help="""How a priority band's queue weighs fair share. None (the default): fair share first,
+        then priority, then submit time. A number of seconds: a multifactor order, in which each GPR
+        has a virtual submit time, its submit time made earlier by this many seconds times its
+        fair-share factor (1 for a slice that used nothing lately), so a slice's better share is
+        worth that much waiting and no more: a GPR is overtaken only by GPRs submitted at most this
+        long (plus its size penalty, queue_size_s_per_gpu_hour) after it. Priority then orders
+        before the virtual submit time. ``egs-hub simulate --order-fair-share-s`` replays a trace
+        with it.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    queue_size_s_per_gpu_hour = Float(
+        0.0,
+        help="""Seconds a GPR's (virtual) submit time moves later per GPU-hour it asks for (GPUs times
+        its duration; default 0). Shortest first with aging: a small GPR goes ahead of a big one
+        submitted less than the difference in their penalties before it. ``egs-hub simulate
+        --order-size-s`` replays a trace with it.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    @validate("queue_fair_share_s", "queue_size_s_per_gpu_hour")
+    def _check_queue_order(self, proposal) -> float | None:
+        value = proposal.value
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise TraitError(f"{proposal.trait.name} must be a finite number of seconds >= 0, not {value}")
+        return value
+
     metrics_source = CaselessStrEnum(
         ["auto", "nvml", "prometheus", "none"],
         "auto",
@@ -682,7 +718,8 @@ class EGSService(Application):
         if self.local_backend is not None:
             await self.registry.add_local(self.local_backend, f"this host ({self.local_backend.host})")
         await self.registry.restore(self._cluster_specs(self.clusters))
-        self.planning = Planning(timedelta(seconds=self.fairshare_half_life))
+        order = Order(self.queue_fair_share_s, self.queue_size_s_per_gpu_hour)
+        self.planning = Planning(timedelta(seconds=self.fairshare_half_life), order)
         self.planning.watch(self.sessions, timedelta(seconds=self.plan_reuse_seconds))
         with self.sessions() as session:
             self.planning.restore(session)

@@ -100,9 +100,9 @@ class Planning:
     worker thread.
     """
 
-    def __init__(self, half_life: timedelta = fairshare.HALF_LIFE):
+    def __init__(self, half_life: timedelta = fairshare.HALF_LIFE, order: core.Order = core.FAIR_SHARE_FIRST):
         self.half_life = half_life
-        self.state = PlanningState(half_life)
+        self.state = PlanningState(half_life, order)
         self._promises: dict[int, Estimate] = {}
         self._bands: dict[int, int] = {}
         self._first_starts: dict[int, datetime] = {}

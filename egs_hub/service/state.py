@@ -100,8 +100,9 @@ def writes_state(objects: Iterable[object]) -> bool:
 
 
 class PlanningState:
-    def __init__(self, half_life: timedelta = fairshare.HALF_LIFE):
+    def __init__(self, half_life: timedelta = fairshare.HALF_LIFE, order: core.Order = core.FAIR_SHARE_FIRST):
         self.half_life = half_life
+        self.order = order  # how each band's queue is ordered (core/queue.py)
         self.nodes: tuple[core.Node, ...] = ()
         self.unhealthy: frozenset[str] = frozenset()
         self.prices: dict[tuple[str, str], float] = {}  # (cluster, shape) -> price per GPU-hour (core/cost.py)
@@ -243,6 +244,7 @@ class PlanningState:
             project_policies=dict(self.project_policies),
             cluster_projects=dict(self.cluster_projects),
             maintenance=self.maintenance,
+            order=self.order,
         )
 
     def queued(self) -> list[core.GPR]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..core.fairshare import HALF_LIFE, accrue, decay
-from ..core.model import GPRSpec, Shape, SlicePolicy
+from ..core.model import FAIR_SHARE_FIRST, GPRSpec, Order, Shape, SlicePolicy
 from ..core.planner import plan
 from ..core.snapshot import Booking, Estimate, Request, Snapshot
 from .cluster import Inventory
@@ -96,10 +96,12 @@ def replay(
     *,
     progress: bool = False,
     half_life: timedelta = HALF_LIFE,
+    order: Order = FAIR_SHARE_FIRST,
     on_started: Callable[[int], None] | None = None,
 ) -> Replay:
-    """Run ``trace`` on ``inventory`` through ``plan(..., backfill=POLICIES[policy])``; ``on_started`` is
-    told how many GPRs started so far after each pass that started some."""
+    """Run ``trace`` on ``inventory`` through ``plan(..., backfill=POLICIES[policy])``, each band's
+    requests in ``order`` (core/queue.py); ``on_started`` is told how many GPRs started so far after
+    each pass that started some."""
     backfill = POLICIES[policy]
     nodes = inventory.nodes()
     fleet = Fleet(inventory.pools)
@@ -176,6 +178,7 @@ def replay(
                 previous=previous,
                 projects=inventory.projects,
                 project_policies=inventory.project_policies,
+                order=order,
             )
             tick = time.perf_counter()
             decided = plan(snapshot, now, backfill=backfill)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..core.model import FAIR_SHARE_FIRST, Order
 from .cluster import Inventory
 from .engine import POLICIES, Replay, replay
 from .metrics import summarize
@@ -26,15 +27,21 @@ def policies_for(choice: str) -> list[str]:
 
 
 def run_policies(
-    trace: Trace, inventory: Inventory, policies: Iterable[str], *, progress: bool = False
+    trace: Trace,
+    inventory: Inventory,
+    policies: Iterable[str],
+    *,
+    progress: bool = False,
+    order: Order = FAIR_SHARE_FIRST,
 ) -> tuple[dict[str, dict], list[Replay]]:
-    """Each policy's figures (in the order given) and its replay."""
-    runs = [replay(trace, inventory, policy, progress=progress) for policy in policies]
+    """Each policy's figures (in the order given) and its replay; every policy orders each band's
+    requests in ``order`` (core/queue.py)."""
+    runs = [replay(trace, inventory, policy, progress=progress, order=order) for policy in policies]
     report = {run.policy: summarize(run) for run in runs}
     if inventory.instance_shapes() and any(job.share is not None for job in trace.jobs):
         whole = inventory.without_mig()
         for run in runs:
-            alone = summarize(replay(trace, whole, run.policy, progress=progress))
+            alone = summarize(replay(trace, whole, run.policy, progress=progress, order=order))
             report[run.policy]["without_mig"] = {key: alone[key] for key in WITHOUT_MIG_KEYS}
     return report, runs
 

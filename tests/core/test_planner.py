@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
 
-from egs_hub.core.model import Node, SlicePolicy
+from egs_hub.core.model import Node, Order, SlicePolicy
 from egs_hub.core.planner import plan
 from egs_hub.core.snapshot import Booking, Request
 
@@ -288,3 +289,20 @@ def test_plan(case: PlanCase):
             )
     assert got.ends == case.want_ends
     assert got.approvals == case.want_approvals
+
+
+def test_a_request_for_whole_nodes_is_sized_by_the_gpus_it_would_hold():
+    """Shortest first (queue.Order): one 8-GPU node for an hour is 8 GPU-hours, so at 600 s a
+    GPU-hour a 1-GPU request submitted 6 minutes after it is served first; in the default order,
+    by submit time."""
+    busy = node("h1")
+    snapshot = snap(
+        busy,
+        bookings=(booking(90, busy.gpus, until=1),),
+        queue=(req(1, submitted=-0.1, nodes=1), req(2, submitted=0, gpus=1)),
+    )
+    by_size = plan(dataclasses.replace(snapshot, order=Order(size_s_per_gpu_hour=600)), NOW)
+    assert [by_size.estimates[i].position for i in (1, 2)] == [2, 1]
+    assert by_size.estimates[2].start == at(1) and by_size.estimates[1].start == at(2)
+    by_submit = plan(snapshot, NOW)
+    assert [by_submit.estimates[i].position for i in (1, 2)] == [1, 2]

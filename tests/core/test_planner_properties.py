@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from egs_hub.core.model import PRIORITY_DEFAULT, GPRSpec, Node, Shape, SlicePolicy
+from egs_hub.core.model import FAIR_SHARE_FIRST, PRIORITY_DEFAULT, GPRSpec, Node, Order, Shape, SlicePolicy
 from egs_hub.core.planner import JUST_AFTER, place_arrival, plan, unservable_reason, wait_times
 from egs_hub.core.snapshot import Booking, Plan, Request, Snapshot
 
@@ -287,6 +287,18 @@ def test_slice_limits_hold_at_every_instant(snapshot: Snapshot):
                 assert sum(active) <= max(policy.max_gpus, asked)
 
 
+# The queue orders a snapshot may have (core/queue.py): the default, shortest first with aging,
+# and the multifactor orders.
+ORDERS = st.sampled_from(
+    [
+        FAIR_SHARE_FIRST,
+        Order(size_s_per_gpu_hour=600),
+        Order(fair_share_s=3600, size_s_per_gpu_hour=600),
+        Order(fair_share_s=86400),
+    ]
+)
+
+
 @SETTINGS
 @given(snapshots(queued=(1, 12)), specs(), st.data())
 def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec, data):
@@ -296,14 +308,16 @@ def test_wait_times_match_plan(snapshot: Snapshot, wanted: GPRSpec, data):
     if snapshot.queue and data.draw(st.booleans()):
         near = data.draw(st.sampled_from(snapshot.queue)).spec
         wanted = dataclasses.replace(wanted, slice=near.slice, priority=near.priority + 1)
-    check_wait_times_match_plan(dataclasses.replace(snapshot, usage=usage), wanted)
+    order = data.draw(ORDERS)
+    check_wait_times_match_plan(dataclasses.replace(snapshot, usage=usage, order=order), wanted)
 
 
 @SETTINGS
 @given(snapshots(), st.lists(specs(), max_size=3), st.data())
 def test_promises_hold_against_everything_not_ahead(snapshot: Snapshot, arrivals: list[GPRSpec], data):
     """Changed usage (fair share), early releases and arrivals never make an estimate later,
-    except that of a request behind an arrival in the new queue order."""
+    except that of a request behind an arrival in the new queue order (in any order)."""
+    snapshot = dataclasses.replace(snapshot, order=data.draw(ORDERS))
     first = plan(snapshot, NOW)
     newcomers = tuple(Request(1000 + i, spec, NOW) for i, spec in enumerate(arrivals))
     released = data.draw(st.lists(st.sampled_from(snapshot.bookings), unique=True)) if snapshot.bookings else []
@@ -477,7 +491,7 @@ def test_an_arrival_placed_on_the_last_plan_gets_the_start_the_next_plan_gives(
     wait times on it: its estimate is the start the next plan (made with the estimates as
     promises) gives it, wherever it sorts in its band."""
     usage = data.draw(st.dictionaries(st.sampled_from(SLICES), st.floats(min_value=0, max_value=1e7)))
-    snapshot = dataclasses.replace(snapshot, usage=usage)
+    snapshot = dataclasses.replace(snapshot, usage=usage, order=data.draw(ORDERS))
     current = plan(snapshot, NOW)
     request = Request(1000, arrival, NOW)
     wait_times(snapshot, arrival, NOW, current=current)  # a query builds the rewinds first

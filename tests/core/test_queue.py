@@ -1,4 +1,5 @@
-"""The priority queue: band, then fair share, then priority, then submission, then id."""
+"""The priority queue: band, then fair share, then priority, then submission, then id; and the
+multifactor order (a virtual submit time from fair share and size)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from egs_hub.core.model import Order
 from egs_hub.core.queue import PriorityQueue, band, queue_key
 from egs_hub.core.snapshot import Request
 
@@ -171,3 +173,104 @@ def test_queue_matches_a_sorted_list(ops):
         assert len(queue) == len(want)
         assert [queue.position(r.gpr_id) for r in want] == list(range(1, len(want) + 1))
         assert all(queue.position_of(queue.key(r)) == i for i, r in enumerate(want, 1))
+
+
+# The multifactor order (queue.Order): a virtual submit time per request.
+
+FS_S = 3600.0  # a tree factor of 1 is worth an hour of waiting
+SIZE_S = 600.0  # ten minutes later per GPU-hour
+
+
+def _penalty(request: Request) -> float:
+    return SIZE_S * (request.spec.gpus or 0) * request.spec.duration.total_seconds() / 3600
+
+
+requests_in_one_band = st.lists(
+    st.builds(
+        lambda i, submitted, gpus, hours, slice_: req(i, submitted=submitted, gpus=gpus, hours=hours, slice=slice_),
+        st.just(0),
+        st.floats(-48, 0, allow_nan=False),
+        st.integers(1, 16),
+        st.floats(0.1, 72, allow_nan=False),
+        st.sampled_from(["a", "b", "c"]),
+    ),
+    min_size=2,
+    max_size=12,
+).map(lambda rs: [Request(i + 1, r.spec, r.submitted_at) for i, r in enumerate(rs)])
+tree_factors = st.fixed_dictionaries(
+    {s: st.tuples(st.floats(0.01, 1.0), st.floats(0.01, 1.0)) for s in ("a", "b", "c")}
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests=requests_in_one_band, factors=tree_factors)
+def test_a_request_is_overtaken_only_by_requests_submitted_within_its_bound(requests, factors):
+    """Nothing starves: in the multifactor order a request goes behind one submitted later only when
+    that one was submitted less than ``fair_share_s`` plus its own size penalty after it."""
+    order = Order(fair_share_s=FS_S, size_s_per_gpu_hour=SIZE_S)
+    queue = PriorityQueue(requests, factors, order, lambda spec: spec.gpus)
+    served = list(queue)
+    for k, request in enumerate(served):
+        for ahead in served[:k]:
+            late = (ahead.submitted_at - request.submitted_at).total_seconds()
+            assert late < FS_S + _penalty(request) + 1e-6
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests=requests_in_one_band, factors=tree_factors)
+def test_the_multifactor_order_is_by_virtual_submit_time(requests, factors):
+    order = Order(fair_share_s=FS_S, size_s_per_gpu_hour=SIZE_S)
+
+    def virtual(r: Request) -> tuple[float, int]:
+        project, own = factors[r.spec.slice]
+        return r.submitted_at.timestamp() + _penalty(r) - FS_S * (project + own) / 2, r.gpr_id
+
+    queue = PriorityQueue(requests, factors, order, lambda spec: spec.gpus)
+    assert [r.gpr_id for r in queue] == [r.gpr_id for r in sorted(requests, key=virtual)]
+
+
+def test_shortest_first_with_aging():
+    """Same slice: the smaller request goes first unless the bigger waited longer than the
+    difference in their size penalties (8 GPU-hours against 1: 70 minutes at 600 s a GPU-hour)."""
+    order = Order(size_s_per_gpu_hour=SIZE_S)
+    big = req(1, submitted=-1, gpus=8, hours=1)
+    small = req(2, submitted=0, gpus=1, hours=1)
+    assert [r.gpr_id for r in PriorityQueue([big, small], order=order)] == [2, 1]
+    older = req(1, submitted=-1.2, gpus=8, hours=1)
+    assert [r.gpr_id for r in PriorityQueue([older, small], order=order)] == [1, 2]
+    # the default order: submit time only, whatever the size
+    assert [r.gpr_id for r in PriorityQueue([big, small])] == [1, 2]
+
+
+def test_the_multifactor_order_keeps_bands_and_priority_first():
+    """Fair share and size weigh against waiting, never against a higher band or priority."""
+    order = Order(fair_share_s=FS_S, size_s_per_gpu_hour=SIZE_S)
+    factors = {"light": (1.0, 1.0), "heavy": (0.01, 0.01)}
+    requests = [
+        req(1, submitted=-5, gpus=1, slice="light", priority=50),
+        req(2, submitted=0, gpus=16, hours=48, slice="heavy", priority=150),
+        req(3, submitted=0, gpus=1, slice="light", priority=120),
+        req(4, submitted=0, gpus=1, slice="heavy", priority=250),
+    ]
+    assert [r.gpr_id for r in PriorityQueue(requests, factors, order)] == [4, 2, 3, 1]
+
+
+def test_with_no_fair_share_weight_fair_share_still_comes_first():
+    factors = {"light": (1.0, 1.0), "heavy": (0.5, 0.5)}
+    requests = [req(1, submitted=-10, gpus=1, slice="heavy"), req(2, submitted=0, gpus=64, hours=24, slice="light")]
+    order = Order(size_s_per_gpu_hour=SIZE_S)
+    assert [r.gpr_id for r in PriorityQueue(requests, factors, order)] == [2, 1]
+
+
+@pytest.mark.parametrize(
+    ("fields", "name"),
+    [
+        ({"fair_share_s": -1.0}, "fair_share_s"),
+        ({"fair_share_s": float("inf")}, "fair_share_s"),
+        ({"size_s_per_gpu_hour": float("nan")}, "size_s_per_gpu_hour"),
+        ({"size_s_per_gpu_hour": -600.0}, "size_s_per_gpu_hour"),
+    ],
+)
+def test_an_order_with_a_bad_weight_is_refused_naming_it(fields, name):
+    with pytest.raises(ValueError, match=f"queue order: {name} must be a finite number of seconds >= 0"):
+        Order(**fields)

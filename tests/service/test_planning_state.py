@@ -279,3 +279,32 @@ async def test_submits_while_a_plan_is_made_aside_are_placed_on_it_in_its_thread
         fresh = planning.plan_now(session, clock.now, fresh=True).plan
     for submitted in during:
         assert fresh.estimates[submitted.gpr.id].start == submitted.estimate.start
+
+
+SHORTEST_FIRST = core.Order(size_s_per_gpu_hour=600)
+
+
+@pytest.mark.parametrize(
+    ("order", "want"), [(core.FAIR_SHARE_FIRST, ["big", "small"]), (SHORTEST_FIRST, ["small", "big"])]
+)
+def test_the_service_plans_its_queue_in_the_order_it_is_configured_with(world, order, want):  # noqa: F811
+    """EGSService.queue_size_s_per_gpu_hour (and queue_fair_share_s) reach the planner: a GPR for one
+    GPU submitted a minute after one for the whole node (8 GPU-hours) goes ahead of it at 600 s a
+    GPU-hour; in the default order it waits behind it."""
+    sessions = world[0]
+    planning = Planning(order=order)
+    planning.watch(sessions, REUSE)
+    submit(sessions, "a", 4, 60, START)  # starts now on the node
+    first = planning.decide(taken(planning, sessions, START))
+    planning.adopt(taken(planning, sessions, START), first)
+    gprs = {
+        "big": submit(sessions, "a", 4, 120, START),
+        "small": submit(sessions, "a", 1, 10, START + timedelta(minutes=1)),
+    }
+    made = planning.decide(taken(planning, sessions, START + timedelta(minutes=1)))
+    assert sorted(gprs, key=lambda name: made.estimates[gprs[name]].position) == want
+
+
+def taken(planning: Planning, sessions, now):
+    with sessions() as session:
+        return planning.take(session, now, fresh=True)

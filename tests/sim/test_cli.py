@@ -90,6 +90,16 @@ BAD_INPUT = {
     "bad load": (HAND_ROWS, [*ONE_NODE, "--load", "-1"], "--load must be a positive number"),
     "missing cluster file": (HAND_ROWS, ["--cluster", "{dir}/c.yaml"], "c.yaml: no such file"),
     "unwritable JSON": (HAND_ROWS, [*ONE_NODE, "--json", "{dir}/no/out.json"], "cannot write the JSON report"),
+    "negative size weight": (
+        HAND_ROWS,
+        [*ONE_NODE, "--order-size-s", "-600"],
+        "--order-size-s must be a finite number of seconds >= 0, not -600.0",
+    ),
+    "infinite fair-share weight": (
+        HAND_ROWS,
+        [*ONE_NODE, "--order-fair-share-s", "inf"],
+        "--order-fair-share-s must be a finite number of seconds >= 0, not inf",
+    ),
 }
 
 
@@ -124,3 +134,20 @@ def test_philly_two_days(tmp_path, capsys):
     assert figures["span_s"] == 2 * 86400
     assert 0 < figures["util_used"] <= figures["util_bound"] <= 1
     assert "philly:" in capsys.readouterr().out
+
+
+def test_simulate_in_a_multifactor_order(tmp_path):
+    """``--order-size-s``: on one 8-GPU node, a 1-GPU job submitted a second after an 8-GPU one (both
+    waiting for the first job) starts first: shortest first with aging, in every policy."""
+    rows = [row(0, gpus=8, duration=100, actual=100), row(1, gpus=8, duration=3600), row(2, gpus=1, duration=60)]
+    trace = write_csv(tmp_path, rows)
+    out = tmp_path / "out.json"
+    args = ["simulate", "--csv", str(trace), "--nodes", "1", "--gpus-per-node", "8", "--quiet", "--json", str(out)]
+    assert main([*args, "--policy", "fifo"]) == 0
+    by_submit = json.loads(out.read_text())["fifo"]
+    assert main([*args, "--policy", "fifo", "--order-size-s", "600"]) == 0
+    by_size = json.loads(out.read_text())["fifo"]
+    # FIFO by submit: the 1-GPU job waits for the 8-GPU one's hour; by size it goes first.
+    assert by_size["wait_mean_s"] < by_submit["wait_mean_s"]
+    assert main([*args, "--order-fair-share-s", "3600", "--order-size-s", "600"]) == 0
+    assert set(json.loads(out.read_text())) == {"planner", "fifo", "easy"}
