@@ -1,13 +1,14 @@
 """Scheduling quality: the planner vs EASY backfill vs FIFO, side by side, on synthetic traces and
 (``--philly``) the Philly scenario, with issue 21's targets marked met or MISSED.
 
-Synthetic traces (egs_hub/sim/synthetic.py: bursty, small-jobs, huge-jobs, skewed-teams; ``--days``
+Synthetic traces (egs_hub/sim/synthetic.py: bursty, small-jobs, huge-jobs, skewed-teams, identical-jobs; ``--days``
 days, seed ``--seed``) run on 8-GPU nodes scaled to offer ``--load``. Targets per trace (printed, not
 asserted): planner mean wait <= 0.85 x EASY's; p50 and p95 <= EASY's; at least 95 % start by the
 estimate given at submit (+60 s); bound utilization >= EASY's - 0.01.
 
     python benchmarks/bench_quality.py --json quality.json
     python benchmarks/bench_quality.py --philly --days 7 --loads 0.7 0.9   # the scenario's first week too
+    python benchmarks/bench_quality.py --order-fair-share-s 3600 --order-size-s 600   # every policy in that order
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from egs_hub.core.model import Order
 from egs_hub.sim import POLICIES, Options, SimInputError, build_inventory, load_trace, run_policies
 from egs_hub.sim.report import table, write_json
 from egs_hub.sim.synthetic import TRACES
@@ -56,12 +58,12 @@ def targets(report: dict) -> list[tuple[str, bool, str]]:
     ]
 
 
-def run(name: str, options: Options) -> dict:
+def run(name: str, options: Options, order: Order) -> dict:
     trace = load_trace(options)
     inventory = build_inventory(options, trace)
     print(f"\n== {name}: {len(trace.jobs)} GPRs on {inventory.describe()}", flush=True)
     began = time.perf_counter()
-    report, _ = run_policies(trace, inventory, POLICIES)
+    report, _ = run_policies(trace, inventory, POLICIES, order=order)
     print(table(report))
     print(f"({time.perf_counter() - began:.0f} s for the three replays)")
     for target, met, figures in targets(report):
@@ -78,7 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--philly", action="store_true", help="also the Philly scenario (its first --days days)")
     parser.add_argument("--trace-file", default=None, help="philly.csv (default: shared/ beside the checkout)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write {trace: {load: {policy: figures}}}")
+    parser.add_argument(
+        "--order-fair-share-s", type=float, default=None, metavar="S", help="queue order (core/queue.py)"
+    )
+    parser.add_argument("--order-size-s", type=float, default=0.0, metavar="S", help="seconds per GPU-hour asked for")
     args = parser.parse_args(argv)
+    try:
+        order = Order(args.order_fair_share_s, args.order_size_s)
+    except ValueError as e:
+        parser.error(str(e))
     results: dict[str, dict] = {}
     try:
         with tempfile.TemporaryDirectory() as directory:
@@ -87,13 +97,13 @@ def main(argv: list[str] | None = None) -> int:
                 csv.write_text(TRACES[name](args.days, args.seed))
                 for load in args.loads:
                     options = Options(csv=csv, gpus_per_node=8, load=load)
-                    results.setdefault(name, {})[str(load)] = run(f"{name} at load {load}", options)
+                    results.setdefault(name, {})[str(load)] = run(f"{name} at load {load}", options, order)
                     if args.json:
                         write_json(results, args.json)
             if args.philly:
                 for load in args.loads:
                     options = Options(trace="philly", trace_file=args.trace_file, load=load, days=args.days)
-                    results.setdefault("philly", {})[str(load)] = run(f"philly at load {load}", options)
+                    results.setdefault("philly", {})[str(load)] = run(f"philly at load {load}", options, order)
                     if args.json:
                         write_json(results, args.json)
     except SimInputError as e:

@@ -6,7 +6,11 @@ real trace: seeded, so a figure can be reproduced.
 - ``small-jobs``: many one- and two-GPU jobs of 15 minutes to 2 hours arriving around the clock;
 - ``huge-jobs``: a stream of small jobs with a few huge ones (4 whole nodes for 6 to 12 hours, one a day);
 - ``skewed-teams``: one team submits 70 % of the jobs, and larger ones (about 85 % of the GPU-hours); four
-  others share the rest.
+  others share the rest;
+- ``identical-jobs``: 345 one-GPU jobs a day around the clock in three teams, each exactly one hour and
+  using all of it. Every policy that leaves no GPU idle while a job waits gives them the same mean wait
+  (the jobs are interchangeable, so the order changes who waits, not how much in all): no scheduler
+  beats another's mean there.
 
 Each takes ``days`` and a ``seed``; the load comes from the inventory the caller builds for it
 (``--load`` scales the node count).
@@ -83,6 +87,14 @@ def skewed_teams(days: int, seed: int) -> str:
     return _csv(rows)
 
 
+def identical_jobs(days: int, seed: int) -> str:
+    rng = random.Random(seed)
+    rows = [
+        (round(rng.uniform(0, days * DAY)), f"team-{rng.choice('abc')}", 1, None, 3600, 3600) for _ in range(days * 345)
+    ]
+    return _csv(rows)
+
+
 def notebooks(days: int, seed: int) -> str:
     rng = random.Random(seed)
     rows = []
@@ -102,4 +114,5 @@ TRACES: dict[str, Callable[[int, int], str]] = {
     "small-jobs": small_jobs,
     "huge-jobs": huge_jobs,
     "skewed-teams": skewed_teams,
+    "identical-jobs": identical_jobs,
 }

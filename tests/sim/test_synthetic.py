@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from egs_hub.sim import Options, load_trace
+from egs_hub.sim import POLICIES, Options, build_inventory, load_trace, run_policies
 from egs_hub.sim.synthetic import DAY, TRACES
 
 
@@ -32,3 +32,34 @@ def test_the_traces_are_shaped_as_named(tmp_path):
     skewed = jobs("skewed-teams")
     heavy = sum(j.gpus * j.duration_s for j in skewed if j.slice == "team-heavy")
     assert heavy > 0.7 * sum(j.gpus * j.duration_s for j in skewed)
+    identical = jobs("identical-jobs")
+    assert {(j.gpus, j.duration_s, j.actual_s) for j in identical} == {(1, 3600, 3600)}
+    assert len(identical) == 3 * 345 and len({j.slice for j in identical}) == 3
+
+
+def test_on_interchangeable_jobs_every_policy_has_the_same_mean_wait_and_only_fair_share_breaks_estimates(tmp_path):
+    """identical-jobs: jobs that are all alike and run their whole window wait the same in all under
+    every policy that idles no GPU while one waits (so no policy's mean can beat another's there), and
+    where one team submits them all, nothing moves an estimate given at submit: what breaks the
+    planner's estimates on the three-team trace is fair share (jobs of a team that used less going
+    ahead, ``overtaken``, or having started in the window a promise was held on, ``taken``)."""
+    three_teams = tmp_path / "identical.csv"
+    three_teams.write_text(TRACES["identical-jobs"](2, 7))
+    one_team = tmp_path / "one-team.csv"
+    one_team.write_text(
+        "".join(
+            line.replace("team-b", "team-a").replace("team-c", "team-a")
+            for line in three_teams.read_text().splitlines(True)
+        )
+    )
+    for path, kept in ((one_team, True), (three_teams, False)):
+        options = Options(csv=path, gpus_per_node=8, load=0.9)
+        trace = load_trace(options)
+        report, _ = run_policies(trace, build_inventory(options, trace), POLICIES)
+        means = {policy: round(figures["wait_mean_s"], 3) for policy, figures in report.items()}
+        assert len(set(means.values())) == 1 and means["planner"] > 0, means
+        if kept:
+            assert all(figures["estimate_kept_share"] == 1.0 for figures in report.values())
+        else:
+            assert report["planner"]["estimate_kept_share"] < 1.0
+            assert set(report["planner"]["estimate_broken_causes"]) <= {"overtaken", "taken"}
