@@ -1,7 +1,8 @@
 """The planner: ``plan(snapshot, now) -> Plan``: who gets which GPUs when.
 
 Conservative backfill. Queued requests are planned in queue order (queue.py:
-band, fair share, priority, submit time); each gets the earliest window in
+band, fair share, priority, submit time; or the multifactor order the snapshot's
+``order`` names); each gets the earliest window in
 which its GPUs are free for its whole duration, after everything ahead of it,
 and what starts now is admitted. The same pass estimates every queued request,
 so an estimate comes from the planner that will start it.
