@@ -40,9 +40,10 @@ def test_the_traces_are_shaped_as_named(tmp_path):
 def test_on_interchangeable_jobs_every_policy_has_the_same_mean_wait_and_only_fair_share_breaks_estimates(tmp_path):
     """identical-jobs: jobs that are all alike and run their whole window wait the same in all under
     every policy that idles no GPU while one waits (so no policy's mean can beat another's there), and
-    where one team submits them all, nothing moves an estimate given at submit: what breaks the
-    planner's estimates on the three-team trace is fair share (jobs of a team that used less going
-    ahead, ``overtaken``, or having started in the window a promise was held on, ``taken``)."""
+    where one team submits them all, nothing moves an estimate given at submit: the planner's estimates
+    break on the three-team trace only because fair share reorders it (mostly a job of a team that used
+    less going ahead, ``overtaken``; a few promises no longer fit where they were after such reordering,
+    ``taken``)."""
     three_teams = tmp_path / "identical.csv"
     three_teams.write_text(TRACES["identical-jobs"](2, 7))
     one_team = tmp_path / "one-team.csv"
