@@ -108,15 +108,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _order(args: argparse.Namespace):
     """The queue order ``--order-fair-share-s`` and ``--order-size-s`` give; SimInputError when bad."""
-    from .core.model import Order
+    from .core.model import Order, order_weight_error
     from .sim import SimInputError
 
-    try:
-        return Order(args.order_fair_share_s, args.order_size_s)
-    except ValueError as e:
-        raise SimInputError(
-            str(e).replace("fair_share_s", "--order-fair-share-s").replace("size_s_per_gpu_hour", "--order-size-s")
-        ) from None
+    for flag, value in (("--order-fair-share-s", args.order_fair_share_s), ("--order-size-s", args.order_size_s)):
+        error = order_weight_error(value)
+        if error is not None:
+            raise SimInputError(f"{flag} {error}")
+    return Order(args.order_fair_share_s, args.order_size_s)
 
 
 def _simulate_history(args: argparse.Namespace) -> int:

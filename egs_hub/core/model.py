@@ -188,9 +188,16 @@ class Order:
 
     def __post_init__(self) -> None:
         for name in ("fair_share_s", "size_s_per_gpu_hour"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"queue order: {name} must be a finite number of seconds >= 0, not {value}")
+            error = order_weight_error(getattr(self, name))
+            if error is not None:
+                raise ValueError(f"queue order: {name} {error}")
+
+
+def order_weight_error(value: float | None) -> str | None:
+    """Why ``value`` cannot be a weight of an ``Order`` (None: it can; None is a weight too)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        return f"must be a finite number of seconds >= 0, not {value}"
+    return None
 
 
 FAIR_SHARE_FIRST = Order()  # the default order: fair share, then priority, then submit time

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
-import math
 import os
 import secrets
 import signal
@@ -33,7 +32,7 @@ from ..backends.local.endpoint_servers import EndpointServers
 from ..core.alerts import AlertThresholds
 from ..core.errors import InvalidRequest
 from ..core.gpu_names import Naming
-from ..core.model import Order
+from ..core.model import Order, order_weight_error
 from ..core.requests import ClusterCreate, LayoutTarget, parse_body
 from ..core.snapshot import Placement
 from ..metrics import MetricSource
@@ -450,10 +449,10 @@ class EGSService(Application):
 
     @validate("queue_fair_share_s", "queue_size_s_per_gpu_hour")
     def _check_queue_order(self, proposal) -> float | None:
-        value = proposal.value
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise TraitError(f"{proposal.trait.name} must be a finite number of seconds >= 0, not {value}")
-        return value
+        error = order_weight_error(proposal.value)
+        if error is not None:
+            raise TraitError(f"{proposal.trait.name} {error}")
+        return proposal.value
 
     metrics_source = CaselessStrEnum(
         ["auto", "nvml", "prometheus", "none"],
