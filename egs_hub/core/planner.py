@@ -98,8 +98,7 @@ MOVED = {
 class Views:
     """What a pass leaves for wait-time queries: per band, the timeline after that band
     and every band above it were planned (a request never waits for lower bands); the
-    band's requests that got a window, with it, in queue order; and the fair-share factors
-    that ordered them."""
+    band's requests that got a window, with it, in queue order; and the key that ordered them."""
 
     now: datetime
     after_band: dict[int, Timeline]
@@ -460,9 +459,6 @@ class _Pass:
     def __init__(self, snapshot: Snapshot, now: datetime):
         self.snapshot = snapshot
         self.now = now
-        self.factors = fairshare.tree_factors(
-            snapshot.usage, snapshot.policies, snapshot.projects, snapshot.project_policies
-        )
         queue = self._queue()
         self.key = queue.key
         self.queue = list(queue)
@@ -486,14 +482,18 @@ class _Pass:
         self._pools: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
 
     def _queue(self) -> PriorityQueue:
-        """The snapshot's queue in its order (a request for whole nodes counts the GPUs it would hold)."""
+        """The snapshot's queue in its order. A request for whole nodes counts the GPUs it would hold,
+        found once per spec: the key is also what wait-time queries sort by (Views.ahead)."""
         s = self.snapshot
-        projects = s.projects
+        factors = fairshare.tree_factors(s.usage, s.policies, s.projects, s.project_policies)
+        sizes: dict[GPRSpec, int] = {}
 
         def gpus(spec: GPRSpec) -> int:
-            return gpu_count(spec, s.nodes, s.cluster_projects, projects.get(spec.slice, DEFAULT_PROJECT))
+            if spec not in sizes:
+                sizes[spec] = gpu_count(spec, s.nodes, s.cluster_projects, s.projects.get(spec.slice, DEFAULT_PROJECT))
+            return sizes[spec]
 
-        return PriorityQueue(s.queue, self.factors, s.order, gpus)
+        return PriorityQueue(s.queue, factors, s.order, gpus)
 
     def _admitted_late(self) -> float:
         """How much later than the previous plan said the windows it admitted were written (the
