@@ -130,7 +130,9 @@ def test_objects_the_process_froze_stay_frozen(tmp_path):
     try:
         frozen = gc.get_freeze_count()
         replay(trace(tmp_path, HAND_ROWS), inventory(), "planner")
-        assert gc.get_freeze_count() == frozen
+        # Not unfrozen (0) and nothing more frozen (the replay's own objects would add thousands); a frozen
+        # object the replay lets go of (another test's leftover) leaves the count, so it may fall a little.
+        assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
