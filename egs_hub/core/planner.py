@@ -51,6 +51,7 @@ import dataclasses
 import math
 import traceback
 from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -464,9 +465,6 @@ class _Pass:
         self.queue = list(queue)
         self.timeline = self._empty_timeline()
         self.bound = {g for b in snapshot.bookings for g in b.gpus}
-        self.node_of = {}
-        for node in snapshot.nodes:
-            self.node_of.update(dict.fromkeys(node.gpus, node.key))
         self.booked: dict[int, list[Window]] = {}
         later: set = set()
         self._book_all(later)
@@ -547,25 +545,23 @@ class _Pass:
         """Put every booking on the fresh timeline: its windows (``booked``), each node's profile
         changed once for all the bookings on it (Profile.add_many), and its slice's use."""
         timeline = self.timeline
-        where = timeline.where
-        place_of = {g: where[key] for g, key in self.node_of.items() if key in where}  # one (pool, i) per node
-        changes: dict[tuple[int, int], tuple[Pool, int, list[tuple[float, float, int]]]] = {}
+        place_of = {g: (pool, i) for pool in timeline.pools for i, node in enumerate(pool.nodes) for g in node.gpus}
+        changes: dict[tuple[Pool, int], list[tuple[float, float, int]]] = defaultdict(list)
         for booking in self.snapshot.bookings:
             end = self._held_until(booking)
-            on: dict[int, tuple[Pool, dict[int, int]]] = {}
-            for gpu in booking.gpus:
-                if gpu in place_of:
-                    pool, i = place_of[gpu]
-                    picks = on.setdefault(id(pool), (pool, {}))[1]
-                    picks[i] = picks.get(i, 0) + 1
-            windows = [Window(booking.slice, p, tuple(sorted(picks.items())), 0.0, end) for p, picks in on.values()]
-            for window in windows:
-                pool = window.pool
-                for i, gpus in window.picks:
-                    changes.setdefault((id(pool), i), (pool, i, []))[2].append((0.0, end, -pool.taken(i, gpus)))
+            counts: dict[tuple[Pool, int] | None, int] = {}
+            for place in map(place_of.get, booking.gpus):
+                counts[place] = counts.get(place, 0) + 1
+            on: dict[Pool, list[tuple[int, int]]] = {}
+            for place, gpus in counts.items():
+                if place is not None:  # None: GPUs of nodes the planner does not use (they count in _use)
+                    pool, i = place
+                    on.setdefault(pool, []).append((i, gpus))
+                    changes[place].append((0.0, end, -pool.taken(i, gpus)))
+            windows = [Window(booking.slice, pool, tuple(sorted(picks)), 0.0, end) for pool, picks in on.items()]
             self.booked[booking.gpr_id] = windows
             self._use(timeline, booking, windows, 1)
-        for pool, i, node_changes in changes.values():
+        for (pool, i), node_changes in changes.items():
             pool.profiles[i].add_many(node_changes)
             later.add((pool, i))
 
