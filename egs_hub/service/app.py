@@ -43,6 +43,7 @@ from ..store.db import check_schema, default_db_url, make_engine, make_sessions
 from ..traits import Duration
 from . import gpu_naming, standby
 from .auto_gpr import AutoGPRs
+from .body_limits import UNBOUNDED, BoundedApplication, Limit
 from .capacity import CapacityPlans
 from .checks import Checklists
 from .clusters import Clusters
@@ -572,6 +573,28 @@ class EGSService(Application):
         the egs-hub API show at once.""",
     ).tag(config=True)
 
+    max_body_bytes = Integer(
+        1024 * 1024,
+        min=1,
+        help="""The most bytes a request body to the API, the pages or the webhook may have (default 1 MiB).
+        A larger one is answered 413 as soon as its headers arrive, before a byte of it is read: a
+        request's Content-Length is checked first, a chunked body as it comes. A pod's admission review
+        may have up to 8 MiB whatever this says (the API server's own bound is 3 MiB).
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    endpoint_max_body_bytes = Integer(
+        16 * 1024 * 1024,
+        min=1,
+        help="""The most bytes a request body to an inference endpoint (``<prefix>endpoints/...``) may have
+        (default 16 MiB: prompts with images fit). A larger one is answered 413 before it is read.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
     service_name = Unicode(help="This service's name in JupyterHub. Default: $JUPYTERHUB_SERVICE_NAME.").tag(
         config=True
     )
@@ -677,8 +700,9 @@ class EGSService(Application):
             *pages.page_routes(self.prefix),
             (self.prefix.rstrip("/"), web.RedirectHandler, {"url": self.prefix}),
         ]
-        return web.Application(
+        return BoundedApplication(
             handlers,
+            body_limit=self.body_limit,
             egs=self,
             hub_auth=self.hub_auth,
             cookie_secret=self._cookie_secret(),
@@ -689,6 +713,14 @@ class EGSService(Application):
             ),
             default_handler_class=NotFoundHandler,
         )
+
+    def body_limit(self, path: str) -> Limit:
+        """The most body bytes a request at ``path`` may send (body_limits.py)."""
+        if path.startswith(self.prefix + "endpoints/"):
+            return Limit(self.endpoint_max_body_bytes, "c.EGSService.endpoint_max_body_bytes")
+        if path.startswith(self.prefix + "webhooks/"):
+            return Limit(max(self.max_body_bytes, webhooks.REVIEW_MAX_BYTES), "the webhook's REVIEW_MAX_BYTES")
+        return Limit(self.max_body_bytes, "c.EGSService.max_body_bytes")
 
     async def setup(self) -> None:
         """Open the database, find the GPUs and connect to the hub."""
@@ -855,9 +887,9 @@ class EGSService(Application):
             return
         await self.setup()
         leadership.fence(self.sessions)
-        server = HTTPServer(self.make_app(), xheaders=True)
+        server = HTTPServer(self.make_app(), xheaders=True, max_body_size=UNBOUNDED)
         self._listen(server)
-        hooks = self._webhook_server(webhooks.make_app(self))
+        hooks = self._webhook_server(webhooks.make_app(self, self.body_limit))
         self.slice_setup.start()
         self.reconciler.start()
         self.telemetry.start()
@@ -893,9 +925,11 @@ class EGSService(Application):
         False when stopped first."""
         if await leadership.try_take():
             return True
-        server = HTTPServer(standby.make_app(leadership, self.api_prefix), xheaders=True)
+        server = HTTPServer(
+            standby.make_app(leadership, self.api_prefix, self.body_limit), xheaders=True, max_body_size=UNBOUNDED
+        )
         self._listen(server)
-        hooks = self._webhook_server(standby.make_app(leadership, self.api_prefix))
+        hooks = self._webhook_server(standby.make_app(leadership, self.api_prefix, self.body_limit))
         self.log.info("standing by on %s: the replica at %s leads", self.service_url, leadership.leader_url())
         taken, stopping = asyncio.ensure_future(leadership.take()), asyncio.ensure_future(stopped.wait())
         await asyncio.wait([taken, stopping], return_when=asyncio.FIRST_COMPLETED)

@@ -65,17 +65,7 @@ def authenticated(method: Callable) -> Callable:
     @functools.wraps(method)
     def wrapper(self: APIHandler, *args, **kwargs):
         if self.current_user is None:
-            if self.refused_token:
-                raise web.HTTPError(
-                    401,
-                    f"this token does not reach {self.request.path}: it lacks the JupyterHub scope "
-                    f"{' or '.join(sorted(self.hub_auth.access_scopes))}; use a token made without naming scopes",
-                )
-            raise web.HTTPError(
-                401,
-                "not logged in: send a JupyterHub API token as 'Authorization: token <token>', "
-                "or log in at the hub first",
-            )
+            raise self.not_logged_in()
         return method(self, *args, **kwargs)
 
     return wrapper
@@ -99,7 +89,12 @@ def needs_scope(scope: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
+@web.stream_request_body
 class APIHandler(HubOAuthenticated, web.RequestHandler):
+    """The body streams in (``data_received``) once ``prepare`` identified the caller: a request with a body
+    and no caller is refused before a byte of it is read (issue 45), and the application bounds its size
+    (body_limits.py). Handlers read it as ``self.request.body`` as usual."""
+
     refused_token = False  # the hub identified a caller whose token lacks the service's access scope
     _managed: frozenset[str] | None = None  # the projects the caller manages, once per request
     _slice_projects: Mapping[str, str] = {}  # every slice's project, read with _managed
@@ -114,7 +109,8 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return self.settings["hub_auth"]
 
     async def prepare(self) -> None:
-        """Identify the caller without blocking the loop (the hub answers over HTTP)."""
+        """Identify the caller without blocking the loop (the hub answers over HTTP); a request that sends
+        a body without a caller is a 401 before its body is read."""
         model = await self.hub_auth.get_user(self, sync=False)
         if model is not None:
             try:
@@ -123,6 +119,28 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
                 if not self.allowed_without_access(model):
                     model, self.refused_token = None, True
         self.current_user = model
+        if model is None and self.sends_body():
+            raise self.not_logged_in()
+
+    def sends_body(self) -> bool:
+        headers = self.request.headers
+        return headers.get("Content-Length", "0").strip() not in ("", "0") or "Transfer-Encoding" in headers
+
+    def data_received(self, chunk: bytes) -> None:
+        # At most the application's limit in all (body_limits.py): a few dozen chunks of 64 KiB.
+        self.request.body += chunk
+
+    def not_logged_in(self) -> web.HTTPError:
+        if self.refused_token:
+            return web.HTTPError(
+                401,
+                f"this token does not reach {self.request.path}: it lacks the JupyterHub scope "
+                f"{' or '.join(sorted(self.hub_auth.access_scopes))}; use a token made without naming scopes",
+            )
+        return web.HTTPError(
+            401,
+            "not logged in: send a JupyterHub API token as 'Authorization: token <token>', or log in at the hub first",
+        )
 
     def allowed_without_access(self, model: dict) -> bool:
         """Whether a caller whose token lacks the service's access scope (``access:services!service=egs``)
