@@ -14,7 +14,6 @@ Data directory layout: ``egs.sqlite`` (egs-hub, unless --db-url),
 from __future__ import annotations
 
 import os
-import random
 import secrets
 import shutil
 import socket
@@ -24,6 +23,7 @@ from importlib.resources import files
 
 from traitlets.config.loader import PyFileConfigLoader
 
+from . import ports
 from .backends.local.declared import declared_inventory, load_inventory_file
 from .hub_settings import SERVICE_API_PATH, configure_roles, service_entry
 from .store.db import default_db_url, make_engine, normalize_url, upgrade
@@ -88,31 +88,12 @@ class EmbeddedSettings:
             raise SetupError(f"{e.args[0]} is not set: start the embedded hub with `egs-hub up`") from None
 
 
-_LOWEST_FREE_PORT = 20000
-
-
 def free_port(ip: str = "127.0.0.1") -> int:
-    """A port nothing listens on, below the kernel's ephemeral range: a port from the range
-    (what binding port 0 gives) can be taken by any outgoing connection before its
-    listener binds it, one below it only by another listener."""
-    low = _ephemeral_low()
-    for port in random.sample(range(_LOWEST_FREE_PORT, low), min(64, low - _LOWEST_FREE_PORT)):
-        with socket.socket() as s:
-            try:
-                s.bind((ip, port))
-            except OSError:
-                continue
-            return port
-    raise SetupError(f"no free port on {ip} from {_LOWEST_FREE_PORT} to {low - 1}")
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux; 32768 elsewhere and by default)."""
+    """A free port on ``ip`` (ports.py); SetupError when there is none."""
     try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return max(_LOWEST_FREE_PORT + 1024, int(f.read().split()[0]))
-    except (OSError, ValueError, IndexError):
-        return 32768
+        return ports.free_port(ip)
+    except ports.NoFreePort as e:
+        raise SetupError(str(e)) from None
 
 
 def check_port(ip: str, port: int) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from tornado.httpclient import AsyncHTTPClient
 
 from ...core.endpoints import FAILED_STARTS, queued_in
-from ...embedded import free_port
+from ...ports import free_port
 
 log = logging.getLogger(__name__)
 
