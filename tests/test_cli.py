@@ -302,6 +302,8 @@ def test_configure_hub_fills_the_embedded_default(tmp_path):
         "EGS_DATA_DIR": str(tmp_path),
         "EGS_DB_URL": f"sqlite:///{tmp_path}/egs.sqlite",
         "EGS_INVENTORY": "/etc/egs/inventory.yaml",
+        "EGS_ISOLATION": c.SliceLocalSpawner.isolation,
+        "EGS_HOME_DIR_TEMPLATE": f"{tmp_path}/home/{{username}}",
     }
     roles = {r["name"]: r for r in c.JupyterHub.load_roles}
     assert set(roles) == {"egs-admin", "egs-service"}
