@@ -146,8 +146,9 @@ def answering(call: Caller, what: str) -> None:
 def assert_runs_as(pid: int, account: str, token: str, forbidden: set[str] = SERVICE_VARIABLES) -> None:
     """Process ``pid`` runs as system account ``account`` only, in its home (0700, its own), with its
     HOME and USER, and none of the ``forbidden`` variables, nor one holding the service's token."""
-    entry = pwd.getpwnam(account)
     who = identity(pid)
+    assert os.geteuid() not in who.uids, f"pid {pid} runs as the service's user (uids {who.uids})"
+    entry = pwd.getpwnam(account)
     assert who.uids == (entry.pw_uid,) * 4, f"pid {pid} runs as uid {who.uids}, not {account}'s {entry.pw_uid}"
     assert who.gids == (entry.pw_gid,) * 4 and who.groups == set(os.getgrouplist(account, entry.pw_gid))
     assert 0 not in who.groups and entry.pw_uid != 0
@@ -188,13 +189,13 @@ def test_a_members_endpoint_code_cannot_read_the_data_directory(isolated_hub: Hu
     )
     read = Caller(hub, made["url"], hub.user_token(name))
     answering(read, "the member's reader")
-    home = pwd.getpwnam(system_username(name)).pw_dir
-    own = read("GET", params={"path": home + "/"})
-    assert own.status_code == 200, own.text  # it reads what is its own
 
     for path in (hub.data_dir + "/", *(os.path.join(hub.data_dir, file) for file in state)):
         answer = read("GET", params={"path": path})
         assert (answer.status_code, answer.text) == (403, "PermissionError"), f"{path}: {answer.content[:80]!r}"
+    home = pwd.getpwnam(system_username(name)).pw_dir
+    own = read("GET", params={"path": home + "/"})
+    assert own.status_code == 200, own.text  # what it may read, it reads: the 403s are the kernel's
     token = state["egs_service_token"].decode().strip()
     assert_runs_as(endpoint_pid(slice_name, "reader"), system_username(name), token, ENDPOINT_FORBIDDEN)
 
