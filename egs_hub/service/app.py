@@ -40,6 +40,7 @@ from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
 from ..store import queries
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
+from ..system_users import MODES, NONE, Isolation, default_mode, mode_error, unisolated_notice
 from ..traits import Duration
 from . import gpu_naming, standby
 from .auto_gpr import AutoGPRs
@@ -344,6 +345,65 @@ class EGSService(Application):
         works where the service runs in that cluster (the Helm chart's case); a service outside it
         needs its own route there.""",
     ).tag(config=True)
+
+    isolation = CaselessStrEnum(
+        list(MODES),
+        help="""Who members' code (JupyterLab servers, inference endpoints' servers) runs as on this host.
+        "system-users": each member as a system account of their own (egs-<name>, made at their first
+        server or endpoint, home /home/egs-<name>, 0700), which cannot read this service's data directory;
+        needs the service to run as root. "none": as the service's own OS user, in the member's home under
+        home_dir_template, able to read everything the service can (trusted members only; command endpoints
+        are then refused unless allow_unisolated_commands). The spawner must use the same mode: `egs-hub up`
+        passes one to both (--isolation, or this option in its --config file). Default: $EGS_ISOLATION, else
+        "system-users" as root and "none" otherwise.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    @default("isolation")
+    def _default_isolation(self) -> str:
+        return os.environ.get("EGS_ISOLATION") or default_mode()
+
+    @validate("isolation")
+    def _check_isolation(self, proposal) -> str:
+        error = mode_error(proposal.value)
+        if error is not None:
+            raise TraitError(f"EGSService.isolation: {error}")
+        return proposal.value
+
+    allow_unisolated_commands = Bool(
+        False,
+        help="""Whether members may run inference endpoints of runtime command on this host in isolation
+        "none", where their command runs as the service's OS user and can read its tokens and databases.
+        False (the default): such an endpoint is refused with 422 naming runtime. Set it only where every
+        member is trusted with the service's rights. No effect in isolation "system-users" or on
+        Kubernetes clusters.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    home_dir_template = Unicode(
+        help="""Where a member's endpoint servers run in isolation "none": their home, as the spawner's
+        home_dir_template ({username}: the hub user's name), so that endpoints and JupyterLab servers share
+        it. In isolation "system-users" the home is the member's system account's. Default:
+        $EGS_HOME_DIR_TEMPLATE (set by `egs-hub up`), else <data_dir>/home/{username}.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    @default("home_dir_template")
+    def _default_home_dir_template(self) -> str:
+        return os.environ.get("EGS_HOME_DIR_TEMPLATE") or os.path.join(self.data_dir, "home", "{username}")
+
+    def isolation_notice(self) -> str | None:
+        """What the admin dashboard says of members' isolation: a warning where members' code runs on this
+        host (local_gpus) as the service's user (isolation none)."""
+        if not self.local_gpus or self.isolation != NONE:
+            return None
+        return unisolated_notice(self.allow_unisolated_commands)
 
     repartition_seconds = Float(
         300.0,
@@ -708,9 +768,7 @@ class EGSService(Application):
             cookie_secret=self._cookie_secret(),
             static_path=os.path.join(HERE, "static"),
             static_url_prefix=self.prefix + "static/",
-            jinja_env=jinja2.Environment(
-                loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")), autoescape=True
-            ),
+            jinja_env=self._jinja_env(),
             default_handler_class=NotFoundHandler,
         )
 
@@ -721,6 +779,11 @@ class EGSService(Application):
         if path.startswith(self.prefix + "webhooks/"):
             return Limit(max(self.max_body_bytes, webhooks.REVIEW_MAX_BYTES), "the webhook's REVIEW_MAX_BYTES")
         return Limit(self.max_body_bytes, "c.EGSService.max_body_bytes")
+
+    def _jinja_env(self) -> jinja2.Environment:
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")), autoescape=True)
+        env.globals["isolation_notice"] = self.isolation_notice()  # the dashboard's (isolation none)
+        return env
 
     async def setup(self) -> None:
         """Open the database, find the GPUs and connect to the hub."""
@@ -823,7 +886,9 @@ class EGSService(Application):
             self.sessions,
             self.planning,
             self.commands,
-            EndpointServers(os.path.join(self.data_dir, "endpoints")) if self.local_backend is not None else None,
+            EndpointServers(os.path.join(self.data_dir, "endpoints"), Isolation(self.isolation, self.home_dir_template))
+            if self.local_backend is not None
+            else None,
             self.clock,
             self.reconcile_interval,
             cluster=LOCAL_CLUSTER,
@@ -832,6 +897,7 @@ class EGSService(Application):
             backends=self.registry.backends,
             vllm_image=self.endpoint_vllm_image,
             service_url=self.endpoint_service_url,
+            allow_unisolated_commands=self.allow_unisolated_commands,
         )
         self.exporter.registry.register(EndpointCollector(self.endpoints))
         self.gpr_sync = GPRSync(
