@@ -261,10 +261,12 @@ def world(request, tmp_path_factory, postgres) -> Iterator[World]:
 
 
 class VictimState:
-    """What the victim has: its rows, its events, its hub groups, and who the egs-hub admins are."""
+    """What the victim has: its rows, the attackers' events on it, its hub groups, and who the egs-hub
+    admins are."""
 
-    def __init__(self, hub: Hub, victim: Names):
+    def __init__(self, hub: Hub, victim: Names, attackers: list[Attacker]):
         self.hub, self.victim = hub, victim
+        self.actors = [a.name for a in attackers if a.name is not None]
         self.engine = create_engine(hub.db_url)
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"token {hub.admin_token}"
@@ -274,27 +276,33 @@ class VictimState:
         queries = {
             "project": ("SELECT * FROM projects WHERE name = :project", {}),
             "slice": ("SELECT * FROM slices WHERE name = :slice", {}),
+            # what people set; statuses and windows are the planner's, an endpoint's replicas its own
+            # (every change a person makes is an event with their name: the attackers' are below)
             "gprs": (
-                "SELECT id, name, slice, requested_by, gpus, priority, duration_s, status, window_start, window_end "
+                "SELECT id, name, slice, requested_by, gpus, priority, duration_s, start_after "
                 "FROM gprs WHERE slice = :slice ORDER BY id",
                 {},
             ),
             "template": ("SELECT * FROM gpr_templates WHERE name = :template", {}),
-            "endpoints": ("SELECT id, slice, name, wanted, spec FROM endpoints WHERE slice = :slice", {}),
+            "endpoints": ("SELECT id, slice, name, spec FROM endpoints WHERE slice = :slice", {}),
             "requests": ("SELECT id, status, decided_by FROM workspace_requests WHERE id = :request", {}),
-            "events": ("SELECT id, kind, actor FROM events WHERE slice = :slice OR gpr_id IN :ids ORDER BY id", {}),
+            "events": (
+                "SELECT id, kind, actor FROM events WHERE (slice = :slice OR gpr_id IN :ids) AND actor IN :actors",
+                {},
+            ),
             "maintenance": ("SELECT * FROM maintenance_windows WHERE node = :node", {}),
             "node": ("SELECT name, schedulable, quarantined_at FROM nodes WHERE name = :node", {}),
             "prices": ("SELECT * FROM prices ORDER BY cluster, shape", {}),
         }
         values = {"project": v.project, "slice": v.slice, "template": v.template, "request": v.request}
-        values |= {"node": v.node, "ids": sorted(v.ids())}
+        values |= {"node": v.node, "ids": sorted(v.ids()), "actors": self.actors}
         state = {}
         with self.engine.connect() as connection:
             for key, (query, _) in queries.items():
                 statement = text(query)
-                if ":ids" in query:
-                    statement = statement.bindparams(bindparam("ids", expanding=True))
+                for listed in ("ids", "actors"):
+                    if f":{listed}" in query:
+                        statement = statement.bindparams(bindparam(listed, expanding=True))
                 used = {name: value for name, value in values.items() if f":{name}" in query}
                 state[key] = connection.execute(statement, used).all()
         groups = self.session.get(f"{self.hub.url}/hub/api/groups", timeout=60).json()
@@ -348,7 +356,7 @@ def leaked(answer: object, victim: Names, asked: str) -> list[str]:
 
 
 def test_no_stranger_reaches_anything_of_another_workspace(world: World):
-    state = VictimState(world.hub, world.victim)
+    state = VictimState(world.hub, world.victim, world.attackers)
     before = state.read()
     problems: list[str] = []
     tried = 0
