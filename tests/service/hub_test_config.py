@@ -29,3 +29,8 @@ c.EGSService.reconcile_interval = 0.2  # noqa: F821
 c.EGSService.metrics_interval = 0.5  # noqa: F821
 c.Spawner.start_timeout = 120  # noqa: F821
 c.Spawner.http_timeout = 120  # noqa: F821
+# A hub group that holds a role (and so its scope): no slice may take it as its members' group, not even
+# when an egs-hub admin names it (tests/security/test_slice_groups.py). JupyterHub creates the group.
+c.JupyterHub.load_roles.append(  # noqa: F821
+    {"name": "test-group-role", "scopes": ["read:users:name"], "groups": ["test-role-holders"]}
+)
