@@ -38,6 +38,7 @@ from tornado.escape import url_escape
 from tornado.httputil import url_concat
 from traitlets import Integer, Unicode
 
+from . import proxy_errors
 from .core.user_names import fold_user_name, user_name_problem
 from .invites import (
     INVITE_LIFETIME,
@@ -426,4 +427,4 @@ class EGSAuthenticator(NativeAuthenticator):
 
     def get_handlers(self, app) -> list[tuple]:
         native = [(route, HANDLERS.get(route, handler)) for route, handler in super().get_handlers(app)]
-        return native + EGS_HANDLERS
+        return native + EGS_HANDLERS + proxy_errors.HANDLERS

@@ -1,6 +1,7 @@
 """The ``egs-hub`` command.
 
 egs-hub up [--ip IP] [--port N] [--data-dir DIR] [--db-url URL] [--inventory FILE] [--config FILE]
+    [--isolation system-users|none]
 egs-hub db upgrade [--data-dir DIR] [--db-url URL]
 egs-hub db current [--data-dir DIR] [--db-url URL]
 egs-hub simulate (--trace philly | --csv FILE) [--nodes N --gpus-per-node G | --cluster FILE] [--load L] ...
@@ -29,6 +30,7 @@ from .backends.local.declared import InventoryError
 from .client import EGSClient, EGSError
 from .embedded import HUB_CONFIG_FILE, SetupError, prepare
 from .store.db import DatabaseError, current_revision, default_db_url, head_revision, make_engine, upgrade
+from .system_users import MODES, NONE, SYSTEM_USERS
 
 
 def _db_url(args: argparse.Namespace) -> str:
@@ -36,10 +38,13 @@ def _db_url(args: argparse.Namespace) -> str:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    settings = prepare(args.ip, args.port, args.data_dir, args.db_url, args.inventory, args.config)
+    settings = prepare(args.ip, args.port, args.data_dir, args.db_url, args.inventory, args.config, args.isolation)
     os.environ.update(settings.to_env())
     print(f"egs-hub {__version__}: starting JupyterHub at http://{args.ip}:{args.port} (Ctrl-C stops it)")
-    print(f"egs-hub: data in {settings.data_dir}", flush=True)
+    print(f"egs-hub: data in {settings.data_dir}")
+    if settings.isolation == SYSTEM_USERS:
+        print(f"egs-hub: isolation {SYSTEM_USERS}: every member's code runs as their own system account (egs-<name>)")
+    sys.stdout.flush()
     from jupyterhub.app import JupyterHub
 
     JupyterHub.launch_instance(["-f", HUB_CONFIG_FILE])
@@ -230,6 +235,14 @@ def parser() -> argparse.ArgumentParser:
     data_options(up)
     up.add_argument("--inventory", default=None, help="YAML file declaring GPUs, used where NVML finds none")
     up.add_argument("--config", default=None, help="extra JupyterHub/egs-hub config file, loaded last")
+    up.add_argument(
+        "--isolation",
+        choices=MODES,
+        default=None,
+        help=f"who members' code runs as: {SYSTEM_USERS} (a system account each, egs-<name>; needs root) or "
+        f"{NONE} (this user: trusted members only). Default: c.EGSService.isolation in --config, else "
+        f"{SYSTEM_USERS} as root and {NONE} otherwise",
+    )
     up.set_defaults(run=cmd_up)
 
     db = commands.add_parser("db", help="database schema")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from egs_hub import embedded
+from egs_hub import ports
 from egs_hub.cli import main
 from egs_hub.embedded import HUB_CONFIG_FILE, SetupError, configure_hub, free_port, service_token
 from egs_hub.roles import ADMIN_SCOPE
@@ -188,18 +188,18 @@ def two_neighbouring_ports() -> tuple[socket.socket, socket.socket]:
 
 
 def test_free_port_is_below_the_ephemeral_range_and_skips_a_taken_one(monkeypatch):
-    low = embedded._ephemeral_low()
-    assert all(embedded._LOWEST_FREE_PORT <= free_port() < low for _ in range(20))
+    low = ports._ephemeral_low()
+    assert all(ports._LOWEST_FREE_PORT <= free_port() < low for _ in range(20))
 
     taken, neighbour = two_neighbouring_ports()
     with taken, neighbour:
         port = taken.getsockname()[1]
         taken.listen()
-        monkeypatch.setattr(embedded, "_LOWEST_FREE_PORT", port)
-        monkeypatch.setattr(embedded, "_ephemeral_low", lambda: port + 1)
+        monkeypatch.setattr(ports, "_LOWEST_FREE_PORT", port)
+        monkeypatch.setattr(ports, "_ephemeral_low", lambda: port + 1)
         with pytest.raises(SetupError, match=f"no free port on 127.0.0.1 from {port} to {port}"):
             free_port()
-        monkeypatch.setattr(embedded, "_ephemeral_low", lambda: port + 2)
+        monkeypatch.setattr(ports, "_ephemeral_low", lambda: port + 2)
         neighbour.close()
         assert free_port() == port + 1
 
@@ -302,6 +302,8 @@ def test_configure_hub_fills_the_embedded_default(tmp_path):
         "EGS_DATA_DIR": str(tmp_path),
         "EGS_DB_URL": f"sqlite:///{tmp_path}/egs.sqlite",
         "EGS_INVENTORY": "/etc/egs/inventory.yaml",
+        "EGS_ISOLATION": c.SliceLocalSpawner.isolation,
+        "EGS_HOME_DIR_TEMPLATE": f"{tmp_path}/home/{{username}}",
     }
     roles = {r["name"]: r for r in c.JupyterHub.load_roles}
     assert set(roles) == {"egs-admin", "egs-service"}

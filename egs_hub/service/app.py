@@ -40,9 +40,11 @@ from ..metrics.nvml import NVMLSource
 from ..metrics.prometheus import PrometheusSource
 from ..store import queries
 from ..store.db import check_schema, default_db_url, make_engine, make_sessions
+from ..system_users import MODES, NONE, Isolation, default_mode, mode_error, unisolated_notice
 from ..traits import Duration
 from . import gpu_naming, standby
 from .auto_gpr import AutoGPRs
+from .body_limits import UNBOUNDED, BoundedApplication, Limit
 from .capacity import CapacityPlans
 from .checks import Checklists
 from .clusters import Clusters
@@ -344,6 +346,65 @@ class EGSService(Application):
         needs its own route there.""",
     ).tag(config=True)
 
+    isolation = CaselessStrEnum(
+        list(MODES),
+        help="""Who members' code (JupyterLab servers, inference endpoints' servers) runs as on this host.
+        "system-users": each member as a system account of their own (egs-<name>, made at their first
+        server or endpoint, home /home/egs-<name>, 0700), which cannot read this service's data directory;
+        needs the service to run as root. "none": as the service's own OS user, in the member's home under
+        home_dir_template, able to read everything the service can (trusted members only; command endpoints
+        are then refused unless allow_unisolated_commands). The spawner must use the same mode: `egs-hub up`
+        passes one to both (--isolation, or this option in its --config file). Default: $EGS_ISOLATION, else
+        "system-users" as root and "none" otherwise.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    @default("isolation")
+    def _default_isolation(self) -> str:
+        return os.environ.get("EGS_ISOLATION") or default_mode()
+
+    @validate("isolation")
+    def _check_isolation(self, proposal) -> str:
+        error = mode_error(proposal.value)
+        if error is not None:
+            raise TraitError(f"EGSService.isolation: {error}")
+        return proposal.value
+
+    allow_unisolated_commands = Bool(
+        False,
+        help="""Whether members may run inference endpoints of runtime command on this host in isolation
+        "none", where their command runs as the service's OS user and can read its tokens and databases.
+        False (the default): such an endpoint is refused with 422 naming runtime. Set it only where every
+        member is trusted with the service's rights. No effect in isolation "system-users" or on
+        Kubernetes clusters.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    home_dir_template = Unicode(
+        help="""Where a member's endpoint servers run in isolation "none": their home, as the spawner's
+        home_dir_template ({username}: the hub user's name), so that endpoints and JupyterLab servers share
+        it. In isolation "system-users" the home is the member's system account's. Default:
+        $EGS_HOME_DIR_TEMPLATE (set by `egs-hub up`), else <data_dir>/home/{username}.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    @default("home_dir_template")
+    def _default_home_dir_template(self) -> str:
+        return os.environ.get("EGS_HOME_DIR_TEMPLATE") or os.path.join(self.data_dir, "home", "{username}")
+
+    def isolation_notice(self) -> str | None:
+        """What the admin dashboard says of members' isolation: a warning where members' code runs on this
+        host (local_gpus) as the service's user (isolation none)."""
+        if not self.local_gpus or self.isolation != NONE:
+            return None
+        return unisolated_notice(self.allow_unisolated_commands)
+
     repartition_seconds = Float(
         300.0,
         help="""How long, in seconds, re-partitioning a node's GPUs into a new MIG layout takes
@@ -572,6 +633,28 @@ class EGSService(Application):
         the egs-hub API show at once.""",
     ).tag(config=True)
 
+    max_body_bytes = Integer(
+        1024 * 1024,
+        min=1,
+        help="""The most bytes a request body to the API, the pages or the webhook may have (default 1 MiB).
+        A larger one is answered 413 as soon as its headers arrive, before a byte of it is read: a
+        request's Content-Length is checked first, a chunked body as it comes. A pod's admission review
+        may have up to 8 MiB whatever this says (the API server's own bound is 3 MiB).
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    endpoint_max_body_bytes = Integer(
+        16 * 1024 * 1024,
+        min=1,
+        help="""The most bytes a request body to an inference endpoint (``<prefix>endpoints/...``) may have
+        (default 16 MiB: prompts with images fit). A larger one is answered 413 before it is read.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
     service_name = Unicode(help="This service's name in JupyterHub. Default: $JUPYTERHUB_SERVICE_NAME.").tag(
         config=True
     )
@@ -677,18 +760,30 @@ class EGSService(Application):
             *pages.page_routes(self.prefix),
             (self.prefix.rstrip("/"), web.RedirectHandler, {"url": self.prefix}),
         ]
-        return web.Application(
+        return BoundedApplication(
             handlers,
+            body_limit=self.body_limit,
             egs=self,
             hub_auth=self.hub_auth,
             cookie_secret=self._cookie_secret(),
             static_path=os.path.join(HERE, "static"),
             static_url_prefix=self.prefix + "static/",
-            jinja_env=jinja2.Environment(
-                loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")), autoescape=True
-            ),
+            jinja_env=self._jinja_env(),
             default_handler_class=NotFoundHandler,
         )
+
+    def body_limit(self, path: str) -> Limit:
+        """The most body bytes a request at ``path`` may send (body_limits.py)."""
+        if path.startswith(self.prefix + "endpoints/"):
+            return Limit(self.endpoint_max_body_bytes, "c.EGSService.endpoint_max_body_bytes")
+        if path.startswith(self.prefix + "webhooks/"):
+            return Limit(max(self.max_body_bytes, webhooks.REVIEW_MAX_BYTES), "the webhook's REVIEW_MAX_BYTES")
+        return Limit(self.max_body_bytes, "c.EGSService.max_body_bytes")
+
+    def _jinja_env(self) -> jinja2.Environment:
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")), autoescape=True)
+        env.globals["isolation_notice"] = self.isolation_notice()  # the dashboard's (isolation none)
+        return env
 
     async def setup(self) -> None:
         """Open the database, find the GPUs and connect to the hub."""
@@ -791,7 +886,9 @@ class EGSService(Application):
             self.sessions,
             self.planning,
             self.commands,
-            EndpointServers(os.path.join(self.data_dir, "endpoints")) if self.local_backend is not None else None,
+            EndpointServers(os.path.join(self.data_dir, "endpoints"), Isolation(self.isolation, self.home_dir_template))
+            if self.local_backend is not None
+            else None,
             self.clock,
             self.reconcile_interval,
             cluster=LOCAL_CLUSTER,
@@ -800,6 +897,7 @@ class EGSService(Application):
             backends=self.registry.backends,
             vllm_image=self.endpoint_vllm_image,
             service_url=self.endpoint_service_url,
+            allow_unisolated_commands=self.allow_unisolated_commands,
         )
         self.exporter.registry.register(EndpointCollector(self.endpoints))
         self.gpr_sync = GPRSync(
@@ -855,9 +953,9 @@ class EGSService(Application):
             return
         await self.setup()
         leadership.fence(self.sessions)
-        server = HTTPServer(self.make_app(), xheaders=True)
+        server = HTTPServer(self.make_app(), xheaders=True, max_body_size=UNBOUNDED)
         self._listen(server)
-        hooks = self._webhook_server(webhooks.make_app(self))
+        hooks = self._webhook_server(webhooks.make_app(self, self.body_limit))
         self.slice_setup.start()
         self.reconciler.start()
         self.telemetry.start()
@@ -893,9 +991,11 @@ class EGSService(Application):
         False when stopped first."""
         if await leadership.try_take():
             return True
-        server = HTTPServer(standby.make_app(leadership, self.api_prefix), xheaders=True)
+        server = HTTPServer(
+            standby.make_app(leadership, self.api_prefix, self.body_limit), xheaders=True, max_body_size=UNBOUNDED
+        )
         self._listen(server)
-        hooks = self._webhook_server(standby.make_app(leadership, self.api_prefix))
+        hooks = self._webhook_server(standby.make_app(leadership, self.api_prefix, self.body_limit))
         self.log.info("standing by on %s: the replica at %s leads", self.service_url, leadership.leader_url())
         taken, stopping = asyncio.ensure_future(leadership.take()), asyncio.ensure_future(stopped.wait())
         await asyncio.wait([taken, stopping], return_when=asyncio.FIRST_COMPLETED)

@@ -45,6 +45,7 @@ from ..store import endpoints as store
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import EndpointRow
+from ..system_users import NONE, service_user
 from .commands import Commands, template_for
 from .endpoint_traffic import Traffic
 from .periodic import Periodic
@@ -94,6 +95,7 @@ class Endpoints(Periodic):
         backends: Mapping[str, Backend],
         vllm_image: str,
         service_url: str,
+        allow_unisolated_commands: bool = False,
     ):
         self.sessions = sessions
         self.planning = planning
@@ -107,6 +109,8 @@ class Endpoints(Periodic):
         self.backends = backends  # every cluster's backend, by name (Clusters.backends, kept current)
         self.vllm_image = vllm_image  # vLLM's image on Kubernetes, when an endpoint names none
         self.service_url = service_url  # how this service reaches a workload's Service
+        # runtime command on this host in isolation none: the member's command would run as the service
+        self.allow_unisolated_commands = allow_unisolated_commands
         self.workloads: dict[str, EndpointWorkloads] = {}  # by Kubernetes cluster, once one ran an endpoint
         self.remote: dict[tuple[int, int], RemoteReplica] = {}  # replicas on Kubernetes, by (endpoint, GPR)
         self.traffic = Traffic()
@@ -323,6 +327,11 @@ class Endpoints(Periodic):
         """File one replica's GPR; False when it was refused (the endpoint fails, saying why)."""
         if row.refused_at is not None and now - row.refused_at < REFILE_AFTER:
             return False
+        refused = self._unisolated_command(spec) if self._kube(row) is None else None
+        if refused is not None:  # no GPUs for a server that may not start (_serve)
+            if refused != row.problem:
+                self._refused(row, refused, now)
+            return False
         try:
             gpr_spec = self._gpr_spec(spec)
             submitted = await self.commands.submit(
@@ -378,21 +387,44 @@ class Endpoints(Periodic):
             log.info("giving back GPR %d: %s", gpr.id, e)
 
     async def _serve(self, row: EndpointRow, spec: EndpointSpec, gpr: core.GPR, devices: list[str]) -> tuple[int, int]:
+        """Run the replica's server for the endpoint's member (who made it), unless it is a command that
+        may no longer run here (made before an admin refused unisolated commands): that fails the
+        endpoint, and its GPR is given back."""
+        key = (row.id, gpr.id)
+        refused = self._unisolated_command(spec)
+        if refused is not None:
+            self._refused(row, refused, self.clock())
+            self._give_back(gpr, refused)
+            return key
         egs = {
             "CUDA_VISIBLE_DEVICES": ",".join(devices),
             "EGS_SLICE": spec.slice,
             "EGS_ENDPOINT": spec.name,
             "EGS_GPRS": str(gpr.id),
         }
-        key = (row.id, gpr.id)
         await self.servers.ensure(
             key,
             lambda port: core_endpoints.local_command(spec, port),
             server_environment(spec.env, egs),
             (spec.health_path, spec.metrics_path),
             f"{spec.slice}.{spec.name}.{gpr.id}",
+            row.created_by,
         )
         return key
+
+    def _unisolated_command(self, spec: EndpointSpec) -> str | None:
+        """Why ``spec`` may not run on this host: a member's own command, where members' code runs as the
+        service's OS user (isolation none) and an admin did not allow it (None: it may)."""
+        if spec.runtime != "command" or self.allow_unisolated_commands:
+            return None
+        if self.servers is None or self.servers.isolation.mode != NONE:
+            return None
+        return (
+            f"runtime command runs the member's own command, and on this host every member's code runs as the "
+            f"OS user running egs-hub ({service_user()}), which can read the service's tokens and databases "
+            f"(isolation {NONE}): start egs-hub as root, where each member's code runs as a system account of "
+            f"their own, or, if every member is trusted, set c.EGSService.allow_unisolated_commands = True"
+        )
 
     def _say_status(self, row: EndpointRow, wanted: int, gprs: list[core.GPR], now: datetime) -> None:
         """An event when the endpoint becomes ready, or its servers fail."""
@@ -612,6 +644,9 @@ class Endpoints(Periodic):
             )
         if spec.runtime == "vllm" and shutil.which("vllm") is None:
             raise PolicyViolation("runtime", "vLLM is not installed on this host (no vllm on the service's PATH)")
+        refused = self._unisolated_command(spec)
+        if refused is not None:
+            raise PolicyViolation("runtime", refused)
 
     async def _check_runs_on(self, cluster: str, spec: EndpointSpec) -> None:
         workloads = self._workloads(cluster)

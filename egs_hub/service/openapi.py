@@ -48,6 +48,7 @@ _ERRORS = {
     "403": "not allowed: not a member, or not an admin",
     "404": "no such thing",
     "409": "conflicts with the current state",
+    "413": "the request body is over the service's limit (max_body_bytes); nothing was read or changed",
     "422": "well formed but not acceptable (policy, capacity)",
     "503": "a cluster it needs does not answer; nothing was changed",
 }
@@ -799,7 +800,8 @@ def openapi_document(api_prefix: str, version: str, hub_prefix: str = "/hub/") -
 
 def _with_input_errors(paths: dict) -> dict:
     """Every operation that takes input answers 400 to input that cannot be read: a body that is not
-    UTF-8 JSON or nests too deep, text that is not valid Unicode, an argument that is not UTF-8 (issue 25)."""
+    UTF-8 JSON or nests too deep, text that is not valid Unicode, an argument that is not UTF-8 (issue 25).
+    Every operation answers 413 to a body over the service's limit, before it is read (body_limits.py)."""
     for item in paths.values():
         for method, operation in item.items():
             if method == "parameters":
@@ -807,4 +809,5 @@ def _with_input_errors(paths: dict) -> dict:
             takes_input = item.get("parameters") or operation.get("parameters") or operation.get("requestBody")
             if takes_input:
                 operation["responses"].setdefault("400", _error("400"))
+            operation["responses"].setdefault("413", _error("413"))
     return paths

@@ -12,9 +12,12 @@ to any replica.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tornado import httpclient, web
 
 from ..core.resources import Error, Health
+from .body_limits import BoundedApplication, Limit
 from .leadership import Leadership
 
 RETRY_AFTER_SECONDS = 2
@@ -87,7 +90,10 @@ class ForwardHandler(web.RequestHandler):
     get = head = post = put = patch = delete = options = _forward
 
 
-def make_app(leadership: Leadership, api_prefix: str) -> web.Application:
-    return web.Application(
-        [(api_prefix + "health", StandbyHealthHandler), (r".*", ForwardHandler)], leadership=leadership
+def make_app(leadership: Leadership, api_prefix: str, body_limit: Callable[[str], Limit]) -> web.Application:
+    """The standby's app; bodies over ``body_limit`` are refused here as the leader would (body_limits.py)."""
+    return BoundedApplication(
+        [(api_prefix + "health", StandbyHealthHandler), (r".*", ForwardHandler)],
+        leadership=leadership,
+        body_limit=body_limit,
     )

@@ -59,7 +59,7 @@ def review() -> dict:
 
 
 async def test_the_https_listener_answers_reviews_per_cluster(service):
-    server = service._webhook_server(webhooks.make_app(service))
+    server = service._webhook_server(webhooks.make_app(service, service.body_limit))
     context = ssl.create_default_context(cafile=service.webhook_certfile)
     http = tornado.httpclient.AsyncHTTPClient()
     base = f"https://127.0.0.1:{service.webhook_port}{service.prefix}webhooks/pods/"
@@ -84,7 +84,7 @@ async def test_the_https_listener_answers_reviews_per_cluster(service):
 def test_a_webhook_port_needs_a_certificate_and_key(service):
     service.webhook_keyfile = ""
     with pytest.raises(TraitError, match="webhook_certfile and webhook_keyfile are needed"):
-        service._webhook_server(webhooks.make_app(service))
+        service._webhook_server(webhooks.make_app(service, service.body_limit))
 
 
 BAD_REVIEWS = {
@@ -101,7 +101,7 @@ BAD_REVIEWS = {
 @pytest.mark.parametrize("case", BAD_REVIEWS.values(), ids=BAD_REVIEWS.keys())
 async def test_a_body_that_cannot_be_a_review_is_a_400(service, case):
     body, want_message = case
-    server = service._webhook_server(webhooks.make_app(service))
+    server = service._webhook_server(webhooks.make_app(service, service.body_limit))
     context = ssl.create_default_context(cafile=service.webhook_certfile)
     url = f"https://127.0.0.1:{service.webhook_port}{service.prefix}webhooks/pods/east"
     try:

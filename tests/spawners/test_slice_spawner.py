@@ -48,6 +48,8 @@ def make_spawner(
     hub = SimpleNamespace(public_host="", api_url="http://127.0.0.1:8081/hub/api", base_url="/hub/")
     orm_spawner = SimpleNamespace(name=name, display_name=name, server=None)  # the server's name lives here
     traits.setdefault("egs_api_token", TOKEN)
+    # servers run as the test's own user here (tests/security runs them as system accounts)
+    traits.setdefault("isolation", "none")
     return SliceLocalSpawner(user=hub_user, hub=hub, orm_spawner=orm_spawner, egs_api_url=egs_url, **traits)
 
 

@@ -10,6 +10,10 @@ free pool's toleration, as the admission webhook places them (webhook.py). A Dep
 behind the endpoint's Service ``ep-<name>`` (port 80 to the runtime's PORT); an InferenceService's
 behind the ``<workload>-predictor`` Service KServe makes.
 
+A workload's pods run the member's code in the slice's namespace with nothing of the service's: no
+ServiceAccount token (the namespace's ``default`` ServiceAccount's would be mounted otherwise,
+issue 45), no Secret volume or variable; only the endpoint's own ``env`` and the EGS variables.
+
 What egs-hub makes carries ``app.kubernetes.io/managed-by=egs-hub``,
 ``app.kubernetes.io/component=egs-endpoint``, ``egs.io/slice``, ``egs.io/endpoint`` and (workloads)
 ``egs.io/gpr``, by which a pass lists them all at once and prunes what no replica keeps. A wanted
@@ -175,6 +179,7 @@ def _pod_spec(spec: EndpointSpec, gpr_id: int, place: Placement, image: str, lab
         "readinessProbe": _probe(spec.health_path),
     }
     pod = {
+        "automountServiceAccountToken": False,  # the member's code gets no API credentials (issue 45)
         "containers": [container],
         "nodeSelector": dict(place.node_selector),
         "tolerations": [dict(t) for t in place.tolerations],
@@ -240,6 +245,7 @@ def inference_service(spec: EndpointSpec, gpr_id: int, namespace: str, place: Pl
     (or the endpoint's image as the predictor's container), placed on the GPR's GPUs."""
     labels = {**endpoint_labels(spec), GPR_LABEL: str(gpr_id)}
     predictor: dict = {
+        "automountServiceAccountToken": False,  # the predictor is a pod spec: no API credentials either
         "minReplicas": place.pods,
         "maxReplicas": place.pods,
         "nodeSelector": dict(place.node_selector),

@@ -9,8 +9,11 @@ goes to a log file, whose last lines say why it exited. Each server runs in a se
 stopped with its children (SIGTERM, then SIGKILL after ``STOP_GRACE``); it gets SIGTERM when the
 service dies (Linux), so that no server outlives the service that knows its port.
 
-The environment of a server is the endpoint's ``env`` and the EGS variables over a few of the
-service's own (``PASSED``): never the service's tokens or database URL.
+A server starts the way its member's JupyterLab servers do (system_users.py): as the system account
+of the hub user who made the endpoint (isolation ``system-users``), in that account's home, or (isolation
+``none``) as the service's OS user in the member's home. Its environment is the endpoint's ``env`` and
+the EGS variables over a few of the service's own (``PASSED``), with the member's HOME, USER, LOGNAME
+and SHELL: never the service's tokens, identity or database URL.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from dataclasses import dataclass, field
 from tornado.httpclient import AsyncHTTPClient
 
 from ...core.endpoints import FAILED_STARTS, queued_in
-from ...embedded import free_port
+from ...ports import free_port
+from ...system_users import AccountError, Isolation, MemberProcess
 
 log = logging.getLogger(__name__)
 
-PASSED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME")
+PASSED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 MAX_DELAY = 30.0
 STOP_GRACE = 10.0
 HEALTH_TIMEOUT = 2.0
@@ -43,7 +47,8 @@ Key = tuple[int, int]  # (endpoint id, GPR id)
 
 
 def _die_with_service() -> None:
-    """In the server's process, before it runs: SIGTERM when the service dies."""
+    """In the server's process, before it runs (and after it took its member's uid, which would clear
+    the setting): SIGTERM when the service dies."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -59,6 +64,7 @@ class Server:
 
     argv: list[str]
     env: dict[str, str]
+    member: str  # the hub user it runs for (the endpoint's created_by)
     port: int
     health_path: str
     metrics_path: str | None
@@ -78,39 +84,50 @@ class Server:
 
 
 class EndpointServers:
-    """The replicas' servers on this host, by (endpoint id, GPR id); their logs under ``log_dir``."""
+    """The replicas' servers on this host, by (endpoint id, GPR id), each run as ``isolation`` says for its
+    member; their logs under ``log_dir`` (the service's, which the servers need not read: each gets its
+    log as its output)."""
 
-    def __init__(self, log_dir: str):
+    def __init__(self, log_dir: str, isolation: Isolation):
         self.log_dir = log_dir
+        self.isolation = isolation
         self.servers: dict[Key, Server] = {}
 
     def get(self, key: Key) -> Server | None:
         return self.servers.get(key)
 
     async def ensure(
-        self, key: Key, argv_of, env: dict[str, str], paths: tuple[str, str | None], log_name: str
+        self, key: Key, argv_of, env: dict[str, str], paths: tuple[str, str | None], log_name: str, member: str
     ) -> Server:
-        """The server of ``key``, started now if it is not known; started again when its command
-        (``argv_of(port)``), environment or ``paths`` (health, metrics) changed."""
+        """The server of ``key``, started now for hub user ``member`` if it is not known; started again
+        when its command (``argv_of(port)``), environment, ``paths`` (health, metrics) or member changed."""
         server = self.servers.get(key)
-        if server is not None and (server.argv, server.env, server.health_path, server.metrics_path) != (
+        if server is not None and (server.argv, server.env, server.health_path, server.metrics_path, server.member) != (
             argv_of(server.port),
             env,
             *paths,
+            member,
         ):
             await self.stop(key)
             server = None
         if server is None:
             port = free_port()
-            os.makedirs(self.log_dir, exist_ok=True)
+            os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
             log_path = os.path.join(self.log_dir, f"{log_name}.log")
-            server = Server(argv_of(port), env, port, *paths, log_path)
+            server = Server(argv_of(port), env, member, port, *paths, log_path)
             self.servers[key] = server
             await self._start(server)
         return server
 
     async def _start(self, server: Server) -> None:
-        env = {**server.env, "PORT": str(server.port)}
+        try:
+            # each start: an admin may have removed the account meanwhile (it is made again)
+            how: MemberProcess = await asyncio.to_thread(self.isolation.member_process, server.member)
+        except (AccountError, OSError) as e:
+            server.process = None
+            self._exited(server, f"could not start it for {server.member}: {e}")
+            return
+        env = {**server.env, **how.environment(), "PORT": str(server.port)}
         with open(server.log_path, "ab") as out:
             try:
                 server.process = await asyncio.create_subprocess_exec(
@@ -121,13 +138,14 @@ class EndpointServers:
                     stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,
                     preexec_fn=_die_with_service,
+                    **how.popen_options(),
                 )
             except OSError as e:
                 server.process = None
-                self._exited(server, f"could not start {server.argv[0]!r}: {e.strerror or e}")
+                self._exited(server, f"could not start {server.argv[0]!r} as {how.user}: {e.strerror or e}")
                 return
         server.state = "failed" if server.exits >= FAILED_STARTS else "starting"
-        log.info("started %s (pid %d) on port %d", server.argv[0], server.process.pid, server.port)
+        log.info("started %s (pid %d) as %s on port %d", server.argv[0], server.process.pid, how.user, server.port)
 
     def _exited(self, server: Server, why: str) -> None:
         server.exits += 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+from collections.abc import Callable
 
 from tornado import web
 from tornado.httpserver import HTTPServer
@@ -33,10 +34,14 @@ from ...backends.kubernetes.webhook import InvalidReview, gpu_count, pod_name, r
 from ...core.decoding import decode_json
 from ...core.errors import InvalidRequest
 from ...store import queries
+from ..body_limits import UNBOUNDED, BoundedApplication, Limit
 
 ROUTE = r"webhooks/pods/([^/]+)"
 # A pod's AdmissionReview nests about 15 deep (managedFields, affinity); the API's bodies stay within 32.
 REVIEW_MAX_DEPTH = 64
+# An AdmissionReview holds the pod twice (object, oldObject); the API server takes requests of up to 3 MiB.
+# A review the webhook refused would admit the pod unchanged (failurePolicy Ignore), so it takes more.
+REVIEW_MAX_BYTES = 8 * 1024 * 1024
 # Auto-GPRs being filed for admitted pods; held here so that the loop does not drop them (weak references).
 _filing: set[asyncio.Task] = set()
 
@@ -92,15 +97,15 @@ class PodWebhookHandler(web.RequestHandler):
         self.finish(json.dumps({"status": status_code, "message": message}))
 
 
-def make_app(egs) -> web.Application:
-    """The webhook listener's app: the webhook route only."""
-    return web.Application([(egs.prefix + ROUTE, PodWebhookHandler)], egs=egs)
+def make_app(egs, body_limit: Callable[[str], Limit]) -> web.Application:
+    """The webhook listener's app: the webhook route only, bodies bounded by ``body_limit``."""
+    return BoundedApplication([(egs.prefix + ROUTE, PodWebhookHandler)], egs=egs, body_limit=body_limit)
 
 
 def listen(app: web.Application, port: int, ip: str, certfile: str, keyfile: str) -> HTTPServer:
     """Serve ``app`` over HTTPS with the certificate and key (PEM files) on ``ip``:``port``."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(certfile, keyfile)
-    server = HTTPServer(app, ssl_options=context)
+    server = HTTPServer(app, ssl_options=context, max_body_size=UNBOUNDED)
     server.listen(port, ip)
     return server
