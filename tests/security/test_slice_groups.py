@@ -67,7 +67,7 @@ def test_a_project_admin_cannot_take_another_projects_admin_group(hub, admin, ma
     )
     assert refused["field"] == "group" and f"project {projc['name']!r}" in refused["message"], refused
     assert group_members(hub, projc["admin_group"]) == before
-    as_pa.get(f"projects/{projc['name']}", expect=403)
+    as_pa.get(f"projects/{projc['name']}", expect=404)  # not theirs: as if there were none
     admin.get(f"slices/{team}", expect=404)
 
 
@@ -139,7 +139,7 @@ def test_approving_a_workspace_whose_name_became_an_admin_group_is_refused(hub, 
     assert refused["field"] == "name" and f"project {proje!r}" in refused["message"], refused
     assert admin.get(f"workspace-requests/{asked['id']}")["status"] == "pending"
     assert requester not in group_members(hub, name)
-    as_requester.get(f"projects/{proje}", expect=403)
+    as_requester.get(f"projects/{proje}", expect=404)
 
 
 def test_a_project_admin_group_cannot_be_a_slices_group(hub, admin, make_project, make_slice, user):
