@@ -5,8 +5,12 @@ Vocabulary: an *invite* lets one user name (normalised, as the hub keeps it) sig
 admin makes it at /hub/invite (authenticator.py). Its *token* is shown once, in the link, and
 stored only as its SHA-256 hash; it *expires* a lifetime after it was made (7 days unless
 configured); it is *used* by the signup it authorized, and a newer invite for the same name
-replaces an unused older one. Without an invite, a signup waits for an admin, even for a name an
-admin already added to a workspace: otherwise whoever signed up first would own it (issue 25).
+replaces an unused older one. An *open* invite is neither used nor expired.
+
+A name is *reserved* while it has an open invite, or while it is a hub user (an admin added it to a
+workspace, say) that nobody has signed up as: a signup without the invite is refused for it, so that
+no stranger signs up first and takes the invite's name or the member's workspaces (issues 25, 45).
+Any other signup waits for an admin at /hub/authorize.
 
 Invites live in the hub's database, in their own table (``egs_signup_invites``), beside
 NativeAuthenticator's ``users_info``. Times are naive UTC, as JupyterHub stores them.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from sqlalchemy import DateTime, String, Unicode, delete, select
@@ -69,6 +74,25 @@ def make_invite(
 
 def find_invite(db: Session, token: str) -> SignupInvite | None:
     return db.scalar(select(SignupInvite).where(SignupInvite.token_hash == token_hash(token)))
+
+
+def open_invite(db: Session, username: str, now: datetime) -> SignupInvite | None:
+    """The open invite for ``username`` (normalised), if it has one."""
+    return db.scalar(
+        select(SignupInvite).where(
+            SignupInvite.username == username, SignupInvite.used_at.is_(None), SignupInvite.expires_at > now
+        )
+    )
+
+
+def invited_names(db: Session, usernames: Collection[str]) -> set[str]:
+    """Those of ``usernames`` that signed up through an invite (used one)."""
+    if not usernames:
+        return set()
+    found = select(SignupInvite.username).where(
+        SignupInvite.username.in_(list(usernames)), SignupInvite.used_at.is_not(None)
+    )
+    return set(db.scalars(found))
 
 
 def invite_problem(invite: SignupInvite | None, now: datetime, username: str | None = None) -> str | None:

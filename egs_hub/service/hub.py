@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -21,6 +22,16 @@ class HubAPIError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class HubGroup:
+    """A hub group as GET /hub/api/groups/{name} answers it (JupyterHub 5 and 6: kind, name, users,
+    properties, and roles when the token holds read:roles:groups, which admin:groups grants)."""
+
+    name: str
+    users: tuple[str, ...]
+    roles: tuple[str, ...] | None  # None: the hub did not list them (the token lacks read:roles:groups)
 
 
 class HubClient:
@@ -69,6 +80,21 @@ class HubClient:
         except HubAPIError as e:
             if e.status != 404:
                 raise
+
+    async def group(self, name: str) -> HubGroup | None:
+        """The hub group ``name`` with its members and roles; None when there is none."""
+        try:
+            model = await self.request("GET", f"groups/{quote(name, safe='')}")
+        except HubAPIError as e:
+            if e.status == 404:
+                return None
+            raise
+        roles = model.get("roles")
+        return HubGroup(
+            name=model.get("name", name),
+            users=tuple(sorted(model.get("users", []))),
+            roles=None if roles is None else tuple(sorted(roles)),
+        )
 
     async def group_members(self, name: str) -> list[str]:
         try:

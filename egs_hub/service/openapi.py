@@ -139,7 +139,7 @@ def _paths() -> dict:
             "parameters": [SLICE_NAME, USER],
             "put": {
                 "summary": "Make a user an admin of the project: a member of its admin group (admin)",
-                "responses": _responses("the project", _ref("Project"), "400", "401", "403", "404"),
+                "responses": _responses("the project", _ref("Project"), "400", "401", "403", "404", "422"),
             },
             "delete": {
                 "summary": "Unmake a project admin (admin)",

@@ -6,6 +6,13 @@ Making a slice touches the hub (its group, its members), its clusters (namespace
 quota: slice_setup.py) and the store; if a later step fails, the earlier ones are undone,
 so a failed make leaves nothing behind. A cluster that does not answer is a 503 naming it
 (core.errors.Unavailable), a namespace another slice has a 409, and nothing is changed.
+
+Hub groups are the service's (issue 45): a slice's members are its group's, so a group that
+gives rights must never be reached through a slice. A slice's group is one the service makes for
+it, or, when an egs-hub admin (not a project admin, not a workspace request) names it, an existing
+group that holds no role and is no project's admin group. A project's admin group is never a
+slice's group either, nor the one a project without an admin group would get (``NAME-admins``,
+projects.py), and ``egs-admins`` is neither. A refusal is a 422 naming the field and changes nothing.
 """
 
 from __future__ import annotations
@@ -27,11 +34,13 @@ from ..core.templates import usable_in
 from ..roles import ADMIN_GROUP
 from ..store import queries
 from ..store.db import transaction
+from ..store.models import Project as ProjectRow
 from ..store.models import Slice as SliceRow
 from ..store.models import SliceNamespace
 
 if TYPE_CHECKING:
     from .clusters import Clusters
+    from .hub import HubClient, HubGroup
     from .slice_setup import SliceSetup
 
 log = logging.getLogger(__name__)
@@ -104,6 +113,81 @@ def check_cluster_projects(session: Session, namespaces: Mapping[str, Sequence[s
             )
 
 
+def admins_project(session: Session, group: str) -> str | None:
+    """The project whose admins hub group ``group`` holds, or would hold: its ``admin_group``, or for a project
+    without one (the default project until its first admin) ``NAME-admins``, which it gets then."""
+    kept_for = group.removesuffix("-admins") if group.endswith("-admins") else None
+    return session.scalar(
+        select(ProjectRow.name)
+        .where((ProjectRow.admin_group == group) | (ProjectRow.admin_group.is_(None) & (ProjectRow.name == kept_for)))
+        .order_by(ProjectRow.name)
+        .limit(1)
+    )
+
+
+def slice_of_group(session: Session, group: str) -> str | None:
+    """The slice whose members hub group ``group`` holds, if one does."""
+    return session.scalar(select(SliceRow.name).where(SliceRow.group_name == group).limit(1))
+
+
+def check_group_unreserved(session: Session, group: str, field: str) -> None:
+    """422 naming ``field`` when hub group ``group`` gives rights a slice's members must not get through it:
+    ``egs-admins``, or a project's admin group (admins_project)."""
+    if group == ADMIN_GROUP:
+        raise PolicyViolation(
+            field, f"the hub group {ADMIN_GROUP!r} makes its members egs-hub admins; a slice cannot use it"
+        )
+    project = admins_project(session, group)
+    if project is not None:
+        raise PolicyViolation(
+            field,
+            f"hub group {group!r} is kept for the admins of project {project!r}; a workspace's members never "
+            + ("share it: ask for a workspace of another name" if field == "name" else "share it: name another group"),
+        )
+
+
+def existing_group_problem(group: HubGroup, field: str, *, may_use_existing: bool) -> str | None:
+    """Why a new slice may not take the existing hub group ``group``; None when it may. Only an egs-hub admin may
+    give a slice an existing group, and only one the hub lists no role for."""
+    if not may_use_existing:
+        fix = (
+            "ask for a workspace of another name"
+            if field == "name"
+            else "leave group out (the workspace's name is used) or name a group that does not exist"
+        )
+        return (
+            f"hub group {group.name!r} exists already; a workspace made here gets a group of its own: {fix}. "
+            "Only an egs-hub admin may give a workspace an existing group"
+        )
+    if group.roles is None:
+        return (
+            f"JupyterHub did not list the roles of hub group {group.name!r} (the service's token lacks "
+            "read:roles:groups), so it may give rights; name a group that does not exist"
+        )
+    if group.roles:
+        return (
+            f"hub group {group.name!r} holds the role(s) {', '.join(group.roles)}: its members get their scopes, "
+            "so no workspace may use it; name another group"
+        )
+    return None
+
+
+async def claim_group(hub: HubClient, group: str, field: str, *, may_use_existing: bool) -> tuple[bool, list[str]]:
+    """The hub group ``group`` for a new slice: (whether this call made it, its members before). 422 naming
+    ``field`` when the group exists and the slice may not take it (existing_group_problem)."""
+    existing = await hub.group(group)
+    if existing is None:
+        if await hub.ensure_group(group):
+            return True, []
+        existing = await hub.group(group)  # someone made it since
+        if existing is None:
+            raise Conflict(f"hub group {group!r} was made and deleted meanwhile; try again")
+    problem = existing_group_problem(existing, field, may_use_existing=may_use_existing)
+    if problem is not None:
+        raise PolicyViolation(field, problem)
+    return False, list(existing.users)
+
+
 async def change_clusters(setup: SliceSetup, name: str, before: Mapping, after: Mapping) -> None:
     """Set the slice up on its clusters as ``after`` says (from ``before``): 409/503 with nothing changed.
     The caller holds the slice's setup lock until the store has the change."""
@@ -125,16 +209,22 @@ async def undo_clusters(setup: SliceSetup, name: str, done: Mapping, back_to: Ma
 
 
 async def create_slice(
-    egs, body: SliceCreate, actor: str, *, also: Callable[[Session], None] | None = None
+    egs,
+    body: SliceCreate,
+    actor: str,
+    *,
+    may_use_existing_group: bool,
+    group_field: str = "group",
+    also: Callable[[Session], None] | None = None,
 ) -> list[str]:
     """Make the slice ``body`` asks for, in its project, as ``actor`` (whose right to was checked), with the
     service ``egs`` (app.EGSService: its hub, clusters and store); ``also`` writes more in the store's
-    transaction. Returns its members."""
+    transaction. Returns its members.
+
+    ``may_use_existing_group``: whether the slice may take an existing hub group (an egs-hub admin asks);
+    else its group is one this call makes. A refusal of the group names ``group_field`` (a workspace
+    request's slice is named, and grouped, by the request's ``name``)."""
     group = body.group or body.name
-    if group == ADMIN_GROUP:
-        raise PolicyViolation(
-            "group", f"the hub group {ADMIN_GROUP!r} makes its members egs-hub admins; a slice cannot use it"
-        )
     now = egs.clock()
     policy = slice_policy(body.quota, body.policy)
     with egs.sessions() as session:
@@ -146,14 +236,15 @@ async def create_slice(
         check_cluster_projects(session, body.namespaces, body.project)
         if queries.get_slice(session, body.name) is not None:
             raise Conflict(f"a slice named {body.name!r} exists already")
-        user_of_group = session.scalar(select(SliceRow.name).where(SliceRow.group_name == group))
+        check_group_unreserved(session, group, group_field)
+        user_of_group = slice_of_group(session, group)
         if user_of_group is not None:
             raise Conflict(f"hub group {group!r} holds the members of slice {user_of_group!r} already")
         check_namespaces_free(session, body.namespaces, None)
     check_clusters(egs.registry, body.namespaces)
     hub = egs.hub
-    created_group = await hub.ensure_group(group)
-    members_before = set() if created_group else set(await hub.group_members(group))
+    created_group, members = await claim_group(hub, group, group_field, may_use_existing=may_use_existing_group)
+    members_before = set(members)
     created_users: list[str] = []
     on_clusters = False
     async with egs.slice_setup.lock(body.name):

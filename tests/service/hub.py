@@ -198,6 +198,9 @@ class PageSession:
     def __init__(self, url: str):
         self.base = url
         self.session = requests.Session()
+        # The hub's pages say "text/html" without a charset (their <meta> says UTF-8), which requests
+        # would read as ISO-8859-1: a name like "émile" would not read back as typed.
+        self.session.hooks["response"].append(lambda response, *args, **kwargs: setattr(response, "encoding", "utf-8"))
         self.xsrf = ""
 
     def get(self, path: str) -> Page:

@@ -34,3 +34,8 @@ c.Spawner.http_timeout = 120  # noqa: F821
 # tests in tests/security make accounts, and remove them).
 c.EGSService.isolation = "none"  # noqa: F821
 c.EGSService.allow_unisolated_commands = True  # noqa: F821
+# A hub group that holds a role (and so its scope): no slice may take it as its members' group, not even
+# when an egs-hub admin names it (tests/security/test_slice_groups.py). JupyterHub creates the group.
+c.JupyterHub.load_roles.append(  # noqa: F821
+    {"name": "test-group-role", "scopes": ["read:users:name"], "groups": ["test-role-holders"]}
+)

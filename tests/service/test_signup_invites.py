@@ -1,9 +1,10 @@
-"""Signup at the embedded hub: a name an admin added waits for approval, unless its signup carries an invite.
+"""Signup at the embedded hub: a name an admin added signs up through its invite; other signups wait for approval.
 
 Before issue 25, whoever signed up first at /hub/signup as a name the hub already
 knew (an admin had added it to a workspace) was authorized at once: the name was
-theirs. Now such a signup waits for an admin at /hub/authorize like any other,
-unless it comes through an invite link an admin made at /hub/invite for that name.
+theirs. Since issue 45 such a name is reserved: it signs up only through an invite
+link an admin made at /hub/invite for it. Any other signup waits for an admin at
+/hub/authorize.
 Everything here goes through the hub's real pages, as a browser would (forms,
 cookies, _xsrf), with ``requests``.
 """
@@ -45,18 +46,19 @@ def fresh(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
 
 
-def test_a_name_added_to_a_workspace_cannot_be_claimed_by_signup_without_approval(hub, make_slice):
+def test_a_name_added_to_a_workspace_cannot_be_claimed_by_signup_without_its_invite(hub, make_slice):
     name = fresh("frank")
     make_slice(members=(name,))
 
+    # Issue 45: the name is reserved for the invite; a signup without it creates nothing.
     signed_up = sign_up(hub, name)
-    assert signed_up.alert == "Your information has been sent to the admin."
+    assert signed_up.status == 403
+    assert signed_up.alert.startswith(f"The user name {name} is reserved")
     refused = PageSession(hub.url).log_in(name, PASSWORD)
     assert refused.status_code == 403
-    assert f"User {name} has not been authorized by an administrator yet." in html.unescape(refused.text)
+    assert "Invalid username or password." in html.unescape(refused.text)
 
-    # The admin authorizes the signup at /hub/authorize: now it logs in.
-    assert hub.admin_pages().session.get(f"{hub.url}/hub/authorize/{name}", timeout=30).status_code == 200
+    assert sign_up(hub, name, link=hub.invite_link(name)).alert == "The signup was successful! You can now log in."
     assert logs_in(hub, name)
 
 

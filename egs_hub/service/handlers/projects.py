@@ -20,11 +20,24 @@ from ...roles import ADMIN_GROUP, ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import Project as ProjectRow
+from .. import workspaces
 from ..hub import HubAPIError
 from ..serialize import project_resource
 from .base import APIHandler, authenticated, needs_scope
 
 log = logging.getLogger(__name__)
+
+
+def check_not_slice_group(session, group: str) -> None:
+    """422 naming ``admin_group`` when hub group ``group`` holds a slice's members: its members would be
+    the project's admins (issue 45)."""
+    slice_name = workspaces.slice_of_group(session, group)
+    if slice_name is not None:
+        raise PolicyViolation(
+            "admin_group",
+            f"hub group {group!r} holds the members of slice {slice_name!r}; a project's admins have a group of "
+            "their own: name another admin_group",
+        )
 
 
 class ProjectBase(APIHandler):
@@ -81,6 +94,7 @@ class ProjectsHandler(ProjectBase):
         with self.egs.sessions() as session:
             if queries.get_project_row(session, body.name) is not None:
                 raise Conflict(f"a project named {body.name!r} exists already")
+            check_not_slice_group(session, project.admin_group)
         created = await self.egs.hub.ensure_group(project.admin_group)
         now = self.now()
         try:
@@ -172,6 +186,8 @@ class ProjectAdminHandler(ProjectBase):
             return None, []
         if group is None:
             group = f"{name}-admins"
+            with self.egs.sessions() as session:
+                check_not_slice_group(session, group)
             await self.egs.hub.ensure_group(group)
             with transaction(self.egs.sessions) as session:
                 self.load(session, name).admin_group = group

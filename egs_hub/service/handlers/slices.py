@@ -102,7 +102,8 @@ class SlicesHandler(SliceBase):
         """Admins, and project admins in their project."""
         body = parse_body(SliceCreate, self.json_body())
         self.require_manager(body.project)
-        members = await workspaces.create_slice(self.egs, body, self.user_name)
+        # Only an egs-hub admin may give it an existing hub group (issue 45: not another project's admin group).
+        members = await workspaces.create_slice(self.egs, body, self.user_name, may_use_existing_group=self.is_admin)
         with self.egs.sessions() as session:
             view = await self.slice_view(session, queries.get_slice(session, body.name), members)
         self.set_header("Location", f"{self.egs.api_prefix}slices/{body.name}")

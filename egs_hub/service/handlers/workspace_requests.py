@@ -93,6 +93,9 @@ class WorkspaceRequestsHandler(WorkspaceRequestBase):
     async def post(self) -> None:
         body = parse_body(WorkspaceRequestCreate, self.json_body())
         self.check_clusters(body.clusters)
+        # Its workspace's hub group is named as it is and made at approval (workspaces.py): say now that a
+        # name whose group exists, or is kept for a project's admins, cannot be (issue 45).
+        existing_group = await self.egs.hub.group(body.name)
         with transaction(self.egs.sessions) as session:
             if queries.get_project_row(session, body.project) is None:
                 raise PolicyViolation("project", f"no project named {body.project!r}; ask an admin which to use")
@@ -100,6 +103,10 @@ class WorkspaceRequestsHandler(WorkspaceRequestBase):
                 raise Conflict(f"a workspace named {body.name!r} exists already; ask its admins to add you")
             if queries.pending_workspace_request(session, body.name) is not None:
                 raise Conflict(f"a request for a workspace named {body.name!r} is waiting already")
+            workspaces.check_group_unreserved(session, body.name, "name")
+            if existing_group is not None:
+                problem = workspaces.existing_group_problem(existing_group, "name", may_use_existing=False)
+                raise PolicyViolation("name", problem)
             row = WorkspaceRequestRow(
                 project=body.project,
                 name=body.name,
@@ -183,7 +190,9 @@ class WorkspaceDecisionHandler(WorkspaceRequestBase):
             self.record(session, "workspace-approved", done, edits.reason or "approved")
 
         try:
-            await workspaces.create_slice(self.egs, body, self.user_name, also=mark)
+            await workspaces.create_slice(
+                self.egs, body, self.user_name, may_use_existing_group=False, group_field="name", also=mark
+            )
         except InvalidRequest as e:  # what was asked no longer fits (a name taken meanwhile...)
             raise PolicyViolation(e.field, f"the workspace asked for cannot be made: {e}") from None
         with self.egs.sessions() as session:
