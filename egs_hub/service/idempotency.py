@@ -32,11 +32,11 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from ..core.errors import Conflict, InvalidRequest
 from ..store import idempotency as store
@@ -99,45 +99,59 @@ _IN_FLIGHT: weakref.WeakKeyDictionary[object, dict[tuple[str, str, str], asyncio
 
 
 class Claim:
-    """A request's hold on its key while its create runs (``key`` None: the request sent none, and
-    ``record`` writes nothing). ``made``: the id of what a create with the key made already (replay it)."""
+    """A request's key for one ``create``, sent by ``caller`` (kind, name) with a body of ``fingerprint``;
+    ``key`` None: the request sent none, and ``record`` writes nothing. ``made``: the id of what a create
+    with the key made already (replay it), once looked up."""
 
-    def __init__(self, handler, create: Create, key: str | None, fingerprint: str = ""):
-        self.handler = handler
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        clock: Callable[[], datetime],
+        create: Create,
+        caller: tuple[str, str],
+        key: str | None,
+        fingerprint: str = "",
+    ):
+        self.sessions = sessions
+        self.clock = clock
         self.create = create
+        self.caller = caller
         self.key = key
         self.fingerprint = fingerprint
-        self.caller = (handler.current_user.get("kind") or "user", handler.user_name)
         self.made: int | None = None
-        self._held = False
+        self._in_flight: dict[tuple[str, str, str], asyncio.Event] | None = None
 
     @classmethod
     async def take(cls, handler, create: Create) -> Claim:
-        """The claim on the request's key, once no other request of this service holds it; KeyConflict
-        when a record of it is another request's, InvalidRequest when the header or body is malformed."""
+        """The claim on the request's key, looked up once no other request to this service holds it;
+        KeyConflict when a record of it is another request's, InvalidRequest when the header or the body
+        is malformed."""
+        egs = handler.egs
+        caller = (handler.current_user.get("kind") or "user", handler.user_name)
         key = check_key(handler.request.headers.get_list(HEADER))
         if key is None:
-            return cls(handler, create, None)
-        claim = cls(handler, create, key, fingerprint_of(handler.json_body()))
-        in_flight = _IN_FLIGHT.setdefault(handler.egs, {})
-        name = claim._name
-        while (busy := in_flight.get(name)) is not None:
+            return cls(egs.sessions, egs.clock, create, caller, None)
+        claim = cls(egs.sessions, egs.clock, create, caller, key, fingerprint_of(handler.json_body()))
+        in_flight = _IN_FLIGHT.setdefault(egs, {})
+        while (busy := in_flight.get(claim.name)) is not None:
             await busy.wait()
-        in_flight[name] = asyncio.Event()
-        claim._held = True
+        in_flight[claim.name] = asyncio.Event()
+        claim._in_flight = in_flight
         try:
-            claim.made = claim._look_up()
+            claim.made = claim.look_up()
         except BaseException:
             claim.release()
             raise
         return claim
 
     @property
-    def _name(self) -> tuple[str, str, str]:
+    def name(self) -> tuple[str, str, str]:
         return (*self.caller, self.key)
 
-    def _look_up(self) -> int | None:
-        with self.handler.egs.sessions() as session:
+    def look_up(self) -> int | None:
+        """The id of what a committed create with this key made (None: none committed); KeyConflict when
+        the key was sent with another request."""
+        with self.sessions() as session:
             row = store.find(session, *self.caller, self.key)
         if row is None:
             return None
@@ -165,24 +179,21 @@ class Claim:
             operation=self.create.operation,
             fingerprint=self.fingerprint,
             made=made.id,
-            now=self.handler.now(),
+            now=self.clock(),
         )
 
-    async def replay(self) -> None:
-        self.handler.set_header(REPLAYED, "true")
-        await self.create.replay(self.handler, self.made)
-
     def release(self) -> None:
-        if self._held:
-            self._held = False
-            _IN_FLIGHT[self.handler.egs].pop(self._name).set()
+        """Let the next request with this key in (``take``)."""
+        if self._in_flight is not None:
+            self._in_flight.pop(self.name).set()
+            self._in_flight = None
 
     def prune(self) -> None:
         """Delete a few records older than KEEP, in a transaction of their own: the create is done, and a
         failure here is only logged (the next keyed create prunes them)."""
         try:
-            with transaction(self.handler.egs.sessions) as session:
-                store.prune(session, self.handler.now() - KEEP, PRUNE_MOST)
+            with transaction(self.sessions) as session:
+                store.prune(session, self.clock() - KEEP, PRUNE_MOST)
         except SQLAlchemyError as e:
             log.warning("idempotency keys older than %s not pruned: %s", KEEP, e)
 
@@ -196,21 +207,21 @@ def idempotent(create: Create) -> Callable[[Callable], Callable]:
         async def wrapper(handler, *args, **kwargs) -> None:
             claim = await Claim.take(handler, create)
             try:
-                if claim.made is not None:
-                    await claim.replay()
-                    return
-                try:
-                    await post(handler, *args, key=claim, **kwargs)
-                except IntegrityError:
-                    # Another process committed a create with this key meanwhile (the unique key refused
-                    # ours, and everything ours wrote went with it): answer what it made.
-                    if claim.key is None or (made := claim._look_up()) is None:
-                        raise
-                    claim.made = made
-                    await claim.replay()
-                    return
-                if claim.key is not None:
-                    claim.prune()
+                if claim.made is None:
+                    try:
+                        await post(handler, *args, key=claim, **kwargs)
+                    except IntegrityError:
+                        # Another process committed a create with this key meanwhile (the unique key refused
+                        # ours, and everything ours wrote went with it): answer what it made.
+                        if claim.key is None or (made := claim.look_up()) is None:
+                            raise
+                        claim.made = made
+                    else:
+                        if claim.key is not None:
+                            claim.prune()
+                        return
+                handler.set_header(REPLAYED, "true")
+                await create.replay(handler, claim.made)
             finally:
                 claim.release()
 
@@ -222,7 +233,7 @@ def idempotent(create: Create) -> Callable[[Callable], Callable]:
 # The replays: what GET shows the caller, with the status and Location of the create's answer.
 
 
-def gone(what: str) -> KeyConflict:
+def _gone(what: str) -> KeyConflict:
     return KeyConflict(f"the {what} this {HEADER} made was deleted since; send a new {HEADER} to make another one")
 
 
@@ -230,7 +241,7 @@ async def _replay_gpr(handler, gpr_id: int) -> None:
     with handler.egs.sessions() as session:
         row = queries.get_gpr_row(session, gpr_id)
         if row is None:
-            raise gone(f"GPR {gpr_id}")
+            raise _gone(f"GPR {gpr_id}")
         gpr = queries.to_gpr(row)
         handler.require_member(slice_of(session, row.slice))
     plan = await handler.plan()
@@ -242,7 +253,7 @@ async def _replay_slice(handler, slice_id: int) -> None:
     with handler.egs.sessions() as session:
         row = session.get(SliceRow, slice_id)
         if row is None:
-            raise gone("slice")
+            raise _gone("slice")
         handler.require_member(row)
         view = await handler.slice_view(session, row)
     handler.set_header("Location", f"{handler.egs.api_prefix}slices/{view.name}")
@@ -253,7 +264,7 @@ async def _replay_endpoint(handler, endpoint_id: int) -> None:
     with handler.egs.sessions() as session:
         row = session.get(EndpointRow, endpoint_id)
         if row is None:
-            raise gone("endpoint")
+            raise _gone("endpoint")
         slice_name, name = row.slice, row.name
     handler.require_slice_member(slice_name)
     handler.answer(slice_name, name, 202)
@@ -263,7 +274,7 @@ async def _replay_workspace_request(handler, request_id: int) -> None:
     with handler.egs.sessions() as session:
         row = queries.get_workspace_request(session, request_id)
         if row is None or not handler.may_see(row):
-            raise gone(f"workspace request {request_id}")
+            raise _gone(f"workspace request {request_id}")
         view = workspace_request_resource(row)
     handler.set_header("Location", f"{handler.egs.api_prefix}workspace-requests/{view.id}")
     handler.write_json(view, 201)
