@@ -270,8 +270,9 @@ class InventoryGPU(Resource):
     healthy: bool
     parent_uuid: str | None = Field(description="a MIG instance: the UUID of the GPU it is part of")
     mig_profile: str | None = Field(description="a MIG instance: its profile")
-    slice: str | None
-    gpr: int | None
+    bound: bool = Field(description="bound to a GPR now (whether or not the caller may see which)")
+    slice: str | None = Field(description="the slice it is bound to; null: free, or another workspace's")
+    gpr: int | None = Field(description="the GPR it is bound to; null: free, or another workspace's")
 
 
 class InventoryNode(Resource):
@@ -318,8 +319,8 @@ class Inventory(Resource):
 class Window(Resource):
     """One GPR's window on one node: past, current or planned."""
 
-    gpr: int
-    slice: str
+    gpr: int | None = Field(description="null: another workspace's GPR, which the caller may not see")
+    slice: str | None = Field(description="null: another workspace's, which the caller may not see")
     gpus: Names = Field(description="empty for a planned window that starts later than now")
     on_gpus: Names = Field(
         description="the physical GPUs (UUIDs) that its units are parts of, where they are MIG instances or "
@@ -336,7 +337,7 @@ class Window(Resource):
 class MaintenanceSpan(Resource):
     start: Time
     end: Time
-    reason: str
+    reason: str | None = Field(description="why, as the admin said; null to those who are not admins")
 
 
 class GPUInstances(Resource):
@@ -611,8 +612,11 @@ class GPRPage(Resource):
 
 
 class QueuedGPR(GPR):
-    """A queued GPR as GET /queue lists it: with its priority band and its slice's fair-share factor."""
+    """A queued GPR as GET /queue lists it: with its priority band and its slice's fair-share factor.
+    Another workspace's shows how it asks and where it waits, without its id, names, slice or reasons."""
 
+    id: int | None = Field(description="null: another workspace's GPR, which the caller may not see")  # type: ignore[assignment]
+    slice: str | None = Field(description="null: another workspace's, which the caller may not see")  # type: ignore[assignment]
     band: Literal[BANDS]  # type: ignore[valid-type]
     fair_share_factor: float = Field(description="of the GPR's slice within its project, in (0, 1]")
     project_fair_share_factor: float = Field(description="of the GPR's project among projects, in (0, 1]")

@@ -71,13 +71,18 @@ def usable_in(template: GPRTemplate, slice_name: str, project: str | None) -> bo
     return template.project is None or template.project == project
 
 
+def not_usable(name: str, slice_name: str) -> PolicyViolation:
+    """A template that does not exist and one that slice ``slice_name`` may not use are answered alike:
+    which slice or project another template is for is not the caller's to learn (issue 45)."""
+    return PolicyViolation(
+        "template",
+        f"no template named {name!r} that slice {slice_name!r} may use; GET /templates?slice={slice_name} lists them",
+    )
+
+
 def check_usable(template: GPRTemplate, slice_name: str, project: str | None) -> None:
     if not usable_in(template, slice_name, project):
-        raise PolicyViolation(
-            "template",
-            f"template {template.name!r} is for {template.scope}, not for slice {slice_name!r}; "
-            f"GET /templates?slice={slice_name} lists the ones it may use",
-        )
+        raise not_usable(template.name, slice_name)
 
 
 def fill(template: GPRTemplate, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,9 +4,12 @@ Vocabulary: a request's *limit* is the most body bytes the service takes on its 
 the bytes and the option that sets them). A request whose ``Content-Length`` is over its limit is
 answered 413 ``{"status", "message", "field": "body"}`` as soon as its headers are in, before any
 handler runs or a byte of its body is read; a chunked body is counted as it comes and answered the
-same once it passes the limit. The connection is closed after the answer: that is the only way not
-to read the rest. Tornado's own cap (``max_body_size``, which answers a bare 400 that the hub's proxy
-turns into an HTML 503) is set out of the way (``UNBOUNDED``) wherever these limits apply.
+same once it passes the limit. The rest of the body is then *drained*: read and dropped, never kept,
+up to LINGER_BYTES, and the connection closed. A connection closed while the peer still sends is
+reset, and a reset proxy (the hub's) answers its client 503 instead of the 413 it was sent: so the
+peer is let finish (as nginx's lingering close does), and only a body past LINGER_BYTES is cut.
+Tornado's own cap (``max_body_size``, which answers a bare 400 that the hub's proxy turns into a 503)
+is set out of the way (``UNBOUNDED``) wherever these limits apply.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tornado import httputil, web
 from ..core.resources import Error
 
 UNBOUNDED = 2**62  # tornado's HTTPServer max_body_size where these limits apply
+LINGER_BYTES = 128 * 1024 * 1024  # of a refused body, drained (read and dropped) before the connection is cut
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class _Bounded(httputil.HTTPMessageDelegate):
         self.limit = Limit(0, "")
         self.received = 0
         self.refused = False
+        self.cut = False  # a refused body past LINGER_BYTES
 
     def headers_received(
         self, start_line: httputil.RequestStartLine | httputil.ResponseStartLine, headers: httputil.HTTPHeaders
@@ -68,9 +73,12 @@ class _Bounded(httputil.HTTPMessageDelegate):
         return self.inner.headers_received(start_line, headers)
 
     def data_received(self, chunk: bytes) -> Awaitable[None] | None:
-        if self.refused:
-            return None
         self.received += len(chunk)
+        if self.refused:
+            if self.received > LINGER_BYTES and not self.cut:
+                self.cut = True
+                self.connection.finish()  # the answer is complete; the connection is cut
+            return None
         if self.received > self.limit.bytes:
             self.inner.on_connection_close()  # what it was given is dropped; it answers nothing
             self._refuse(None)
@@ -78,7 +86,11 @@ class _Bounded(httputil.HTTPMessageDelegate):
         return self.inner.data_received(chunk)
 
     def finish(self) -> None:
-        if not self.refused:
+        """The body is all in: a refused request's answer (sent already) is complete."""
+        if self.refused:
+            if not self.cut:
+                self.connection.finish()
+        else:
             self.inner.finish()
 
     def on_connection_close(self) -> None:
@@ -86,6 +98,7 @@ class _Bounded(httputil.HTTPMessageDelegate):
             self.inner.on_connection_close()
 
     def _refuse(self, length: int | None) -> None:
+        """Send the 413 now; the request is finished once its body is drained (finish)."""
         self.refused = True
         body = too_large(self.limit, length)
         headers = httputil.HTTPHeaders(
@@ -97,7 +110,6 @@ class _Bounded(httputil.HTTPMessageDelegate):
             }
         )
         self.connection.write_headers(httputil.ResponseStartLine("HTTP/1.1", 413, "Content Too Large"), headers, body)
-        self.connection.finish()
 
 
 class BoundedApplication(web.Application):

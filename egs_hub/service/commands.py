@@ -8,9 +8,10 @@ tells the planning what changed and wakes the reconcile loop. Nothing is
 acknowledged before it is committed.
 
 Vocabulary: the *caller* is who acts (a hub user's name, ``admin`` when they hold
-the admin scope); ``authorize`` is the caller's membership check on the slice
+the admin scope); ``authorize`` says whether the caller may see and act in the slice
 a command touches (the handler's; the GPR sync, which found the slice from the
-resource's namespace, passes none). A *submit* answers with the GPR's estimate,
+resource's namespace, passes none). A command answers a "no" exactly as it answers a
+slice or GPR that does not exist (service/visibility.py). A *submit* answers with the GPR's estimate,
 placed on the current plan (planning.Planning.place_arrivals) without planning
 everything again.
 """
@@ -32,7 +33,7 @@ from ..core.policy import approval_reasons, check_request, check_sharing, projec
 from ..core.queue import band
 from ..core.requests import check_start_after
 from ..core.snapshot import Estimate, Eviction
-from ..core.templates import GPRTemplate, check_usable
+from ..core.templates import GPRTemplate, check_usable, not_usable
 from ..store import queries
 from ..store.db import transaction
 from ..store.models import GPRRow
@@ -49,7 +50,7 @@ from .planning import (
 log = logging.getLogger(__name__)
 
 START_NOW = timedelta(milliseconds=1)  # an arrival estimated to start this soon starts now
-Authorize = Callable[[str, str], None]  # (slice, its hub group): raises when the caller is not a member
+Authorize = Callable[[str, str], bool]  # (slice, its hub group): whether the caller may see and act in it
 Also = Callable[[Session, core.GPR], None]  # more to write in a command's transaction
 
 
@@ -140,10 +141,8 @@ class Commands:
         let the caller in; PolicyViolation when there is no such slice."""
         state = self.planning.state.current(session, now)
         policy = state.policies.get(slice_name)
-        if policy is None:
-            raise PolicyViolation("slice", f"no slice named {slice_name!r}; GET /slices lists yours")
-        if authorize is not None:
-            authorize(slice_name, state.groups[slice_name])
+        if policy is None or (authorize is not None and not authorize(slice_name, state.groups[slice_name])):
+            raise no_slice(slice_name)
         return policy
 
     # The commands
@@ -370,20 +369,28 @@ class Commands:
     def _load(self, session: Session, gpr_id: int, authorize: Authorize | None) -> tuple[GPRRow, SliceRow | None]:
         """The GPR's row, locked, and its slice's (None when the slice is gone), after ``authorize``."""
         row = queries.get_gpr_row(session, gpr_id, lock=True)
+        missing = NotFound(f"no GPR with id {gpr_id}")
         if row is None:
-            raise NotFound(f"no GPR with id {gpr_id}")
+            raise missing
         slice_row = queries.get_slice(session, row.slice)
         if authorize is not None:
+            # A slice since deleted has no group: only an admin sees its GPRs.
+            if not authorize(row.slice, slice_row.group_name if slice_row is not None else ""):
+                raise missing
             if slice_row is None:
-                raise PolicyViolation("slice", f"no slice named {row.slice!r}; GET /slices lists yours")
-            authorize(slice_row.name, slice_row.group_name)
+                raise no_slice(row.slice)
         return row, slice_row
+
+
+def no_slice(name: str) -> PolicyViolation:
+    """What a body naming a slice that does not exist, or one the caller may not see, is answered."""
+    return PolicyViolation("slice", f"no slice named {name!r}; GET /slices lists yours")
 
 
 def slice_of(session: Session, name: str) -> SliceRow:
     row = queries.get_slice(session, name)
     if row is None:
-        raise PolicyViolation("slice", f"no slice named {name!r}; GET /slices lists yours")
+        raise no_slice(name)
     return row
 
 
@@ -392,8 +399,6 @@ def template_for(session: Session, name: str, slice_name: str) -> GPRTemplate:
     when there is none, or the slice may not use it."""
     template = queries.get_template(session, name)
     if template is None:
-        raise PolicyViolation(
-            "template", f"no template named {name!r}; GET /templates?slice={slice_name} lists the ones it may use"
-        )
+        raise not_usable(name, slice_name)
     check_usable(template, slice_name, queries.project_of_slice(session, slice_name))
     return template

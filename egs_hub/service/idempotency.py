@@ -44,7 +44,7 @@ from ..store import queries
 from ..store.db import transaction
 from ..store.models import EndpointRow
 from ..store.models import Slice as SliceRow
-from .commands import slice_of
+from .commands import no_slice
 from .serialize import workspace_request_resource
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,9 @@ def idempotent(create: Create) -> Callable[[Callable], Callable]:
     return decorate
 
 
-# The replays: what GET shows the caller, with the status and Location of the create's answer.
+# The replays: the resource as the create's answer shows it, with its status and Location. A caller who may
+# no longer see it (or make it) is answered as the create would answer them now: a GPR's missing slice, an
+# endpoint's missing slice, the 403 of a slice's project they no longer manage (visibility.py).
 
 
 def _gone(what: str) -> KeyConflict:
@@ -243,7 +245,9 @@ async def _replay_gpr(handler, gpr_id: int) -> None:
         if row is None:
             raise _gone(f"GPR {gpr_id}")
         gpr = queries.to_gpr(row)
-        handler.require_member(slice_of(session, row.slice))
+        slice_row = queries.get_slice(session, row.slice)
+        if slice_row is None or not handler.may_act_in(slice_row.name, slice_row.group_name):
+            raise no_slice(row.slice)
     plan = await handler.plan()
     handler.set_header("Location", f"{handler.egs.api_prefix}gprs/{gpr.id}")
     handler.write_json(handler.view(gpr, plan), 201)
@@ -254,7 +258,7 @@ async def _replay_slice(handler, slice_id: int) -> None:
         row = session.get(SliceRow, slice_id)
         if row is None:
             raise _gone("slice")
-        handler.require_member(row)
+        handler.require_manager(row.project.name)
         view = await handler.slice_view(session, row)
     handler.set_header("Location", f"{handler.egs.api_prefix}slices/{view.name}")
     handler.write_json(view, 201)

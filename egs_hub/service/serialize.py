@@ -31,6 +31,7 @@ from ..store.models import (
 
 if TYPE_CHECKING:
     from .clusters import ClusterState
+    from .visibility import Viewer
 
 
 def gpr_resource(
@@ -42,8 +43,9 @@ def gpr_resource(
     model: type[api.GPR] = api.GPR,
     **more: Any,
 ) -> api.GPR:
-    """A GPR (or a ``model`` that adds ``more`` to it) at ``now`` (its used cost so far); ``redact`` hides
-    who asked and what they named it (others' slices).
+    """A GPR (or a ``model`` that adds ``more`` to it) at ``now`` (its used cost so far); ``redact`` shows
+    another workspace's (visibility.py): how it asks and where it waits, without its id, names, slice,
+    template, reasons or node history (``model`` must allow a null id and slice: QueuedGPR).
 
     A queued GPR's plan: ``planned_nodes`` and ``planned_gpu_count`` always, ``planned_gpus``
     (exact UUIDs) only when it is admitted now; which GPUs of its nodes a later start gets
@@ -53,9 +55,9 @@ def gpr_resource(
     queued = estimate is not None
     placement = estimate.placement if queued else None
     return model(
-        id=gpr.id,
+        id=None if redact else gpr.id,
         name=None if redact else spec.name,
-        slice=spec.slice,
+        slice=None if redact else spec.slice,
         requested_by=None if redact else gpr.requested_by,
         cluster=spec.cluster,
         shape=spec.shape,
@@ -66,10 +68,10 @@ def gpr_resource(
         start_after=spec.start_after,
         idle_timeout=spec.idle_timeout,
         preemptible=spec.preemptible,
-        template=spec.template,
+        template=None if redact else spec.template,
         gpu_share=spec.gpu_share,
         status=gpr.status.value,
-        status_reason=gpr.status_reason,
+        status_reason="" if redact else gpr.status_reason,
         estimated_start=estimate.start if queued else None,
         queue_position=estimate.position if queued else None,
         planned_gpus=placement.gpus if placement else (),
@@ -79,8 +81,10 @@ def gpr_resource(
         window_end=gpr.window_end,
         bound_gpus=gpr.bound_gpus,
         bound_nodes=gpr.bound_nodes,
-        avoid_nodes=[api.NodeRef(cluster=cluster, node=node) for cluster, node in gpr.avoid_nodes],
-        replaced=[api.NodeReplacement(failed_node=r.failed_node, node=r.node, at=r.at) for r in gpr.replaced],
+        avoid_nodes=[] if redact else [api.NodeRef(cluster=cluster, node=node) for cluster, node in gpr.avoid_nodes],
+        replaced=[]
+        if redact
+        else [api.NodeReplacement(failed_node=r.failed_node, node=r.node, at=r.at) for r in gpr.replaced],
         end_reason=gpr.end_reason.value if gpr.end_reason else None,
         created_at=gpr.created_at,
         updated_at=gpr.updated_at,
@@ -180,10 +184,15 @@ def eviction_resource(eviction: Eviction, victims: list[GPR]) -> api.Eviction:
 
 
 def inventory_resource(
-    clusters: list[Cluster], bound: dict[str, tuple[str, int]], live: Mapping[str, ClusterState], prices: cost.Prices
+    clusters: list[Cluster],
+    bound: dict[str, tuple[str, int]],
+    live: Mapping[str, ClusterState],
+    prices: cost.Prices,
+    viewer: Viewer,
 ) -> api.Inventory:
     """The ``live`` clusters (those the service drives) with nodes and GPUs; ``bound`` maps a GPU to
-    (slice, GPR) now. A whole node with any GPU bound has none free (it is one GPR's)."""
+    (slice, GPR) now, shown where the ``viewer`` sees the slice. A whole node with any GPU bound has none
+    free (it is one GPR's)."""
     shapes: dict[tuple[str, str], dict] = {}
     out_clusters, total, free = [], 0, 0
     for cluster in clusters:
@@ -212,6 +221,7 @@ def inventory_resource(
                     continue
                 slice_name, gpr_id = bound.get(gpu.uuid, (None, None))
                 usable = gpu.healthy and node.schedulable and slice_name is None and not taken
+                shown = viewer.sees(slice_name)
                 entry["gpus"] += 1
                 entry["free"] += usable
                 total += 1
@@ -226,8 +236,9 @@ def inventory_resource(
                         healthy=gpu.healthy,
                         parent_uuid=gpu.parent_uuid,
                         mig_profile=gpu.mig_profile,
-                        slice=slice_name,
-                        gpr=gpr_id,
+                        bound=slice_name is not None,
+                        slice=slice_name if shown else None,
+                        gpr=gpr_id if shown else None,
                     )
                 )
             nodes.append(
@@ -287,12 +298,15 @@ def window_resource(
     state: str,
     status: str,
     count: int,
+    viewer: Viewer,
 ) -> api.Window:
     """One GPR's window on one node; a planned window later than now names no GPUs, only
-    how many (``count``). ``on_gpus``: the physical GPUs that its MIG instances or shares are on."""
+    how many (``count``). ``on_gpus``: the physical GPUs that its MIG instances or shares are on.
+    Its GPR and slice are shown where the ``viewer`` sees the slice."""
+    shown = viewer.sees(slice_name)
     return api.Window(
-        gpr=gpr_id,
-        slice=slice_name,
+        gpr=gpr_id if shown else None,
+        slice=slice_name if shown else None,
         gpus=gpus,
         on_gpus=on_gpus,
         gpu_count=count,
@@ -475,13 +489,21 @@ def node_health(row: Node) -> str:
     return "healthy"
 
 
+def maintenance_span(row: MaintenanceWindow, viewer: Viewer) -> api.MaintenanceSpan:
+    """A node's maintenance window; why, to admins only."""
+    return api.MaintenanceSpan(start=row.start, end=row.end, reason=row.reason if viewer.admin else None)
+
+
 def node_resource(
     row: Node,
     cluster: str,
     held_by: Sequence[int],
     maintenance: Sequence[MaintenanceWindow],
     checks: Sequence[CheckRun],
+    viewer: Viewer,
 ) -> api.Node:
+    """A node as the ``viewer`` may see it: ``held_by`` and ``checks`` are the caller's to pass filtered
+    (the GPRs and check runs it sees); why it is quarantined or in maintenance, to admins only."""
     return api.Node(
         cluster=cluster,
         name=row.name,
@@ -491,8 +513,8 @@ def node_resource(
         present=row.present,
         gpus=[api.NodeGPU(uuid=g.uuid, index=g.index, healthy=g.healthy, present=g.present) for g in row.gpus],
         quarantined_at=row.quarantined_at,
-        quarantine_reason=row.quarantine_reason,
+        quarantine_reason=row.quarantine_reason if viewer.admin else None,
         held_by=sorted(held_by),
-        maintenance=[api.MaintenanceSpan(start=m.start, end=m.end, reason=m.reason) for m in maintenance],
+        maintenance=[maintenance_span(m, viewer) for m in maintenance],
         checks=[check_run_resource(run) for run in checks],
     )

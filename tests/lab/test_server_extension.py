@@ -137,7 +137,7 @@ async def test_an_empty_answer_stays_empty(jp_fetch):
 @pytest.mark.parametrize(
     ("method", "path", "body", "want_status"),
     [
-        ("GET", f"slices/{OTHER_SLICE}", None, 403),
+        ("GET", f"slices/{OTHER_SLICE}", None, 404),
         ("POST", "gprs", {"slice": SLICE, "gpus": "two", "duration": "1h"}, 400),
         ("GET", "gprs/999999", None, 404),
         ("GET", "no/such/route", None, 404),

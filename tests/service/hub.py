@@ -56,6 +56,13 @@ class Client:
     session: requests.Session = field(default_factory=requests.Session)
 
     def call(self, method: str, path: str, body: object = None, *, expect: int | None = None, **kw):
+        status, data = self.answer(method, path, body, **kw)
+        if expect is not None and status != expect:
+            raise APIError(f"{method} {path} answered {status}, not {expect}: {str(data)[:500]}")
+        return data
+
+    def answer(self, method: str, path: str, body: object = None, **kw) -> tuple[int, object]:
+        """The status and JSON body (None for a 204) of a request, once checked against the document."""
         headers = {"Authorization": f"token {self.token}"} if self.token else {}
         response = self.session.request(
             method, self.base + path, json=body, headers=headers, timeout=60, allow_redirects=False, **kw
@@ -68,9 +75,7 @@ class Client:
         else:
             data = None
         contract(self.base).check(method, path, response.status_code, data)
-        if expect is not None and response.status_code != expect:
-            raise APIError(f"{method} {path} answered {response.status_code}, not {expect}: {response.text[:500]}")
-        return data
+        return response.status_code, data
 
     def get(self, path: str, **kw):
         return self.call("GET", path, **kw)

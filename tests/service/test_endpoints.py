@@ -99,7 +99,8 @@ def test_an_endpoint_serves_through_the_hub_and_scales(hub: Hub, member, user, a
     stranger_name, _ = user("other")
     stranger_token = hub.user_token(stranger_name)
     refused = Caller(hub, made["url"], stranger_token)("GET")
-    assert refused.status_code == 403 and "not a member" in refused.json()["message"]
+    missing = f"no endpoint named 'echo' in slice '{slice_name}'"  # as if it did not exist
+    assert refused.status_code == 404 and refused.json()["message"] == missing
     assert Caller(hub, f"/services/egs/endpoints/{slice_name}/nope/", token)("GET").status_code == 404
 
     # concurrent requests need a second replica (two requests in flight per replica)
@@ -169,11 +170,11 @@ def test_bad_endpoints_are_refused_naming_the_field(hub: Hub, member, user):
     elsewhere = client.post("endpoints", endpoint_body(slice_name, "x", cluster="gke"), expect=422)
     assert elsewhere["field"] == "cluster"
     _, stranger = user("other")
-    stranger.post("endpoints", endpoint_body(slice_name, "x"), expect=403)
+    stranger.post("endpoints", endpoint_body(slice_name, "x"), expect=404)
     client.post("endpoints", endpoint_body(slice_name, "x"), expect=202)
     client.post("endpoints", endpoint_body(slice_name, "x"), expect=409)
     assert [e["name"] for e in client.get(f"endpoints?slice={slice_name}", expect=200)["endpoints"]] == ["x"]
-    stranger.get(f"endpoints/{slice_name}/x", expect=403)
+    stranger.get(f"endpoints/{slice_name}/x", expect=404)
     client.call("DELETE", f"endpoints/{slice_name}/x", expect=204)
 
 
@@ -274,11 +275,11 @@ def test_a_token_with_the_endpoint_scope_calls_its_endpoint_and_nothing_else(hub
     elsewhere = make_slice()["name"]
     assert Caller(hub, f"/services/egs/endpoints/{elsewhere}/scoped/", slice_wide)("GET").status_code == 401
 
-    # the scope never widens who may call: a non-member's token naming the endpoint gets 403
+    # the scope never widens who may call: a non-member's token naming the endpoint gets the 404 of a missing one
     stranger, _ = user("other")
     theirs = scoped_token(hub, stranger, hub.user_token(stranger), scope)
     refused = Caller(hub, made["url"], theirs)("GET")
-    assert refused.status_code == 403 and "not a member" in refused.json()["message"]
+    assert refused.status_code == 404 and refused.json()["message"].startswith("no endpoint named")
 
     client.call("DELETE", f"endpoints/{slice_name}/other", expect=204)
     client.call("DELETE", f"endpoints/{slice_name}/scoped", expect=204)

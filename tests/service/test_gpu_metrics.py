@@ -100,7 +100,7 @@ def test_gpus_workloads_alerts_idle_release_and_scrape(metrics_hub):
     (pod,) = alice.get("workloads?slice=ml", expect=200)["workloads"]
     assert (pod["kind"], pod["name"], pod["gpus"]) == ("pod", "egs-ml-team/jupyter-alice", [BUSY])
     assert pod["hottest_gpu"] == {"uuid": BUSY, "node": "gpu-node-1", "temperature_c": 57}
-    assert mallory.get("workloads?slice=ml", expect=403)["status"] == 403
+    assert mallory.get("workloads?slice=ml", expect=404)["message"] == "no slice named 'ml'"
 
     # A hot GPU she holds is her alert too.
     exporter.text = with_reading(exporter.text, "DCGM_FI_DEV_GPU_TEMP", held, 93)
@@ -123,7 +123,7 @@ def test_gpus_workloads_alerts_idle_release_and_scrape(metrics_hub):
     ]
     assert runs[0]["values"]["gpus_read"] == 1 and runs[0]["duration"] >= 0
     assert f"GPU {held} is at 93 C" in runs[1]["log"] and runs[1]["values"]["temperature_c_max"] == 93
-    assert mallory.get(f"gprs/{gpr['id']}/checks", expect=403)["status"] == 403
+    assert mallory.get(f"gprs/{gpr['id']}/checks", expect=404)["message"] == f"no GPR with id {gpr['id']}"
     node = admin.get("nodes/local/gpu-node-1", expect=200)
     assert node["health"] == "quarantined" and f"exit checks after GPR {gpr['id']} failed" in node["quarantine_reason"]
     assert [(c["phase"], c["status"]) for c in node["checks"]] == [("entry", "passed"), ("exit", "failed")]

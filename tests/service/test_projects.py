@@ -39,13 +39,13 @@ def test_admins_make_projects_and_project_admins(admin, make_project, user):
     assert project["admin_group"] == f"{name}-admins" and project["admins"] == [] and project["slices"] == []
     assert (project["quota"]["max_gpus"], project["share"], project["display_name"]) == (16, 2.0, "Research")
 
-    as_bob.get(f"projects/{name}", expect=403)
+    assert as_bob.get(f"projects/{name}", expect=404)["message"] == f"no project named {name!r}"  # not his to see
     assert as_bob.get("projects")["projects"] == []
     made = admin.call("PUT", f"projects/{name}/admins/{bob}", expect=200)
     assert made["admins"] == [bob]
     assert [p["name"] for p in as_bob.get("projects")["projects"]] == [name]
     assert as_bob.get(f"projects/{name}")["admins"] == [bob]
-    as_bob.get("projects/default", expect=403)
+    as_bob.get("projects/default", expect=404)
 
     changed = admin.call("PATCH", f"projects/{name}", {"quota": {"max_cost_month": 500}, "share": 1}, expect=200)
     assert changed["quota"] == {"max_gpus": 16, "max_gpu_hours": None, "max_cost_month": 500.0}
@@ -59,7 +59,7 @@ def test_admins_make_projects_and_project_admins(admin, make_project, user):
 
     unmade = admin.call("DELETE", f"projects/{name}/admins/{bob}", expect=200)
     assert unmade["admins"] == []
-    as_bob.get(f"projects/{name}", expect=403)
+    as_bob.get(f"projects/{name}", expect=404)
 
 
 def test_a_project_admin_runs_their_projects_slices_and_nothing_else(admin, make_project, make_slice, user):
@@ -77,14 +77,14 @@ def test_a_project_admin_runs_their_projects_slices_and_nothing_else(admin, make
     refused = admin.post("slices", {"name": _name("x"), "project": "no-such-project"}, expect=422)
     assert refused["field"] == "project"
 
-    # His project's slice: he sees it, changes it and its members; another project's, not.
+    # His project's slice: he sees it, changes it and its members; another project's is as if it did not exist.
     assert {s["name"] for s in as_bob.get("slices")["slices"]} == {team}
     as_bob.call("PATCH", f"slices/{team}", {"policy": {"auto_approve_max_gpus": 1}}, expect=200)
-    as_bob.call("PATCH", f"slices/{elsewhere}", {"display_name": "mine now"}, expect=403)
+    as_bob.call("PATCH", f"slices/{elsewhere}", {"display_name": "mine now"}, expect=404)
     as_bob.call("PUT", f"slices/{team}/members/{bob}", expect=200)
     as_bob.call("DELETE", f"slices/{team}/members/{bob}", expect=200)
-    as_bob.call("PUT", f"slices/{elsewhere}/members/{bob}", expect=403)
-    as_bob.get(f"gprs?slice={elsewhere}", expect=403)
+    as_bob.call("PUT", f"slices/{elsewhere}/members/{bob}", expect=404)
+    as_bob.get(f"gprs?slice={elsewhere}", expect=404)
 
     # He approves and denies his project's requests; another project's are not his to decide.
     big = as_alice.post("gprs", {"slice": team, "gpus": 2, "duration": 60}, expect=201)
@@ -94,13 +94,15 @@ def test_a_project_admin_runs_their_projects_slices_and_nothing_else(admin, make
     assert denied["status"] == "rejected"
     admin.call("PATCH", f"slices/{elsewhere}", {"policy": {"auto_approve_max_gpus": 1}}, expect=200)
     other = as_alice.post("gprs", {"slice": elsewhere, "gpus": 2, "duration": 60}, expect=201)
-    as_bob.post(f"gprs/{other['id']}/approve", expect=403)
+    as_bob.post(f"gprs/{other['id']}/approve", expect=404)
     admin.call("DELETE", f"gprs/{other['id']}", expect=200)
 
     # Templates for his project and its slices; not global ones.
     template = as_bob.post("templates", {"name": _name("t"), "project": name, "gpus": 1, "duration": 60}, expect=201)
     as_bob.post("templates", {"name": _name("t"), "gpus": 1, "duration": 60}, expect=403)
-    as_bob.post("templates", {"name": _name("t"), "slice": elsewhere, "gpus": 1, "duration": 60}, expect=403)
+    theirs = {"name": _name("t"), "slice": elsewhere, "gpus": 1, "duration": 60}
+    refused = as_bob.post("templates", theirs, expect=422)
+    assert refused["message"] == f"no slice named {elsewhere!r}; GET /slices lists them"
     as_bob.call("DELETE", f"templates/{template['name']}", expect=204)
 
     # A project with a slice stays; without, it goes.

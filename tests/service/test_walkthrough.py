@@ -70,27 +70,32 @@ def test_admin_creates_a_slice_and_a_member_uses_its_gpus(hub, admin, make_slice
     hub.hub_api("DELETE", f"users/{alice}/server", expect=(202, 204))
 
 
-def test_non_members_get_403_on_a_slices_gprs(hub, make_slice, user):
+def test_non_members_find_a_slice_and_its_gprs_as_if_they_did_not_exist(hub, make_slice, user):
+    """Another workspace answers exactly as a missing one (issue 45): 404 on its paths, the 422 of a
+    missing slice where a body names it."""
     alice, as_alice = user("alice")
     mallory, as_mallory = user("mallory")
     team = make_slice(members=(alice,))
-    gpr = as_alice.post("gprs", {"slice": team["name"], "gpus": 1, "duration": 600}, expect=201)
+    name = team["name"]
+    gpr = as_alice.post("gprs", {"slice": name, "gpus": 1, "duration": 600}, expect=201)
+    no_gpr = (404, f"no GPR with id {gpr['id']}")
+    no_slice = (404, f"no slice named {name!r}")
+    no_slice_in_body = (422, f"no slice named {name!r}; GET /slices lists yours")
 
-    for method, path, body in [
-        ("GET", f"gprs/{gpr['id']}", None),
-        ("GET", f"gprs?slice={team['name']}", None),
-        ("POST", "gprs", {"slice": team["name"], "gpus": 1, "duration": 600}),
-        ("POST", f"gprs/{gpr['id']}/release", None),
-        ("DELETE", f"gprs/{gpr['id']}", None),
-        ("POST", "wait-times", {"slice": team["name"], "gpus": 1, "duration": 600}),
-        ("GET", f"slices/{team['name']}", None),
+    for method, path, body, (status, message) in [
+        ("GET", f"gprs/{gpr['id']}", None, no_gpr),
+        ("GET", f"gprs?slice={name}", None, no_slice),
+        ("POST", "gprs", {"slice": name, "gpus": 1, "duration": 600}, no_slice_in_body),
+        ("POST", f"gprs/{gpr['id']}/release", None, no_gpr),
+        ("DELETE", f"gprs/{gpr['id']}", None, no_gpr),
+        ("POST", "wait-times", {"slice": name, "gpus": 1, "duration": 600}, no_slice_in_body),
+        ("GET", f"slices/{name}", None, no_slice),
     ]:
-        error = as_mallory.call(method, path, body, expect=403)
-        assert mallory in error["message"] or "admin" in error["message"]
-    assert team["name"] not in [s["name"] for s in as_mallory.get("slices")["slices"]]
-    assert all(g["slice"] != team["name"] for g in as_mallory.get("gprs")["gprs"])
+        assert as_mallory.call(method, path, body, expect=status)["message"] == message, (method, path)
+    assert name not in [s["name"] for s in as_mallory.get("slices")["slices"]]
+    assert all(g["slice"] != name for g in as_mallory.get("gprs")["gprs"])
     as_mallory.call("POST", "slices", {"name": "mine"}, expect=403)
-    as_mallory.call("PUT", f"slices/{team['name']}/members/{mallory}", expect=403)
+    as_mallory.call("PUT", f"slices/{name}/members/{mallory}", expect=404)
 
 
 def test_requests_without_a_token_are_refused_but_health_is_open(hub):

@@ -38,6 +38,7 @@ from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ..hub import HubAPIError
 from ..parameters import whole_id
+from ..visibility import EVERYTHING, Viewer
 
 if TYPE_CHECKING:
     from ...store.models import Slice
@@ -91,13 +92,14 @@ def needs_scope(scope: str) -> Callable[[Callable], Callable]:
 
 @web.stream_request_body
 class APIHandler(HubOAuthenticated, web.RequestHandler):
-    """The body streams in (``data_received``) once ``prepare`` identified the caller: a request with a body
-    and no caller is refused before a byte of it is read (issue 45), and the application bounds its size
-    (body_limits.py). Handlers read it as ``self.request.body`` as usual."""
+    """The body streams in (``data_received``) once ``prepare`` identified the caller: the body of a request
+    with no caller is dropped as it comes, never kept, and the request answered 401 (issue 45); the
+    application bounds its size (body_limits.py). Handlers read it as ``self.request.body`` as usual."""
 
     refused_token = False  # the hub identified a caller whose token lacks the service's access scope
     _managed: frozenset[str] | None = None  # the projects the caller manages, once per request
     _slice_projects: Mapping[str, str] = {}  # every slice's project, read with _managed
+    _viewer: Viewer | None = None  # what the caller sees of others (visibility.py), once per request
 
     @property
     def egs(self):
@@ -109,8 +111,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return self.settings["hub_auth"]
 
     async def prepare(self) -> None:
-        """Identify the caller without blocking the loop (the hub answers over HTTP); a request that sends
-        a body without a caller is a 401 before its body is read."""
+        """Identify the caller without blocking the loop (the hub answers over HTTP)."""
         model = await self.hub_auth.get_user(self, sync=False)
         if model is not None:
             try:
@@ -119,16 +120,13 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
                 if not self.allowed_without_access(model):
                     model, self.refused_token = None, True
         self.current_user = model
-        if model is None and self.sends_body():
-            raise self.not_logged_in()
-
-    def sends_body(self) -> bool:
-        headers = self.request.headers
-        return headers.get("Content-Length", "0").strip() not in ("", "0") or "Transfer-Encoding" in headers
 
     def data_received(self, chunk: bytes) -> None:
-        # At most the application's limit in all (body_limits.py): a few dozen chunks of 64 KiB.
-        self.request.body += chunk
+        # Kept for a caller only; at most the application's limit in all (body_limits.py): a few dozen
+        # chunks of 64 KiB. A stranger's is dropped: answering before it is read would cut the connection
+        # while they still send, and the hub's proxy would answer them 503 instead of the 401.
+        if self.current_user is not None:
+            self.request.body += chunk
 
     def not_logged_in(self) -> web.HTTPError:
         if self.refused_token:
@@ -222,12 +220,25 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         managed = self.managed_projects  # reads the slices' projects too
         return bool(managed) and self._slice_projects.get(slice_name) in managed
 
+    @property
+    def viewer(self) -> Viewer:
+        """What the caller sees in full, and so what it sees of other tenants (visibility.py)."""
+        if self._viewer is None:
+            groups = None if self.is_admin else self.planning_state().groups
+            self._viewer = EVERYTHING if groups is None else Viewer(frozenset(self.slices_of_caller(groups)))
+        return self._viewer
+
+    def may_act_in(self, slice_name: str, group: str) -> bool:
+        """Whether the caller sees and acts in the slice ``slice_name`` of hub group ``group`` (commands'
+        ``authorize``: a command answers a "no" as it answers a missing slice or GPR)."""
+        return self.is_member_of(group, slice_name)
+
     def slices_of_caller(self, groups: Mapping[str, str]) -> set[str]:
         """Of the slices with these hub groups (planning state's ``groups``), those the caller is a member of."""
         return {name for name, group in groups.items() if self.is_member_of(group, name)}
 
     def listed_slices(self, session, slice_filter: str | None) -> list[str] | None:
-        """The slices a list answers for: ``slice_filter`` (404 / 403 as member_slice), else every slice
+        """The slices a list answers for: ``slice_filter`` (404 as member_slice), else every slice
         for admins (None), else the caller's."""
         if slice_filter is not None:
             return [self.member_slice(session, check_slice_name(slice_filter)).name]
@@ -236,23 +247,26 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return sorted(self.slices_of_caller(self.egs.planning.state.current(session, self.now()).groups))
 
     def member_slice(self, session, name: str) -> Slice:
-        """The slice named ``name``: 404 when there is none, 403 when the caller is not a member."""
+        """The slice named ``name``: 404 when there is none, and the same 404 when the caller may not see it."""
         row = queries.get_slice(session, name)
         if row is None:
             raise self.not_found(f"slice named {name!r}")
         self.require_member(row)
         return row
 
-    def require_member(self, slice_row: Slice) -> None:
-        self.require_member_of(slice_row.name, slice_row.group_name)
+    def require_member(self, slice_row: Slice, what: str | None = None) -> None:
+        self.require_member_of(slice_row.name, slice_row.group_name, what)
 
-    def require_member_of(self, slice_name: str, group: str) -> None:
+    def require_member_of(self, slice_name: str, group: str, what: str | None = None) -> None:
+        """404, exactly as for a missing one, when the caller may not see the slice: ``what`` names what
+        they asked for (the slice itself by default; a GPR, an endpoint of it)."""
         if not self.is_member_of(group, slice_name):
-            raise web.HTTPError(
-                403,
-                f"{self.user_name} is not a member of slice {slice_name!r}; "
-                f"an admin adds members to hub group {group!r}",
-            )
+            raise self.not_found(what or f"slice named {slice_name!r}")
+
+    def require_manager_of(self, slice_row: Slice) -> None:
+        """404 when the caller may not see the slice; 403 when they see it but do not manage its project."""
+        self.require_member(slice_row)
+        self.require_manager(slice_row.project.name)
 
     # bodies and answers
 

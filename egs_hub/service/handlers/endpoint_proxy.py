@@ -1,7 +1,8 @@
 """An endpoint at the hub: ``<prefix>endpoints/{slice}/{name}/<path>`` passes to one of its ready replicas
 (the one with the fewest requests in flight) as ``/<path>``, for the slice's members (a hub token, the
 hub's login cookie, or a token holding only the endpoint scope ``custom:egs:endpoints`` with a filter
-that reaches this endpoint: core/endpoints.py::scope_reaches): 401 without one, 403 for others. The
+that reaches this endpoint: core/endpoints.py::scope_reaches): 401 without one, to others a 404 as if
+it did not exist. The
 answer streams back as the replica sends it (server-sent events too), so the OpenAI-compatible paths of
 vLLM pass through unchanged.
 
@@ -78,7 +79,7 @@ class EndpointProxyHandler(APIHandler):
         known = endpoints.find(slice_name, name, lambda: self.planning_state().groups)
         if known is None:
             raise NotFound(f"no endpoint named {name!r} in slice {slice_name!r}")
-        self.require_member_of(slice_name, known.group)
+        self.require_member_of(slice_name, known.group, f"endpoint named {name!r} in slice {slice_name!r}")
         started = time.monotonic()
         endpoints.traffic.begin(known.id, self.now())
         failed = True

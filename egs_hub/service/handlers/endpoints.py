@@ -14,7 +14,7 @@ from .base import APIHandler, authenticated
 
 class EndpointBase(APIHandler):
     def require_slice_member(self, slice_name: str) -> None:
-        """404 when there is no such slice, 403 when the caller is not its member."""
+        """404 when there is no such slice, and the same when the caller may not see it."""
         with self.egs.sessions() as session:
             self.member_slice(session, check_slice_name(slice_name))
 

@@ -26,15 +26,17 @@ from .base import APIHandler, authenticated
 
 class TemplateBase(APIHandler):
     def check_scope(self, session, template: GPRTemplate) -> None:
-        """The project or slice a template is for exists (422 naming the field), and the caller may
-        manage it: admins any template, project admins those of their project and its slices."""
-        if template.project is not None and not queries.project_exists(session, template.project):
-            raise PolicyViolation("project", f"no project named {template.project!r}")
+        """The project or slice a template is for exists and the caller sees it (422 naming the field, the
+        same for both: visibility.py), and the caller may manage it: admins any template, project admins
+        those of their project and its slices (403)."""
         project = template.project
         if template.slice is not None:
-            project = queries.project_of_slice(session, template.slice)
-            if project is None:
+            slice_row = queries.get_slice(session, template.slice)
+            if slice_row is None or not self.may_act_in(slice_row.name, slice_row.group_name):
                 raise PolicyViolation("slice", f"no slice named {template.slice!r}; GET /slices lists them")
+            project = slice_row.project.name
+        elif project is not None and not (self.manages(project) and queries.project_exists(session, project)):
+            raise PolicyViolation("project", f"no project named {project!r}")
         if self.is_admin:
             return
         if project is None:
@@ -57,10 +59,22 @@ class TemplateBase(APIHandler):
         )
 
     def load(self, session, name: str) -> GPRTemplateRow:
+        """The template; 404 when there is none, and the same when the caller may not see it: admins see
+        every template, others those their slices may use and those of the projects they manage."""
         row = queries.get_template_row(session, check_slice_name(name, "name"))
-        if row is None:
+        if row is None or not self.sees(session, queries.to_template(row)):
             raise self.not_found(f"template named {name!r}")
         return row
+
+    def sees(self, session, template: GPRTemplate) -> bool:
+        if self.is_admin:
+            return True
+        state = self.egs.planning.state.current(session, self.now())
+        mine = self.slices_of_caller(state.groups)
+        if any(usable_in(template, s, state.projects.get(s)) for s in mine):
+            return True
+        project = template.project if template.slice is None else state.projects.get(template.slice)
+        return project is not None and project in self.managed_projects
 
 
 class TemplatesHandler(TemplateBase):
@@ -94,13 +108,9 @@ class TemplatesHandler(TemplateBase):
 class TemplateHandler(TemplateBase):
     @authenticated
     async def get(self, name: str) -> None:
-        """One template: admins, and members of a slice that may use it."""
+        """One template: admins, members of a slice that may use it, and the admins of its project."""
         with self.egs.sessions() as session:
             template = queries.to_template(self.load(session, name))
-            if not self.is_admin:
-                state = self.egs.planning.state.current(session, self.now())
-                if not any(usable_in(template, s, state.projects.get(s)) for s in self.slices_of_caller(state.groups)):
-                    raise self.not_found(f"template named {name!r} for your slices")
         self.write_json(template_resource(template))
 
     @authenticated

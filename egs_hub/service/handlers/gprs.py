@@ -17,7 +17,7 @@ from ...core.snapshot import Estimate, Plan
 from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
-from ..commands import slice_of, template_for
+from ..commands import no_slice, slice_of, template_for
 from ..idempotency import GPRS, Claim, idempotent
 from ..parameters import GPRsQuery, read
 from ..serialize import check_run_resource, gpr_resource, option_resource
@@ -33,21 +33,34 @@ class GPRBase(APIHandler):
             raise self.not_found(f"GPR with id {gpr_id}")
         return row
 
+    def visible_gpr(self, session, gpr_id: str) -> GPRRow:
+        """The GPR's row; 404 when there is none or the caller may not see its slice (the GPRs of a slice
+        since deleted are the admins')."""
+        row = self.load_gpr(session, gpr_id)
+        slice_row = queries.get_slice(session, row.slice)
+        if slice_row is not None:
+            self.require_member(slice_row, f"GPR with id {gpr_id}")
+        elif not self.is_admin:
+            raise self.not_found(f"GPR with id {gpr_id}")
+        return row
+
     def spec_of(self, body: GPRCreate | WaitTimeQuery) -> core.GPRSpec:
         """The spec a body asks for, with the fields it leaves out from the template it names (once
         the caller is known to be a member of its slice)."""
         if body.template is None:
             return body.to_spec()
         with self.egs.sessions() as session:
-            self.require_member(slice_of(session, body.slice))
+            slice_row = slice_of(session, body.slice)
+            if not self.may_act_in(slice_row.name, slice_row.group_name):
+                raise no_slice(body.slice)
             return body.to_spec(template_for(session, body.template, body.slice))
 
     async def plan(self) -> Plan:
         """The plan reads answer from (planning.Planning.current): never made on the event loop."""
         return (await self.egs.planning.current(self.egs.sessions, self.now())).plan
 
-    def view(self, gpr: core.GPR, plan: Plan, member: bool = True) -> GPR:
-        return gpr_resource(gpr, estimate_of(gpr, plan), self.now(), redact=not member)
+    def view(self, gpr: core.GPR, plan: Plan) -> GPR:
+        return gpr_resource(gpr, estimate_of(gpr, plan), self.now())
 
     async def answer(self, gpr: core.GPR, status: int = 200) -> None:
         """The GPR a command returned (and committed), with its estimate when it is queued, from a plan
@@ -100,7 +113,7 @@ class GPRsHandler(GPRBase):
     async def post(self, key: Claim) -> None:
         spec = self.spec_of(parse_body(GPRCreate, self.json_body()))
         submitted = await self.egs.commands.submit(
-            spec, self.user_name, admin=self.is_admin, authorize=self.require_member_of, also=key.record
+            spec, self.user_name, admin=self.is_admin, authorize=self.may_act_in, also=key.record
         )
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{submitted.gpr.id}")
         self.write_json(gpr_resource(submitted.gpr, submitted.estimate, self.now()), 201)
@@ -118,11 +131,9 @@ class GPRHandler(GPRBase):
             gpr = state.gprs.get(number)
             group = None if gpr is None else state.groups.get(gpr.spec.slice)
             if gpr is None or group is None:
-                row = self.load_gpr(session, gpr_id)
-                gpr, slice_row = queries.to_gpr(row), slice_of(session, row.slice)
-                self.require_member(slice_row)
+                gpr = queries.to_gpr(self.visible_gpr(session, gpr_id))
             else:
-                self.require_member_of(gpr.spec.slice, group)
+                self.require_member_of(gpr.spec.slice, group, f"GPR with id {gpr_id}")
         self.write_json(self.view(gpr, plan))
 
     @authenticated
@@ -133,7 +144,7 @@ class GPRHandler(GPRBase):
             update.apply,
             self.user_name,
             admin=self.is_admin,
-            authorize=self.require_member_of,
+            authorize=self.may_act_in,
         )
         await self.answer(gpr)
 
@@ -141,7 +152,7 @@ class GPRHandler(GPRBase):
     async def delete(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.cancel(
-            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member_of
+            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.may_act_in
         )
         await self.answer(gpr)
 
@@ -151,7 +162,7 @@ class ReleaseHandler(GPRBase):
     async def post(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.release(
-            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.require_member_of
+            self.int_argument("id", gpr_id), self.user_name, reason, authorize=self.may_act_in
         )
         await self.answer(gpr)
 
@@ -164,7 +175,7 @@ class DecisionHandler(GPRBase):
         reason = parse_body(Reason, self.json_body()).reason
         if not self.is_admin:
             with self.egs.sessions() as session:
-                slice_name = self.load_gpr(session, gpr_id).slice
+                slice_name = self.visible_gpr(session, gpr_id).slice
             self.require_manager(self.planning_state().projects.get(slice_name, core.DEFAULT_PROJECT))
         gpr = self.egs.commands.decide(self.int_argument("id", gpr_id), decision == "approve", self.user_name, reason)
         await self.answer(gpr)
@@ -176,7 +187,7 @@ class WaitTimesHandler(GPRBase):
         spec = self.spec_of(parse_body(WaitTimeQuery, self.json_body()))
         now = self.now()
         with self.egs.sessions() as session:
-            policy = self.egs.commands.policy_of(session, spec.slice, now, self.require_member_of)
+            policy = self.egs.commands.policy_of(session, spec.slice, now, self.may_act_in)
             reasons = self.egs.commands.vet(session, spec, policy, now, admin=self.is_admin)
         snapshot, plan, planned_at = await self.egs.planning.current(self.egs.sessions, now)
         options = planner.wait_times(snapshot, spec, planned_at, current=plan)
@@ -191,8 +202,7 @@ class GPRChecksHandler(GPRBase):
     def get(self, gpr_id: str) -> None:
         """The GPR's checklist: every check of its nodes at entry and exit (members of its slice)."""
         with self.egs.sessions() as session:
-            row = self.load_gpr(session, gpr_id)
-            self.require_member(slice_of(session, row.slice))
+            row = self.visible_gpr(session, gpr_id)
             runs = queries.gpr_check_runs(session, row.id)
         runs.sort(key=lambda run: (run.node, run.phase != "entry", run.id))
         self.write_json(GPRChecks(gpr=row.id, checks=[check_run_resource(run) for run in runs]))

@@ -47,9 +47,8 @@ class MetricsBase(APIHandler):
 
     def visible_slices(self, session) -> list[str] | None:
         """The slices whose GPUs the caller sees; None: every GPU (admins)."""
-        if self.is_admin:
-            return None
-        return [row.name for row in queries.all_slices(session) if self.is_member(row)]
+        seen = self.viewer.slices
+        return None if seen is None else sorted(seen)
 
     def visible_gpus(self, session) -> list[tuple]:
         """(cluster, node, GPU, holding slice, holding GPR) of each present GPU the caller sees."""

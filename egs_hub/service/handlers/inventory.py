@@ -21,7 +21,8 @@ from ...store.models import GPU, Allocation, EventRow, GPRRow, MaintenanceWindow
 from .. import cursors
 from ..openapi import openapi_document
 from ..parameters import EventsQuery, ScheduleQuery, read
-from ..serialize import event_resource, inventory_resource, window_resource
+from ..serialize import event_resource, inventory_resource, maintenance_span, window_resource
+from ..visibility import Viewer
 from .base import APIHandler, authenticated
 
 SCHEDULE_DEFAULT_PAST = timedelta(days=1)
@@ -51,7 +52,7 @@ class InventoryHandler(APIHandler):
         with self.egs.sessions() as session:
             bound = queries.gpu_holders(session)
             view = inventory_resource(
-                queries.inventory_rows(session), bound, self.egs.registry.states, queries.prices(session)
+                queries.inventory_rows(session), bound, self.egs.registry.states, queries.prices(session), self.viewer
             )
         self.write_json(view)
 
@@ -88,6 +89,7 @@ class ScheduleHandler(APIHandler):
         if end - start > SCHEDULE_MAX_RANGE:
             raise InvalidRequest("end", "the range from start to end must be at most 366 days")
         plan = (await self.egs.planning.current(self.egs.sessions, now)).plan
+        viewer = self.viewer
         with self.egs.sessions() as session:
             cluster_of: dict[str, str] = {}
             windows: dict[str, list[Window]] = {}
@@ -107,9 +109,9 @@ class ScheduleHandler(APIHandler):
                 .where(GPRRow.window_start < end)
                 .order_by(GPRRow.window_start, GPRRow.id, Allocation.position)
             ).all()
-            self._add_held(windows, held, start, parent_of)
+            self._add_held(windows, held, start, parent_of, viewer)
             node_of = dict(session.execute(select(GPU.uuid, Node.name).join(Node)).all())
-            spans = maintenance_spans(session, start, end)
+            spans = maintenance_spans(session, start, end, viewer)
             queued = {gpr.id: gpr for gpr in self.egs.planning.state.current(session, now).queued()}
         for estimate in plan.estimates.values():
             if estimate.start is None or not (estimate.start < end and estimate.end > start):
@@ -122,7 +124,16 @@ class ScheduleHandler(APIHandler):
                     spec, status = gpr.spec, gpr.status.value
                     on_gpus = physical_gpus(gpus, parent_of)
                     window = window_resource(
-                        gpr.id, spec.slice, gpus, on_gpus, estimate.start, estimate.end, "planned", status, count
+                        gpr.id,
+                        spec.slice,
+                        gpus,
+                        on_gpus,
+                        estimate.start,
+                        estimate.end,
+                        "planned",
+                        status,
+                        count,
+                        viewer,
                     )
                     windows[node].append(window)
         nodes = [
@@ -139,10 +150,12 @@ class ScheduleHandler(APIHandler):
         ]
         self.write_json(Schedule(start=start, end=end, nodes=nodes))
 
-    def _add_held(self, windows: dict[str, list[Window]], held, start, parent_of: Mapping[str, str]) -> None:
+    def _add_held(
+        self, windows: dict[str, list[Window]], held, start, parent_of: Mapping[str, str], viewer: Viewer
+    ) -> None:
         """The past and current windows of ``held`` (GPU, node, GPR) that end after ``start``, on the nodes
-        of ``windows``: one per GPR and node, in the order they started; ``parent_of`` gives the physical
-        GPU of each MIG instance and share."""
+        of ``windows``: one per GPR and node, in the order they started, as the ``viewer`` sees them;
+        ``parent_of`` gives the physical GPU of each MIG instance and share."""
         gpus_of: dict[tuple[int, str], tuple[GPRRow, list[str]]] = {}
         for uuid, node, gpr in held:
             window_end = gpr.ended_at or gpr.window_end
@@ -155,7 +168,7 @@ class ScheduleHandler(APIHandler):
             on_gpus = physical_gpus(gpus, parent_of)
             windows[node].append(
                 window_resource(
-                    gpr.id, gpr.slice, gpus, on_gpus, gpr.window_start, window_end, state, gpr.status, len(gpus)
+                    gpr.id, gpr.slice, gpus, on_gpus, gpr.window_start, window_end, state, gpr.status, len(gpus), viewer
                 )
             )
 
@@ -181,7 +194,7 @@ class EventsHandler(APIHandler):
                     raise self.not_found(f"GPR with id {gpr_id}")
                 slice_row = queries.get_slice(session, row.slice)
                 if slice_row is not None:
-                    self.require_member(slice_row)
+                    self.require_member(slice_row, f"GPR with id {gpr_id}")
                 elif not self.is_admin:
                     raise self.not_found(f"GPR with id {gpr_id}")
                 query = query.where(EventRow.gpr_id == gpr_id)
@@ -202,8 +215,9 @@ class EventsHandler(APIHandler):
         self.write_json(EventPage(events=events[::-1], next_cursor=next_cursor))
 
 
-def maintenance_spans(session, start, end) -> dict[tuple[str, str], list[MaintenanceSpan]]:
-    """The nodes' maintenance windows that overlap [start, end), by (cluster, node)."""
+def maintenance_spans(session, start, end, viewer: Viewer) -> dict[tuple[str, str], list[MaintenanceSpan]]:
+    """The nodes' maintenance windows that overlap [start, end), by (cluster, node), as the ``viewer`` sees
+    them (why, to admins only)."""
     rows = session.scalars(
         select(MaintenanceWindow)
         .where(MaintenanceWindow.start < end, MaintenanceWindow.end > start)
@@ -211,7 +225,5 @@ def maintenance_spans(session, start, end) -> dict[tuple[str, str], list[Mainten
     )
     spans: dict[tuple[str, str], list[MaintenanceSpan]] = {}
     for row in rows:
-        spans.setdefault((row.cluster, row.node), []).append(
-            MaintenanceSpan(start=row.start, end=row.end, reason=row.reason)
-        )
+        spans.setdefault((row.cluster, row.node), []).append(maintenance_span(row, viewer))
     return spans

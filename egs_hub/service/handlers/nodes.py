@@ -1,5 +1,6 @@
 """Nodes and their health: ``GET /nodes`` (``?cluster=``, ``?health=``; admins see every node, members the
-nodes their slices hold, with only their slices' GPRs as holders), ``GET /nodes/{cluster}/{name}`` (admins)
+nodes their slices hold, with only their slices' GPRs as holders and checks, and no reasons),
+``GET /nodes/{cluster}/{name}`` (admins)
 with its GPUs, holders, maintenance and the last run of each of its checks; ``POST .../quarantine``
 {reason} takes a node out of planning, ``POST .../clear`` {reason} puts it back, and ``POST .../checks``
 runs the cluster's entry checks on it now (202; a quarantined node whose checks all pass is cleared).
@@ -18,6 +19,7 @@ from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ..parameters import NodesQuery, read
 from ..serialize import layout_change_resource, node_health, node_resource
+from ..visibility import EVERYTHING
 from .base import APIHandler, authenticated, needs_scope
 
 
@@ -39,8 +41,17 @@ class NodesHandler(APIHandler):
             ]
             maintenance = queries.maintenance_by_node(session, self.now())
             runs = queries.last_check_runs(session, query.cluster)
+            viewer = self.viewer
             views = [
-                node_resource(row, cluster, held.get(key, {}), maintenance.get(key, ()), runs.get(key, ()))
+                node_resource(
+                    row,
+                    cluster,
+                    held.get(key, {}),
+                    maintenance.get(key, ()),
+                    # a member sees the checks of their own GPRs on it, not another's (nor an admin's) logs
+                    [r for r in runs.get(key, ()) if mine is None or r.gpr_id in held.get(key, {})],
+                    viewer,
+                )
                 for cluster, row in rows
                 for key in [(cluster, row.name)]
             ]
@@ -57,7 +68,7 @@ class NodeBase(APIHandler):
             held = [g.id for g in queries.gprs_holding_node(session, cluster, name)]
             maintenance = queries.node_maintenance(session, cluster, name, now)
             runs = queries.last_check_runs(session, cluster, name).get((cluster, name), ())
-            return node_resource(row, cluster, held, maintenance, runs)
+            return node_resource(row, cluster, held, maintenance, runs, EVERYTHING)  # admins only
 
     def reason(self) -> str:
         return parse_body(Reason, self.json_body()).reason if self.request.body else ""

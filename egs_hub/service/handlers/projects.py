@@ -105,7 +105,8 @@ class ProjectHandler(ProjectBase):
     async def get(self, name: str) -> None:
         with self.egs.sessions() as session:
             row = self.load(session, name)
-            self.require_manager(row.name)
+            if not self.manages(row.name):  # a project is seen by its admins only: to others it is missing
+                raise self.not_found(f"project named {name!r}")
             view = await self.view(session, row)
         self.write_json(view)
 

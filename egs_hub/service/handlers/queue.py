@@ -37,8 +37,7 @@ class QueueHandler(GPRBase):
         now = self.now()
         planned = await self.egs.planning.current(self.egs.sessions, now)
         snapshot, plan, planned_at = planned
-        with self.egs.sessions() as session:
-            member_of = self.slices_of_caller(self.egs.planning.state.current(session, now).groups)
+        viewer = self.viewer
         keyed = self.egs.planning.queue_order(planned)
         start = 0 if after is None else bisect_right(keyed, tuple(after), key=lambda kg: kg[0])
         page, next_cursor = cursors.QUEUE.page(keyed[start : start + limit + 1], limit, key=lambda kg: kg[0])
@@ -48,7 +47,7 @@ class QueueHandler(GPRBase):
                 gpr,
                 estimate_of(gpr, plan),
                 now,
-                redact=gpr.spec.slice not in member_of,
+                redact=not viewer.sees(gpr.spec.slice),
                 model=QueuedGPR,
                 band=BANDS[band(gpr.spec.priority)],
                 project_fair_share_factor=round(factor_of.get(gpr.spec.slice, fairshare.UNUSED)[0], 6),

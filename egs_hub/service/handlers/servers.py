@@ -62,6 +62,8 @@ class ServerHandler(APIHandler):
                 raise self.not_found(f"slice named {slice_name!r}")
             group = slice_row.group_name
         if user not in await self.egs.hub.group_members(group):
+            if not self.is_admin:  # the user themselves: a slice they are not in is one they may not see
+                raise self.not_found(f"slice named {slice_name!r}")
             raise web.HTTPError(403, f"{user} is not a member of slice {slice_name!r}")
         with transaction(self.egs.sessions) as session:
             usable = queries.slice_usable_gpus(session, slice_name)

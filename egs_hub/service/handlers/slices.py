@@ -132,7 +132,7 @@ class SliceHandler(SliceBase):
         now = self.now()
         with self.egs.sessions() as session:
             row = self.load_slice(session, name)
-            self.require_manager(row.project.name)
+            self.require_manager_of(row)
             before = queries.slice_namespaces(row)
             quota = body.quota if body.quota is not MISSING else None
             policy_body = body.policy if body.policy is not MISSING else None
@@ -186,7 +186,7 @@ class SliceHandler(SliceBase):
         now = self.now()
         with transaction(self.egs.sessions) as session:
             row = self.load_slice(session, name)
-            self.require_manager(row.project.name)
+            self.require_manager_of(row)
             live = session.scalars(
                 select(GPRRow.id).where(
                     GPRRow.slice == name,
@@ -254,7 +254,7 @@ class MemberHandler(SliceBase):
         """The hub group of slice ``name``, once the caller may manage it (admins, its project's admins)."""
         with self.egs.sessions() as session:
             row = self.load_slice(session, name)
-            self.require_manager(row.project.name)
+            self.require_manager_of(row)
             return row.group_name
 
     def _record(self, kind: str, name: str, user: str) -> None:

@@ -27,9 +27,8 @@ class UsageHandler(APIHandler):
         now = self.now()
         since = period_start(min(query.since or now, now), query.period)
         with self.egs.sessions() as session:
-            slices = None
-            if not self.is_admin:
-                slices = sorted(self.slices_of_caller(self.egs.planning.state.current(session, now).groups))
+            seen = self.viewer.slices
+            slices = None if seen is None else sorted(seen)
             gprs = queries.gprs_held_between(session, since, now, slices)
             projects = queries.slice_projects(session) if query.group_by == "project" else {}
             readings = queries.readings(session, [g.id for g in gprs], since, now)

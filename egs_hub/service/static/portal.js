@@ -130,7 +130,8 @@ function renderInventory(inventory) {
           el("td", {}, cluster.name), el("td", {}, node.name, node.declared ? el("span", { class: "declared" }, " declared") : ""),
           el("td", {}, el("code", {}, `${gpu.index} ${gpu.uuid}`)), el("td", {}, gpu.product),
           el("td", {}, `${Math.round(gpu.memory_mib / 1024)} GiB`),
-          el("td", {}, gpu.slice ? `${gpu.slice} (GPR ${gpu.gpr})` : el("span", { class: "muted" }, "free"))));
+          el("td", {}, gpu.slice ? `${gpu.slice} (GPR ${gpu.gpr})`
+            : el("span", { class: "muted" }, gpu.bound ? "another workspace's" : "free"))));
       }
     }
   }

@@ -53,7 +53,7 @@ export function capacity(inventory) {
       const row = rows.get(key);
       for (const gpu of node.gpus) {
         row.total += 1;
-        if (gpu.slice) row.bound += 1;
+        if (gpu.bound) row.bound += 1;
         else if (gpu.healthy && node.schedulable) row.free += 1;
       }
     }
