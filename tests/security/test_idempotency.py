@@ -102,6 +102,22 @@ def test_a_key_is_at_most_255_printable_ascii_characters(hub: Hub, admin, make_s
     assert [g["id"] for g in gprs_of(admin, team)] == [longest["id"]]
 
 
+def test_a_retry_by_a_caller_who_may_no_longer_see_it_is_answered_as_the_create_would_be(
+    hub: Hub, admin, make_slice, user
+):
+    """A replay shows nothing a GET would not: removed from the slice, alice's retry is the 422 of a slice
+    she does not see, as a new submit of hers is (visibility.py), not her GPR as it is now."""
+    alice, as_alice = user("alice")
+    team = make_slice(members=(alice,))["name"]
+    retrying = keyed(as_alice, new_key())
+    first = retrying.post("gprs", gpr_body(team), expect=201)
+    admin.call("DELETE", f"slices/{team}/members/{alice}", expect=200)
+
+    refused = retrying.post("gprs", gpr_body(team), expect=422)
+    assert refused.get("field") == "slice" and str(first["id"]) not in refused["message"]
+    assert refused == as_alice.post("gprs", gpr_body(team), expect=422)
+
+
 def test_a_retry_after_a_restart_of_the_service_answers_the_first(hub: Hub, admin, make_slice, user):
     alice, as_alice = user("alice")
     team = make_slice(members=(alice,))["name"]
