@@ -9,8 +9,9 @@ body (SHA-256 of the body's JSON value written canonically: spacing and key orde
 the create *made* (the id of its GPR, endpoint, slice or workspace request). The record is written in the
 transaction of what the create writes, so a create that committed before a crash is found by its retry; a
 create that failed recorded nothing, and the same key may make it later. A *replay* is the answer to a
-retry: the resource the key made as it is now (as GET would show it to the caller), with the status the
-first answer had (201; 202 for an endpoint), its ``Location`` and ``Idempotent-Replayed: true``. Not the
+retry: the resource the key made as it is now, with the status the first answer had (201; 202 for an
+endpoint), its ``Location`` and ``Idempotent-Replayed: true``; a caller who may no longer see it is answered
+as the create would answer them now (visibility.py), so a replay shows nothing a GET would not. Not the
 first answer's bytes: the record commits before that answer exists (a GPR's estimate is placed, a slice's
 view made, after the commit), so a create committed just before a crash has no answer to keep, and the
 resource as it is now is what the caller reads next anyway.
