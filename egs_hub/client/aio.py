@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import httpx
 
 from .api import Call, Operations, Pages, Result, read_answer
 from .config import resolve_settings
-from .transport import connection_error, headers
+from .transport import Retries, connection_error, headers
 
 
 class AsyncEGSClient(Operations):
     """The EGS REST API v1 for asyncio: the methods of ``EGSClient``, each to be awaited.
 
-    ``url`` defaults to $EGS_API_URL; ``token`` to $EGS_API_TOKEN, then $JUPYTERHUB_API_TOKEN.
+    ``url`` defaults to $EGS_API_URL; ``token`` to $EGS_API_TOKEN, then $JUPYTERHUB_API_TOKEN;
+    ``retries`` and ``backoff`` as ``EGSClient``'s.
     """
 
-    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0):
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+    ):
         self.settings = resolve_settings(url, token, timeout, os.environ)
+        self.retries = Retries(retries, backoff)
         self._http = httpx.AsyncClient(headers=headers(self.settings), timeout=timeout)
 
     @property
@@ -27,11 +38,23 @@ class AsyncEGSClient(Operations):
 
     async def _send(self, call: Call[Result]) -> Result:
         url = self.settings.url + call.path
-        try:
-            response = await self._http.request(call.method, url, params=call.params, json=call.body)
-        except httpx.TransportError as e:
-            raise connection_error(url, self.settings.timeout, e) from None
-        return read_answer(call, url, response.status_code, response.headers.get("content-type", ""), response.content)
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                response = await self._http.request(
+                    call.method, url, params=call.params, json=call.body, headers=call.headers
+                )
+            except httpx.TransportError as e:
+                wait = self.retries.wait(call.retried, tries, None)
+                if wait is None:
+                    raise connection_error(url, self.settings.timeout, e) from None
+            else:
+                status = response.status_code
+                wait = self.retries.wait(call.retried, tries, status, response.headers.get("retry-after"))
+                if wait is None:
+                    return read_answer(call, url, status, response.headers.get("content-type", ""), response.content)
+            await asyncio.sleep(wait)
 
     async def _send_pages(self, pages: Pages[Result]) -> Result:
         answers = [await self._send(pages.page(None, self.page_limit))]

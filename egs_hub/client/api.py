@@ -1,9 +1,11 @@
 """Every operation of the REST API v1, built once for the sync and the async client.
 
 Vocabulary: a *call* is one request to make (method, path under the API URL,
-query, JSON body) with the function that turns its JSON answer into models;
-``Operations`` has one method per API operation, each building a call and handing
-it to the client's ``_send`` (the transport: httpx sync or async). ``read_answer``
+query, JSON body, and for a create a new Idempotency-Key, which its tries share)
+with the function that turns its JSON answer into models; ``Operations`` has one
+method per API operation, each building a call and handing it to the client's
+``_send`` (the transport: httpx sync or async, which sends a call again as
+transport.Retries says). ``read_answer``
 turns a response into the call's result or an ``EGSError`` carrying the service's
 error body. Durations are sent as whole seconds or the service's duration text,
 times as ISO-8601 (a naive ``datetime`` is taken to be local time).
@@ -12,6 +14,7 @@ times as ISO-8601 (a naive ``datetime`` is taken to be local time).
 from __future__ import annotations
 
 import json
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -58,6 +61,7 @@ from ..core.resources import (
 )
 from .errors import EGSError
 
+IDEMPOTENCY_KEY = "Idempotency-Key"
 Result = TypeVar("Result")
 Model = TypeVar("Model", bound=Resource)
 Duration = timedelta | int | str
@@ -66,11 +70,29 @@ Time = datetime | str
 
 @dataclass(frozen=True)
 class Call(Generic[Result]):
+    """``key``: a create's Idempotency-Key, made once per call, so that each of its tries sends the same."""
+
     method: str
     path: str
     parse: Callable[[Any], Result]
     params: dict[str, str] = field(default_factory=dict)
     body: dict | None = None
+    key: str | None = None
+
+    @property
+    def retried(self) -> bool:
+        """Whether the call may be sent again when it got no answer, or a 502 or 503 (transport.Retries):
+        a GET, or a create with its key; the service makes a keyed create once however often it comes."""
+        return self.method == "GET" or self.key is not None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {IDEMPOTENCY_KEY: self.key} if self.key is not None else {}
+
+
+def _create(path: str, parse: Callable[[Any], Result], body: dict) -> Call[Result]:
+    """A POST that creates something, with a new Idempotency-Key."""
+    return Call("POST", path, parse, body=body, key=str(uuid.uuid4()))
 
 
 # Items asked for per page when following cursors: within every list endpoint's maximum.
@@ -302,7 +324,7 @@ class Operations(ABC):
             quota=quota,
             clusters=clusters,
         )
-        return self._send(Call("POST", "workspace-requests", _one(WorkspaceRequest), body=body))
+        return self._send(_create("workspace-requests", _one(WorkspaceRequest), body))
 
     def approve_workspace_request(self, request_id: int, reason: str = "", **edits: Any) -> WorkspaceRequest:
         """A project's admins: make the workspace, with ``quota``, ``policy`` or ``clusters`` changed if given."""
@@ -343,7 +365,7 @@ class Operations(ABC):
             namespaces=namespaces,
             members=members,
         )
-        return self._send(Call("POST", "slices", _one(Slice), body=body))
+        return self._send(_create("slices", _one(Slice), body))
 
     def update_slice(self, name: str, **changes: Any) -> Slice:
         """Admins: change ``display_name``, ``quota``, ``policy`` (per key) or ``namespaces``."""
@@ -608,7 +630,7 @@ class Operations(ABC):
             target_concurrency=target_concurrency,
             health_path=health_path,
         )
-        return self._send(Call("POST", "endpoints", _one(Endpoint), body=body))
+        return self._send(_create("endpoints", _one(Endpoint), body))
 
     def update_endpoint(self, slice: str, name: str, **changes: Any) -> Endpoint:
         """Change an endpoint's fields (the ``create_endpoint`` keys but slice, name and runtime)."""
@@ -738,7 +760,7 @@ class Operations(ABC):
             preemptible=preemptible,
             gpu_share=gpu_share,
         )
-        return self._send(Call("POST", "gprs", _one(GPR), body=body))
+        return self._send(_create("gprs", _one(GPR), body))
 
     def update_gpr(self, gpr_id: int, **changes: Any) -> GPR:
         """Edit a GPR before it is provisioned (owner), or change its priority (admins).

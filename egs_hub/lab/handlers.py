@@ -1,8 +1,8 @@
 """The routes of the server extension, under the server's base URL.
 
-- ``/egs/api/<path>``: GET, POST, PATCH, PUT, DELETE forwarded with query and
-  body to ``<service_url><path>`` with the server's token; the service's
-  status, body and content type come back unchanged.
+- ``/egs/api/<path>``: GET, POST, PATCH, PUT, DELETE forwarded with query,
+  body and ``Idempotency-Key`` to ``<service_url><path>`` with the server's
+  token; the service's status, body and content type come back unchanged.
 - ``GET /egs/config``: who and where this server is, and whether a service is set.
 - ``POST /egs/restart``: the service restarts this very server (202).
 
@@ -27,6 +27,8 @@ from tornado import web
 from ..core.decoding import decode_argument
 from ..core.errors import InvalidRequest
 from .proxy import Answer, BadServicePath, ServiceProxy, ServiceUnavailable
+
+PASSED_HEADERS = ("Idempotency-Key",)  # the request headers forwarded to the service
 
 
 class EGSHandler(ExtensionHandlerMixin, APIHandler):
@@ -59,13 +61,20 @@ class ForwardHandler(EGSHandler):
         prefix = url_path_join(self.base_url, "egs/api/")
         path = self.request.path[len(prefix) :]
         try:
-            answer = await self.proxy.send(self.request.method, path, self.request.query, self.request.body or None)
+            answer = await self.proxy.send(
+                self.request.method, path, self.request.query, self.request.body or None, self.passed_headers()
+            )
         except ServiceUnavailable as e:
             self.write_problem(e.status, str(e))
         except BadServicePath as e:
             self.write_problem(400, str(e))
         else:
             self.write_answer(answer)
+
+    def passed_headers(self) -> dict[str, str]:
+        """The browser's headers the service reads: a create's Idempotency-Key, so that the sidebar's retry of
+        a create makes it once (issue 45)."""
+        return {name: value for name in PASSED_HEADERS if (value := self.request.headers.get(name)) is not None}
 
     @web.authenticated
     async def get(self, _path: str) -> None:

@@ -10,6 +10,7 @@ what is wrong with the status to answer (503 or 502).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -63,8 +64,16 @@ class ServiceProxy:
         """The settings still unset, by trait name."""
         return [name for name, value in (("service_url", self.service_url), ("token", self.token)) if not value]
 
-    async def send(self, method: str, path: str, query: str = "", body: bytes | None = None) -> Answer:
-        """The service's answer to ``method path?query`` with a JSON ``body``, whatever its status."""
+    async def send(
+        self,
+        method: str,
+        path: str,
+        query: str = "",
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """The service's answer to ``method path?query`` with a JSON ``body`` and more ``headers`` (the
+        browser's Idempotency-Key), whatever its status."""
         missing = self.missing()
         if missing:
             raise ServiceUnavailable(
@@ -75,6 +84,7 @@ class ServiceProxy:
             url,
             method=method,
             headers={
+                **(headers or {}),
                 "Authorization": f"token {self.token}",
                 "Content-Type": "application/json",
                 "Accept": "application/json",

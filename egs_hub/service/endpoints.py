@@ -518,7 +518,15 @@ class Endpoints(Periodic):
 
     # the commands
 
-    async def create(self, asked: EndpointCreate, user: str, now: datetime) -> EndpointRow:
+    async def create(
+        self,
+        asked: EndpointCreate,
+        user: str,
+        now: datetime,
+        *,
+        also: Callable[[Session, EndpointRow], None] | None = None,
+    ) -> EndpointRow:
+        """POST /endpoints: the endpoint ``asked`` for, made by ``user``; ``also`` writes more in its transaction."""
         spec = await self._placed(asked.to_spec())
         with transaction(self.sessions) as session:
             if queries.get_slice(session, spec.slice) is None:
@@ -540,6 +548,8 @@ class Endpoints(Periodic):
             session.add(row)
             session.flush()
             queries.add_event(session, self._make_event(row, "endpoint-created", f"{spec.runtime} {spec.model}", now))
+            if also is not None:
+                also(session, row)
         self.wake()
         return row
 

@@ -47,9 +47,10 @@ _ERRORS = {
     "401": "no hub token or login",
     "403": "not allowed: not a member, or not an admin",
     "404": "no such thing",
-    "409": "conflicts with the current state",
+    "409": "conflicts with the current state, or (a create) its Idempotency-Key was sent with another request",
     "413": "the request body is over the service's limit (max_body_bytes); nothing was read or changed",
     "422": "well formed but not acceptable (policy, capacity)",
+    "502": "the hub did not answer; nothing was changed",
     "503": "a cluster it needs does not answer; nothing was changed",
 }
 
@@ -76,6 +77,22 @@ def _path(name: str, annotation: object = str) -> dict:
     return {"name": name, "in": "path", "required": True, "schema": TypeAdapter(annotation).json_schema()}
 
 
+# The header of the creates a client may send again (service/idempotency.py): printable ASCII, without the
+# spaces around it that HTTP drops.
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": (
+        "A key of the caller's for this one create (e.g. a UUID, new for each), sent again on its retries: a "
+        "retry with the same key and body makes nothing and answers what the first made, as it is now, with "
+        "the first answer's status and 'Idempotent-Replayed: true'; with another body (or to another "
+        "operation), or once what it made was deleted, a 409 naming the header. Keys are the caller's (another "
+        "caller's same key is another key) and kept at least 24 hours. 400 when not 1 to 255 printable ASCII "
+        "characters."
+    ),
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]([ -~]*[!-~])?$"},
+}
 GPR_ID = _path("id", GPRId)
 SLICE_NAME = _path("name", SliceName)
 CLUSTER_NAME = SLICE_NAME  # clusters are named as slices are
@@ -154,6 +171,7 @@ def _paths() -> dict:
             },
             "post": {
                 "summary": "Ask a project's admins for a new workspace",
+                "parameters": [IDEMPOTENCY_KEY],
                 "requestBody": _body("WorkspaceRequestCreate"),
                 "responses": _responses("asked", _ref("WorkspaceRequest"), "400", "401", "409", "422", status="201"),
             },
@@ -191,6 +209,7 @@ def _paths() -> dict:
             },
             "post": {
                 "summary": "Create a slice in a project (admin, or an admin of that project)",
+                "parameters": [IDEMPOTENCY_KEY],
                 "requestBody": _body("SliceCreate"),
                 "responses": _responses(
                     "created (and set up on its Kubernetes clusters)",
@@ -200,6 +219,7 @@ def _paths() -> dict:
                     "403",
                     "409",
                     "422",
+                    "502",
                     "503",
                     status="201",
                 ),
@@ -490,6 +510,7 @@ def _paths() -> dict:
             "post": {
                 "summary": "Serve a model from a slice's GPUs at <prefix>endpoints/{slice}/{name}/ (members): each "
                 "replica is a GPR; its replicas start in the background",
+                "parameters": [IDEMPOTENCY_KEY],
                 "requestBody": _body("EndpointCreate"),
                 "responses": _responses(
                     "made", _ref("Endpoint"), "400", "401", "403", "404", "409", "422", "503", status="202"
@@ -553,8 +574,9 @@ def _paths() -> dict:
             },
             "post": {
                 "summary": "Ask for GPUs",
+                "parameters": [IDEMPOTENCY_KEY],
                 "requestBody": _body("GPRCreate"),
-                "responses": _responses("submitted", gpr, "400", "401", "403", "422", status="201"),
+                "responses": _responses("submitted", gpr, "400", "401", "403", "409", "422", status="201"),
             },
         },
         "/gprs/{id}": {

@@ -564,3 +564,22 @@ class EndpointReplicaRow(Base):
     gpr_id: Mapped[int] = mapped_column(ForeignKey("gprs.id"), primary_key=True)
     endpoint_id: Mapped[int] = mapped_column(ForeignKey("endpoints.id", ondelete="CASCADE"), index=True)
     renews: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class IdempotencyKeyRow(Base):
+    """An ``Idempotency-Key`` a create was sent with (service/idempotency.py), written in the transaction of
+    what the create wrote, so that a create committed before a crash is found by its retry: the caller
+    (``caller_kind`` user or service, and its name) sent ``key`` to ``operation`` (``POST /gprs``) with a body
+    whose SHA-256 is ``fingerprint``, and it made the resource whose id is ``made``. The unique key is what
+    lets only one of two concurrent creates with one key commit. Kept at least a day (``created_at``)."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("caller_kind", "caller", "key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    caller_kind: Mapped[str] = mapped_column(String(16))
+    caller: Mapped[str] = mapped_column(String(255))
+    key: Mapped[str] = mapped_column(String(255))
+    operation: Mapped[str] = mapped_column(String(32))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    made: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

@@ -2,11 +2,13 @@
  * The EGS API as the sidebar uses it: one typed method per call, each through
  * ``requestAPI`` (handler.ts). Service calls go to ``egs/api/<path>`` (the REST API
  * v1 forwarded by the server extension); ``config`` and ``restart`` are the server
- * extension's own routes.
+ * extension's own routes. A create carries an Idempotency-Key (idempotency.ts), so that
+ * ``requestAPI`` may send it again and the service still makes it once.
  */
 import { ServerConnection } from '@jupyterlab/services';
 
-import { requestAPI } from './handler';
+import { DEFAULT_RETRIES, IRetries, requestAPI } from './handler';
+import { IDEMPOTENCY_KEY, newKey } from './idempotency';
 import {
   ICheckRun,
   IEgsConfig,
@@ -34,10 +36,13 @@ interface IPage<T> {
 }
 
 export class EgsApi {
-  constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
+  constructor(
+    readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
+    readonly retries: IRetries = DEFAULT_RETRIES
+  ) {}
 
   config(): Promise<IEgsConfig> {
-    return requestAPI<IEgsConfig>('config', {}, this.settings);
+    return requestAPI<IEgsConfig>('config', {}, this.settings, this.retries);
   }
 
   async slices(): Promise<ISlice[]> {
@@ -87,8 +92,9 @@ export class EgsApi {
     return this.send<IWaitTimes>('POST', 'wait-times', body);
   }
 
-  createGpr(body: IGprRequest): Promise<IGpr> {
-    return this.send<IGpr>('POST', 'gprs', body);
+  /** Submit a GPR; ``key``: its Idempotency-Key, the same when the same create is sent again. */
+  createGpr(body: IGprRequest, key: string = newKey()): Promise<IGpr> {
+    return this.send<IGpr>('POST', 'gprs', body, key);
   }
 
   releaseGpr(id: number): Promise<IGpr> {
@@ -101,7 +107,7 @@ export class EgsApi {
 
   /** Ask the EGS service to restart this server, so that it comes back with its slice's GPUs. */
   restartServer(): Promise<{ restarting: boolean }> {
-    return requestAPI('restart', { method: 'POST', headers: JSON_HEADERS, body: '{}' }, this.settings);
+    return requestAPI('restart', { method: 'POST', headers: JSON_HEADERS, body: '{}' }, this.settings, this.retries);
   }
 
   /**
@@ -131,10 +137,12 @@ export class EgsApi {
   }
 
   private get<T>(path: string): Promise<T> {
-    return requestAPI<T>(`api/${path}`, {}, this.settings);
+    return requestAPI<T>(`api/${path}`, {}, this.settings, this.retries);
   }
 
-  private send<T>(method: string, path: string, body: object): Promise<T> {
-    return requestAPI<T>(`api/${path}`, { method, headers: JSON_HEADERS, body: JSON.stringify(body) }, this.settings);
+  /** ``key``: a create's Idempotency-Key. */
+  private send<T>(method: string, path: string, body: object, key?: string): Promise<T> {
+    const headers = key === undefined ? JSON_HEADERS : { ...JSON_HEADERS, [IDEMPOTENCY_KEY]: key };
+    return requestAPI<T>(`api/${path}`, { method, headers, body: JSON.stringify(body) }, this.settings, this.retries);
   }
 }

@@ -16,6 +16,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { EgsApi } from './api';
 import { checksKey, checksToAsk } from './checks';
+import { CreateKeys } from './idempotency';
 import { sliceViews } from './state';
 import {
   DEFAULT_SETTINGS,
@@ -136,8 +137,12 @@ export class EgsModel implements IDisposable {
     return this.api.waitTimes(body);
   }
 
+  /** Submit a GPR; the same body again before one is answered is a retry of it, with its key. */
   async request(body: IGprRequest): Promise<IGpr> {
-    return this.acted(await this.api.createGpr(body));
+    const key = this._keys.keyFor(body);
+    const gpr = await this.api.createGpr(body, key);
+    this._keys.answered(key);
+    return this.acted(gpr);
   }
 
   async release(id: number): Promise<IGpr> {
@@ -244,5 +249,6 @@ export class EgsModel implements IDisposable {
   /** Per GPR id, the checksKey its checklist in the state was asked with. */
   private _checksAskedWith: { [gpr: number]: string } = {};
   private readonly _poll: Poll;
+  private readonly _keys = new CreateKeys();
   private readonly _changed = new Signal<this, IEgsState>(this);
 }

@@ -112,6 +112,22 @@ async def test_post_patch_and_delete_with_bodies_act_as_the_member(jp_fetch, hub
     assert (events[-1]["kind"], events[-1]["actor"], events[-1]["reason"]) == ("cancelled", MEMBER, "changed my mind")
 
 
+async def test_a_creates_idempotency_key_reaches_the_service(jp_fetch, hub):
+    """The sidebar's retry of a create sends its key again through the extension: the service makes one GPR
+    (issue 45)."""
+    gpr = json.dumps({"slice": SLICE, "gpus": 1, "duration": "1h", "start_after": later(24), "name": "keyed"})
+    key = {"Idempotency-Key": f"lab-{free_port()}-{datetime.now(UTC).timestamp()}"}
+    first = await jp_fetch("egs", "api", "gprs", method="POST", body=gpr, headers=dict(key))
+    again = await jp_fetch("egs", "api", "gprs", method="POST", body=gpr, headers=dict(key))
+    assert (first.code, again.code) == (201, 201)
+    assert body_of(again)["id"] == body_of(first)["id"]
+    keyed = [g for g in hub.admin().get_all(f"gprs?slice={SLICE}&limit=1000", "gprs") if g["name"] == "keyed"]
+    assert [g["id"] for g in keyed] == [body_of(first)["id"]]
+    await jp_fetch(
+        "egs", "api", "gprs", str(body_of(first)["id"]), method="DELETE", body="{}", allow_nonstandard_methods=True
+    )
+
+
 async def test_an_empty_answer_stays_empty(jp_fetch):
     # The spawner's call to forget a stopped server: 204, no body (alice has no server registered).
     response = await jp_fetch("egs", "api", "servers", MEMBER, method="DELETE")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...core.requests import EndpointCreate, EndpointScale, EndpointUpdate, check_slice_name, parse_body
 from ...core.resources import Endpoints
 from ...store import endpoints as store
+from ..idempotency import ENDPOINTS, Claim, idempotent
 from ..parameters import EndpointsQuery, read
 from .base import APIHandler, authenticated
 
@@ -38,10 +39,11 @@ class EndpointsHandler(EndpointBase):
         self.write_json(Endpoints(endpoints=tuple(self.egs.endpoints.view(r, gprs.get(r.id, []), now) for r in rows)))
 
     @authenticated
-    async def post(self) -> None:
+    @idempotent(ENDPOINTS)
+    async def post(self, key: Claim) -> None:
         asked = parse_body(EndpointCreate, self.json_body())
         self.require_slice_member(asked.slice)
-        await self.egs.endpoints.create(asked, self.user_name, self.now())
+        await self.egs.endpoints.create(asked, self.user_name, self.now(), also=key.record)
         self.answer(asked.slice, asked.name, 202)
 
 

@@ -18,6 +18,7 @@ from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
 from ..commands import no_slice, slice_of, template_for
+from ..idempotency import GPRS, Claim, idempotent
 from ..parameters import GPRsQuery, read
 from ..serialize import check_run_resource, gpr_resource, option_resource
 from .base import APIHandler, authenticated
@@ -108,9 +109,12 @@ class GPRsHandler(GPRBase):
         self.write_json(GPRPage(gprs=views, next_cursor=next_cursor))
 
     @authenticated
-    async def post(self) -> None:
+    @idempotent(GPRS)
+    async def post(self, key: Claim) -> None:
         spec = self.spec_of(parse_body(GPRCreate, self.json_body()))
-        submitted = await self.egs.commands.submit(spec, self.user_name, admin=self.is_admin, authorize=self.may_act_in)
+        submitted = await self.egs.commands.submit(
+            spec, self.user_name, admin=self.is_admin, authorize=self.may_act_in, also=key.record
+        )
         self.set_header("Location", f"{self.egs.api_prefix}gprs/{submitted.gpr.id}")
         self.write_json(gpr_resource(submitted.gpr, submitted.estimate, self.now()), 201)
 

@@ -44,6 +44,7 @@ from ...store.models import GPRRow
 from ...store.models import Slice as SliceRow
 from .. import workspaces
 from ..hub import HubAPIError
+from ..idempotency import SLICES, Claim, idempotent
 from ..parameters import KubeconfigQuery, read
 from ..planning import slice_usage
 from ..serialize import slice_resource
@@ -98,12 +99,19 @@ class SlicesHandler(SliceBase):
         self.write_json(Slices(slices=views))
 
     @authenticated
-    async def post(self) -> None:
+    @idempotent(SLICES)
+    async def post(self, key: Claim) -> None:
         """Admins, and project admins in their project."""
         body = parse_body(SliceCreate, self.json_body())
         self.require_manager(body.project)
         # Only an egs-hub admin may give it an existing hub group (issue 45: not another project's admin group).
-        members = await workspaces.create_slice(self.egs, body, self.user_name, may_use_existing_group=self.is_admin)
+        members = await workspaces.create_slice(
+            self.egs,
+            body,
+            self.user_name,
+            may_use_existing_group=self.is_admin,
+            also=lambda session: key.record(session, queries.get_slice(session, body.name)),
+        )
         with self.egs.sessions() as session:
             view = await self.slice_view(session, queries.get_slice(session, body.name), members)
         self.set_header("Location", f"{self.egs.api_prefix}slices/{body.name}")

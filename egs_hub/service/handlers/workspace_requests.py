@@ -29,6 +29,7 @@ from ...store import queries
 from ...store.db import transaction
 from ...store.models import WorkspaceRequestRow
 from .. import workspaces
+from ..idempotency import WORKSPACE_REQUESTS, Claim, idempotent
 from ..notify import NotifyError
 from ..parameters import WorkspaceRequestsQuery, read
 from ..serialize import workspace_request_resource
@@ -90,7 +91,8 @@ class WorkspaceRequestsHandler(WorkspaceRequestBase):
         self.write_json(WorkspaceRequests(workspace_requests=views))
 
     @authenticated
-    async def post(self) -> None:
+    @idempotent(WORKSPACE_REQUESTS)
+    async def post(self, key: Claim) -> None:
         body = parse_body(WorkspaceRequestCreate, self.json_body())
         self.check_clusters(body.clusters)
         # Its workspace's hub group is named as it is and made at approval (workspaces.py): say now that a
@@ -123,6 +125,7 @@ class WorkspaceRequestsHandler(WorkspaceRequestBase):
             session.add(row)
             session.flush()
             self.record(session, "workspace-requested", row, body.purpose or "no purpose given")
+            key.record(session, row)
             view = workspace_request_resource(row)
         await self.tell(
             f"{self.user_name} asks for workspace {body.name} in project {body.project}"
