@@ -175,7 +175,7 @@ def test_members_download_a_kubeconfig_that_works_in_the_slice_namespaces(world)
         ("slices/ml/kubeconfig?cluster=local", "member", 400, "cluster"),
         ("slices/ml/kubeconfig?cluster=kc&expiration=599", "member", 400, "expiration"),
         ("slices/ml/kubeconfig?cluster=kc&expiration=1d", "member", 400, "expiration"),
-        ("slices/ml/kubeconfig?cluster=kc", "stranger", 403, None),
+        ("slices/ml/kubeconfig?cluster=kc", "stranger", 404, None),
         ("slices/nope/kubeconfig?cluster=kc", "admin", 404, None),
         ("slices/bare/kubeconfig?cluster=kc", "admin", 409, None),
     ],

@@ -128,6 +128,14 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         if self.current_user is not None:
             self.request.body += chunk
 
+    def flush(self, include_footers: bool = False):
+        if not self._headers_written and not self.request._body_future.done():
+            # An answer sent before the request was read all (an unknown path, a path with NUL, an error in
+            # prepare): tornado closes the connection after it. Said in the answer, the hub's proxy does not
+            # send the next request on that connection, which it would answer 503 (issue 45).
+            self.set_header("Connection", "close")
+        return super().flush(include_footers)
+
     def not_logged_in(self) -> web.HTTPError:
         if self.refused_token:
             return web.HTTPError(
