@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
 from hypothesis import settings
 from sqlalchemy.engine import make_url
+
+from egs_hub.embedded import free_port
+
+from .service.hub import Hub, start_hub, stop_hub
 
 # Examples are bounded by their count, not timed: beside the churn soak and the other worker a 2-core
 # machine may take longer than hypothesis's 200 ms deadline for one example, which proves nothing.
@@ -83,3 +87,23 @@ def new_db_url(kind: str, directory, postgres: PostgresDatabases) -> str:
 def db_url(request: pytest.FixtureRequest, tmp_path, postgres: PostgresDatabases) -> str:
     """An empty database, once on SQLite and once on PostgreSQL."""
     return new_db_url(request.param, tmp_path, postgres)
+
+
+@pytest.fixture(scope="session")
+def running_hubs(tmp_path_factory, postgres) -> Iterator[Callable[[str], Hub]]:
+    """One egs-hub per database kind, started when first asked for and kept for the worker's whole run.
+
+    tests/service/conftest.py's ``hub`` is parametrized by database kind, and pytest keeps one instance
+    of a parametrized fixture at a time: a hub made there was stopped and started again at every module
+    (10-18 s each)."""
+    running: dict[str, Hub] = {}
+
+    def get(kind: str) -> Hub:
+        if kind not in running:
+            data_dir = tmp_path_factory.mktemp(f"hub-{kind}")
+            running[kind] = start_hub(str(data_dir), new_db_url(kind, data_dir, postgres), free_port())
+        return running[kind]
+
+    yield get
+    for started in running.values():
+        stop_hub(started)

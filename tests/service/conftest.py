@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 
 import pytest
 
-from egs_hub.embedded import free_port
-
-from ..conftest import DATABASES, new_db_url
-from .hub import Client, Hub, start_hub, stop_hub, wait_for
+from ..conftest import DATABASES
+from .hub import Client, Hub, wait_for
 
 FINISHED = {"complete", "cancelled", "rejected", "failed"}
 
 
 @pytest.fixture(scope="session", params=DATABASES)
-def hub(request, tmp_path_factory, postgres) -> Iterator[Hub]:
-    data_dir = tmp_path_factory.mktemp(f"hub-{request.param}")
-    running = start_hub(str(data_dir), new_db_url(request.param, data_dir, postgres), free_port())
-    yield running
-    stop_hub(running)
+def hub(request, running_hubs) -> Hub:
+    """The run's egs-hub on each database kind (running_hubs, tests/conftest.py)."""
+    return running_hubs(request.param)
 
 
 @pytest.fixture
