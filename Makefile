@@ -67,8 +67,13 @@ images: wheel
 install: $(VENV)/bin/python $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy labextension
 	$(BIN)/pip install --quiet -e .
 
+# JupyterHub 5.4.3, the one in Zero to JupyterHub 4.3.2's hub image, beside the test environment's newest
+# 6.x: tests/service/test_jupyterhub_5_4.py runs the embedded default on it (PYTHONPATH first).
+JUPYTERHUB_5_4 := .cache/jupyterhub-5.4.3
+
 install-test: install
 	$(BIN)/pip install --quiet -e '.[test]'
+	test -d $(JUPYTERHUB_5_4)/jupyterhub || $(BIN)/pip install --quiet --no-deps --target $(JUPYTERHUB_5_4) jupyterhub==5.4.3
 	tests/k8s/install_helm.sh
 	@missing=""; for tool in chromium prometheus; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -n "$$missing" ]; then \

@@ -45,6 +45,8 @@ SERVICE_SCOPES = (
     f"access:services!service={SERVICE_NAME}",
 )
 
+USER_SCOPES = (f"access:services!service={SERVICE_NAME}", ENDPOINT_SCOPE)  # every user's, in the role ``user``
+
 SERVICE_OPTIONS = {
     "display": True,
     "info": {"description": "Ask for GPUs, see when you get them, manage workspaces"},
@@ -70,12 +72,14 @@ def configure_roles(c, admin_users: Iterable[str], admin_groups: Iterable[str] =
             "!server=<workspace>/<endpoint>: that endpoint; !group=<workspace's group>: its endpoints.",
         },
     }
-    # Every user holds the endpoint scope unfiltered, so that a token may ask for it with any filter (a
-    # token's scopes must be held by its owner); the service still calls endpoints for members only.
-    c.JupyterHub.extra_user_scopes = sorted(
-        {*(c.JupyterHub.get("extra_user_scopes") or []), f"access:services!service={SERVICE_NAME}", ENDPOINT_SCOPE}
-    )
+    # Every user reaches the service, and holds the endpoint scope unfiltered so that a token may ask for
+    # it with any filter (a token's scopes must be held by its owner); the service still calls endpoints
+    # for members only. Through the default role ``user``, which JupyterHub 5 and 6 both let a config
+    # redefine (``extra_user_scopes`` is JupyterHub 6's only: 5.4, in Zero to JupyterHub 4.3, ignores it).
+    user_role = next((r for r in (c.JupyterHub.get("load_roles") or []) if r.get("name") == "user"), {})
+    user_scopes = sorted({"self", *user_role.get("scopes", ()), *USER_SCOPES})
     ours = [
+        {**user_role, "name": "user", "scopes": user_scopes},
         {
             "name": "egs-admin",
             "description": "egs-hub administrators",

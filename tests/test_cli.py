@@ -22,6 +22,7 @@ from traitlets.config import Config
 from egs_hub import ports
 from egs_hub.cli import main
 from egs_hub.embedded import HUB_CONFIG_FILE, SetupError, configure_hub, free_port, service_token
+from egs_hub.hub_settings import configure_roles
 from egs_hub.roles import ADMIN_SCOPE
 from egs_hub.store.db import head_revision
 
@@ -306,7 +307,8 @@ def test_configure_hub_fills_the_embedded_default(tmp_path):
         "EGS_HOME_DIR_TEMPLATE": f"{tmp_path}/home/{{username}}",
     }
     roles = {r["name"]: r for r in c.JupyterHub.load_roles}
-    assert set(roles) == {"egs-admin", "egs-service"}
+    assert set(roles) == {"user", "egs-admin", "egs-service"}
+    assert "access:services!service=egs" in roles["user"]["scopes"] and "self" in roles["user"]["scopes"]
     assert roles["egs-admin"]["scopes"] == [ADMIN_SCOPE] and roles["egs-admin"]["users"] == ["admin"]
     assert roles["egs-service"]["services"] == ["egs"]
     assert {"admin:groups", "admin:servers", "list:users"} <= set(roles["egs-service"]["scopes"])
@@ -349,6 +351,17 @@ def test_configure_hub_without_a_variable_names_it(tmp_path, missing: str):
 
 # nativeauthenticator, loaded with JupyterHub, still calls locale.getdefaultlocale().
 @pytest.mark.filterwarnings("ignore:'locale.getdefaultlocale' is deprecated:DeprecationWarning")
+def test_a_user_role_already_configured_keeps_its_scopes_and_gains_the_services():
+    """The service's access goes to every user through the role ``user`` (JupyterHub 5.4 has no
+    extra_user_scopes); a ``user`` role the hub's config defined keeps what it gave."""
+    c = Config()
+    c.JupyterHub.load_roles = [{"name": "user", "description": "ours", "scopes": ["self", "read:groups"]}]
+    configure_roles(c, ["admin"])
+    (user,) = [r for r in c.JupyterHub.load_roles if r["name"] == "user"]
+    assert user["description"] == "ours"
+    assert user["scopes"] == sorted(["self", "read:groups", "access:services!service=egs", "custom:egs:endpoints"])
+
+
 def test_hub_config_file_loads_and_extra_config_comes_last(tmp_path, monkeypatch):
     """The shipped jupyterhub_config.py through JupyterHub's own loader, with --config's file."""
     from jupyterhub.app import JupyterHub

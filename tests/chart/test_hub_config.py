@@ -77,12 +77,13 @@ def test_the_egs_service_its_scopes_and_roles(hub):
     assert egs["oauth_no_confirm"] is True and egs["oauth_client_allowed_scopes"] == [ADMIN_SCOPE]
     assert ADMIN_SCOPE in c.JupyterHub.custom_scopes
     roles = {r["name"]: r for r in c.JupyterHub.load_roles}
-    assert set(roles) == {"egs-admin", "egs-service", "egs-prometheus"}
+    assert set(roles) == {"user", "egs-admin", "egs-service", "egs-prometheus"}
     assert roles["egs-admin"]["users"] == ["admin"] and roles["egs-admin"]["scopes"] == [ADMIN_SCOPE]
     assert roles["egs-service"]["services"] == ["egs"]
-    assert "access:services!service=egs" in c.JupyterHub.extra_user_scopes
-    # every user may make a token that only calls endpoints (narrowed by a filter)
-    assert ENDPOINT_SCOPE in c.JupyterHub.custom_scopes and ENDPOINT_SCOPE in c.JupyterHub.extra_user_scopes
+    # every user reaches the service and may make a token that only calls endpoints (narrowed by a
+    # filter), through the role user, which JupyterHub 5.4 (Zero to JupyterHub 4.3's) honours too
+    assert roles["user"]["scopes"] == sorted(["self", "access:services!service=egs", ENDPOINT_SCOPE])
+    assert ENDPOINT_SCOPE in c.JupyterHub.custom_scopes and "extra_user_scopes" not in c.JupyterHub
     assert ADMIN_SCOPE in c.Spawner.server_token_scopes
 
 
@@ -95,7 +96,7 @@ def test_the_kubernetes_hub_and_the_embedded_default_share_their_roles_and_servi
         roles = sorted((r for r in c.JupyterHub.load_roles if r["name"] != "egs-prometheus"), key=lambda r: r["name"])
         (egs,) = [s for s in c.JupyterHub.services if s["name"] == "egs"]
         options = {k: egs[k] for k in ("display", "info", "oauth_no_confirm", "oauth_client_allowed_scopes")}
-        return roles, options, c.JupyterHub.custom_scopes, c.Spawner.server_token_scopes, c.JupyterHub.extra_user_scopes
+        return roles, options, c.JupyterHub.custom_scopes, c.Spawner.server_token_scopes
 
     assert shared(kube) == shared(embedded)
 
