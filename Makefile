@@ -99,5 +99,5 @@ test: install-test jest
 	test $$suite = 0 && test $$soaked = 0
 
 lint: install-test
-	$(BIN)/ruff check egs_hub tests hub_config charts
-	$(BIN)/ruff format --check egs_hub tests hub_config charts
+	$(BIN)/ruff check egs_hub tests charts
+	$(BIN)/ruff format --check egs_hub tests charts

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import shutil
 import subprocess
 from urllib.parse import urlsplit
 
@@ -18,7 +19,17 @@ import pytest
 import yaml
 from cryptography import x509
 
-from .conftest import CHART, NAMESPACE, ROOT, VALUES, of_kind, put_dependencies, run, template_args
+from .conftest import (
+    CHART,
+    NAMESPACE,
+    VALUES,
+    of_kind,
+    put_dependencies,
+    render_chart,
+    run,
+    template_args,
+    vendor_dir,
+)
 
 KUBERNETES_VERSION = "1.32.0"
 SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
@@ -450,9 +461,28 @@ def test_custom_images(rendered):
 # hub_config/ in the hub
 
 
+def test_the_chart_folder_holds_no_link():
+    """Issue 46, item 3: a plain copy of the chart (or its package) must hold every file it reads."""
+    assert [str(p.relative_to(CHART)) for p in CHART.rglob("*") if p.is_symlink()] == []
+
+
+def test_a_copy_of_the_chart_packages_lints_and_renders(helm, tmp_path):
+    copy = tmp_path / "egs-hub"
+    shutil.copytree(CHART, copy, symlinks=True, ignore=shutil.ignore_patterns("charts"))
+    put_dependencies(copy, vendor_dir())
+    out = run(helm, "package", str(copy), "--destination", str(tmp_path))
+    (package,) = tmp_path.glob("egs-hub-*.tgz")
+    assert str(package) in out
+    assert "1 chart(s) linted, 0 chart(s) failed" in run(helm, "lint", "--strict", str(package))
+    docs = render_chart(helm, package)
+    config_map = of_kind(docs, "ConfigMap", "egs-hub-config")
+    assert config_map["data"]["egs_hub.py"] == (CHART / "hub_config" / "egs_hub.py").read_text()
+    assert of_kind(docs, "Deployment", "hub")
+
+
 def test_hub_config_is_mounted_into_the_hub_as_in_the_repository(defaults):
     config_map = of_kind(defaults, "ConfigMap", "egs-hub-config")
-    sources = {p.name: p.read_text() for p in sorted((ROOT / "hub_config").glob("*.py"))}
+    sources = {p.name: p.read_text() for p in sorted((CHART / "hub_config").glob("*.py"))}
     assert sources and {k: v for k, v in config_map["data"].items() if k.endswith(".py")} == sources
     hub = of_kind(defaults, "Deployment", "hub")["spec"]["template"]["spec"]
     volume = next(v["name"] for v in hub["volumes"] if v.get("configMap", {}).get("name") == "egs-hub-config")
