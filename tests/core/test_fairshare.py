@@ -206,4 +206,7 @@ def test_factor_properties(slices):
 @given(USAGE, USAGE, USAGE)
 def test_more_usage_never_raises_a_factor(used, more, other):
     norm = {"a": 0.5, "b": 0.5}
-    assert factors({"a": used + more, "b": other}, norm)["a"] <= factors({"a": used, "b": other}, norm)["a"]
+    before = factors({"a": used, "b": other}, norm)["a"]
+    after = factors({"a": used + more, "b": other}, norm)["a"]
+    # Tiny extra usage may round either way in the last digit (CI: 0.2500001058691756 after 0.25000010586917554).
+    assert after <= before or after == pytest.approx(before, rel=1e-12)
