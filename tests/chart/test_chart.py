@@ -134,6 +134,8 @@ def test_the_defaults_render_the_whole_installation(defaults):
         ("Secret", "egs-webhook-tls"),
         ("Service", "egs"),
         ("ServiceAccount", "egs"),
+        ("ValidatingAdmissionPolicy", "egs-egs-hub-workspace-nodes"),
+        ("ValidatingAdmissionPolicyBinding", "egs-egs-hub-workspace-nodes"),
     ]
     # Zero to JupyterHub's hub and proxy come with it, and the CRD.
     assert {

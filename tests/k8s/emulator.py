@@ -135,6 +135,11 @@ DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("rbac.authorization.k8s.io", "v1", "clusterroles"): ("ClusterRole", False),
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
     ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"): ("MutatingWebhookConfiguration", False),
+    ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"): ("ValidatingAdmissionPolicy", False),
+    ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"): (
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
 }
 # Custom resources (CRDs installed) get metadata.generation, as the API server gives them; of the built-in
 # kinds (most of which it gives one too) only those in GENERATED get it here.
