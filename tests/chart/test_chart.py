@@ -134,6 +134,8 @@ def test_the_defaults_render_the_whole_installation(defaults):
         ("Secret", "egs-webhook-tls"),
         ("Service", "egs"),
         ("ServiceAccount", "egs"),
+        ("ValidatingAdmissionPolicy", "egs-egs-hub-workspace-nodes"),
+        ("ValidatingAdmissionPolicyBinding", "egs-egs-hub-workspace-nodes"),
     ]
     # Zero to JupyterHub's hub and proxy come with it, and the CRD.
     assert {
@@ -507,11 +509,13 @@ def test_the_network_policy_lets_the_hub_proxy_and_api_server_in(defaults):
     selectors = [f["podSelector"]["matchLabels"] for f in http["from"] if "namespaceSelector" not in f]
     # The selectors match Zero to JupyterHub's hub and proxy pods, as its own policies select them.
     hub, proxy = pod_labels(defaults, "Deployment", "hub"), pod_labels(defaults, "Deployment", "proxy")
-    assert [s.items() <= hub.items() for s in selectors] == [True, False, False]
-    assert [s.items() <= proxy.items() for s in selectors] == [False, True, False]
+    assert [s.items() <= hub.items() for s in selectors] == [True, False, False, False]
+    assert [s.items() <= proxy.items() for s in selectors] == [False, True, False, False]
+    # The other egs replicas (a standby forwards to the leader; test_network_policies.py).
+    assert selectors[2] == policy["podSelector"]["matchLabels"]
     # Servers: Zero to JupyterHub's singleuser labels, in the release's namespace and in slices' ones.
     server = {"component": "singleuser-server", "app": "jupyterhub", "release": "egs"}
-    assert selectors[2] == server
+    assert selectors[3] == server
     (in_slices,) = [f for f in http["from"] if "namespaceSelector" in f and f["podSelector"]["matchLabels"] == server]
     assert in_slices["namespaceSelector"] == {"matchExpressions": [{"key": "egs.io/slice", "operator": "Exists"}]}
     # Zero to JupyterHub's hub, proxy and singleuser policies let them out to the egs pod's port.

@@ -45,7 +45,8 @@ Emulates:
   selector is sent as DELETED (ADDED), as the API server does;
 - PATCH as merge, strategic merge and JSON patch (patches.py), PUT replace, both
   with a resourceVersion precondition (409 on mismatch); the ``status``
-  subresource changes only ``.status`` and the main resource never does;
+  subresource changes only ``.status`` and the main resource never does; another
+  writer's change just before a PATCH (``before_next_patch``), for lost-update races;
 - DELETE with finalizers (deletionTimestamp until they are gone); deleting a
   namespace deletes what is in it;
 - ``/version``: the Kubernetes version ``kubernetes_version`` (helm checks a chart's kubeVersion against it);
@@ -134,6 +135,11 @@ DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("rbac.authorization.k8s.io", "v1", "clusterroles"): ("ClusterRole", False),
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
     ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"): ("MutatingWebhookConfiguration", False),
+    ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"): ("ValidatingAdmissionPolicy", False),
+    ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"): (
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
 }
 # Custom resources (CRDs installed) get metadata.generation, as the API server gives them; of the built-in
 # kinds (most of which it gives one too) only those in GENERATED get it here.
@@ -224,6 +230,9 @@ class ClusterEmulator(KubernetesEmulator):
     # What a pod's server answers through the pod proxy, by (namespace, pod name, path without its
     # leading slash); tests set it.
     pod_pages: dict[tuple[str, str, str], str] = attrs.field(factory=dict, init=False)
+    # Another writer's change of an object, by (plural, name), made just as the next PATCH of it arrives
+    # (before_next_patch); tests set it.
+    _interleaved: dict[tuple[str, str], Callable[[dict], dict]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         # kmock's discovery routes, without KubernetesEmulator's object handlers: these replace them.
@@ -400,6 +409,12 @@ class ClusterEmulator(KubernetesEmulator):
     def _wake_watches(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def before_next_patch(self, plural: str, name: str, change: Callable[[dict], dict]) -> None:
+        """Another writer changes object ``name`` (of ``plural``) to ``change(object)`` just before the next
+        PATCH of it is read: the window of a lost update, made certain. The PATCH then finds a new
+        resourceVersion."""
+        self._interleaved[(plural, name)] = change
 
     def compact(self) -> None:
         """Forget every watch event so far: a watch from an older resourceVersion gets 410 Gone."""
@@ -641,6 +656,9 @@ class ClusterEmulator(KubernetesEmulator):
         if request.subresource not in (None, "status"):
             raise _status(404, "NotFound", f"subresource {request.subresource!r} cannot be patched")
         old = self._existing(request)
+        change = self._interleaved.pop((request.resource.plural, request.name), None)
+        if change is not None:
+            old = await self._write(request.resource, old, change(copy.deepcopy(old)))
         try:
             patched = apply_patch(old, request.data, _header(request, "Content-Type"))
         except PatchError as e:

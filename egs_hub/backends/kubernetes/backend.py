@@ -41,7 +41,7 @@ from ...core.model import GPR, Event, SlicePolicy
 from ...core.node_pools import POOL_LABEL, NodePool
 from ...core.requests import CheckSpec
 from .. import BindError, Inventory, LayoutChangeError, ServerRef, UnbindError
-from . import mig_layouts, objects, pools, shares
+from . import mig_layouts, node_writes, objects, pools, shares
 from .api import API_ERRORS, describe_error, json_of, json_or_none
 from .checks import CheckJob, run_pvc_check
 from .drain import drain_node, release_units
@@ -254,11 +254,11 @@ class KubernetesBackend:
         events = []
         for name, obj in current.items():
             if name in wanted:
-                await core.patch_node(name, objects.entry_patch(obj, gpr.spec.slice, gpr.id))
+                await node_writes.patch_node(core, obj, lambda o: objects.entry_patch(o, gpr.spec.slice, gpr.id))
                 reason = f"labelled and tainted {SLICE_LABEL}={gpr.spec.slice}"
                 events.append(self._event(gpr, "node-entered", name, reason, now))
             else:
-                await core.patch_node(name, shares.entry_patch(obj, gpr.spec.slice, gpr.id))
+                await node_writes.patch_node(core, obj, lambda o: shares.entry_patch(o, gpr.spec.slice, gpr.id))
                 reason = f"labelled {shares.share_label(gpr.spec.slice)}=true: the slice's pods may use its units here"
                 events.append(self._event(gpr, "units-entered", name, reason, now))
         events.extend(
@@ -287,15 +287,13 @@ class KubernetesBackend:
 
     async def _undo_entry(self, core: client.CoreV1Api, gpr: GPR, current: dict[str, dict | None]) -> None:
         """Return nodes (and units) that an earlier, interrupted bind of this GPR entered, before the GPR fails."""
-        for name, obj in current.items():
+        for obj in current.values():
             if obj is None:
                 continue
             found: FoundNode | None = read_node(obj, self.cluster)
             if found is not None and found.gpr == str(gpr.id):
-                await core.patch_node(name, objects.return_patch(obj))
-            undo = shares.undo_patch(obj, gpr.spec.slice, gpr.id)
-            if undo is not None:
-                await core.patch_node(name, undo)
+                obj = await node_writes.patch_node(core, obj, objects.return_patch)
+            await node_writes.patch_node(core, obj, lambda o: shares.undo_patch(o, gpr.spec.slice, gpr.id))
 
     async def unbind(self, gpr: GPR, servers: list[ServerRef], now: datetime) -> list[Event]:
         """Exit every node of the GPR, and its units from every share node; UnbindError (from drain_node,
@@ -462,7 +460,7 @@ class KubernetesBackend:
             core = await self._core()
             obj = await self._read(core, node)
             if obj is not None:
-                await core.patch_node(node, patch(obj), _request_timeout=self.request_timeout)
+                await node_writes.patch_node(core, obj, patch, _request_timeout=self.request_timeout)
         except API_ERRORS as e:
             raise self._unavailable(f"{doing} node {node}", e) from None
 

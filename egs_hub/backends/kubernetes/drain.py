@@ -20,7 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ...core.model import GPR, Event
 from .. import UnbindError
-from . import objects, shares
+from . import node_writes, objects, shares
 from .api import json_of
 from .nodes import FREE, GPR_LABEL, SLICE_LABEL
 from .webhook import wants_units
@@ -74,12 +74,12 @@ async def drain_node(
     if started is None:
         started = now.isoformat()
         was_cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
-        obj = await json_of(await core.patch_node(name, objects.cordon_patch(obj, started), _preload_content=False))
+        obj = await node_writes.patch_node(core, obj, lambda o: objects.cordon_patch(o, started))
         if not was_cordoned:
             events.append(event(gpr, "node-cordoned", name, "cordoned for exit", now))
     deadline = datetime.fromisoformat(started) + grace
     await _evict(core, name, gpr, now, deadline, event, events, lambda pod: True)
-    await core.patch_node(name, objects.return_patch(obj))
+    await node_writes.patch_node(core, obj, objects.return_patch)
     events.append(event(gpr, "node-returned", name, f"back in the free pool ({SLICE_LABEL}={FREE})", now))
     return events
 
@@ -97,7 +97,7 @@ async def release_units(
     name, slice_name = obj["metadata"]["name"], gpr.spec.slice
     ids = shares.holders(obj, slice_name)
     if str(gpr.id) in ids and len(ids) > 1:
-        await core.patch_node(name, shares.keep_patch(obj, slice_name, gpr.id))
+        await node_writes.patch_node(core, obj, lambda o: shares.keep_patch(o, slice_name, gpr.id))
         return [
             event(gpr, "units-returned", name, f"its units go back; other GPRs of {slice_name} hold units here", now)
         ]

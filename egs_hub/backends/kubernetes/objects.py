@@ -5,7 +5,8 @@ the slice taint is ``egs.io/slice=<slice>:NoSchedule`` (``free`` in the pool).
 Node patches are strategic merge patches (what kubernetes_asyncio sends for a
 dict): labels merge key by key and null deletes one, while ``spec.taints``
 declares no patch strategy and is replaced whole, so the taint patches carry
-the node's other taints along.
+the node's other taints along, and are sent with the resourceVersion of the node
+they were made from (node_writes.py), made again on a 409.
 
 | what            | label egs.io/slice | label egs.io/gpr | taint egs.io/slice | unschedulable          |
 |-----------------|--------------------|------------------|--------------------|------------------------|
