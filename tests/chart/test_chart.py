@@ -341,7 +341,7 @@ def test_the_webhook_registration(defaults):
             "scope": "Namespaced",
         }
     ]
-    assert (hook["sideEffects"], hook["failurePolicy"], hook["admissionReviewVersions"]) == ("None", "Ignore", ["v1"])
+    assert (hook["sideEffects"], hook["failurePolicy"], hook["admissionReviewVersions"]) == ("None", "Fail", ["v1"])
 
 
 def test_cert_manager_issues_the_certificate_and_injects_its_ca(rendered):

@@ -19,8 +19,9 @@ where the slice holds units) and the toleration of the free pool's taint,
 Every other pod is allowed unchanged. Without a provisioned GPR no node carries
 the slice's label, so the pod stays Pending until one does.
 
-Bad input never blocks a pod: the webhook is registered with failurePolicy
-Ignore, and failing closed would stop pod creation cluster-wide.
+A pod the webhook cannot read is allowed unchanged, with a warning. The webhook is
+registered for slices' namespaces only, with failurePolicy Fail: while egs-hub does
+not answer, their pods are refused, not admitted without the slice's placement.
 
 | review                                          | answer                                      |
 |-------------------------------------------------|---------------------------------------------|

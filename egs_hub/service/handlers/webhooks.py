@@ -40,7 +40,7 @@ ROUTE = r"webhooks/pods/([^/]+)"
 # A pod's AdmissionReview nests about 15 deep (managedFields, affinity); the API's bodies stay within 32.
 REVIEW_MAX_DEPTH = 64
 # An AdmissionReview holds the pod twice (object, oldObject); the API server takes requests of up to 3 MiB.
-# A review the webhook refused would admit the pod unchanged (failurePolicy Ignore), so it takes more.
+# A review the webhook refused would refuse the pod (failurePolicy Fail), so it takes more.
 REVIEW_MAX_BYTES = 8 * 1024 * 1024
 # Auto-GPRs being filed for admitted pods; held here so that the loop does not drop them (weak references).
 _filing: set[asyncio.Task] = set()
