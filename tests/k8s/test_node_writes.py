@@ -17,8 +17,6 @@ from egs_hub.core.model import SlicePolicy
 from .builders import gpu_node
 from .test_entry_exit import NOW, gpr, slice_state
 
-pytestmark = pytest.mark.usefixtures("emulator")
-
 TO_BE_DELETED = {"key": "ToBeDeleted", "value": "1764650000", "effect": "NoSchedule"}
 
 
