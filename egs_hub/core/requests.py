@@ -1130,7 +1130,7 @@ def _refusal(cls: type[Body], error: dict) -> InvalidRequest:
     if kind in ("greater_than", "less_than_equal"):
         return InvalidRequest(field, f"{field} must be above 0 and at most {bounds['le']:g}, not {value}")
     if kind == "literal_error":
-        choices = get_args(_model_at(cls, error["loc"][:-1]).model_fields[error["loc"][-1]].annotation)
+        choices = get_args(_type_at(cls, error["loc"])[0])
         return InvalidRequest(field, f"{field} must be one of {', '.join(map(repr, choices))}, not {value!r}")
     if kind in ("tuple_type", "list_type", "too_short", "too_long"):
         low, high = bounds.get("min_length", 0), bounds["max_length"]
@@ -1139,23 +1139,44 @@ def _refusal(cls: type[Body], error: dict) -> InvalidRequest:
 
 
 def _model_at(cls: type[Body], loc: tuple) -> type[Body]:
-    """The body model at ``loc`` within ``cls`` (a nested body's fields, an item of a list of them)."""
+    """The body model at ``loc`` within ``cls`` (a nested body, an item of a list of them)."""
+    return _type_at(cls, loc)[0]
+
+
+def _type_at(cls: type[Body], loc: tuple) -> tuple[Any, list]:
+    """The type of the value at ``loc`` (field names, list indexes, object keys) in a body of ``cls``,
+    without its ``Annotated`` and ``None`` parts, and the constraints on it: the field's own, or, at an
+    item of a list or object, those of the item type."""
+    annotation, metadata = cls, []
     for part in loc:
-        cls = get_args(cls)[0] if isinstance(part, int) else cls.model_fields[part].annotation
-    return cls
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if part not in annotation.model_fields:
+                break
+            info = annotation.model_fields[part]
+            annotation, metadata = info.annotation, list(info.metadata)
+        elif getattr(annotation, "__origin__", None) in (tuple, list, dict):
+            annotation, metadata = get_args(annotation)[-1 if annotation.__origin__ is dict else 0], []
+        else:  # a union's member tag, or a value a parser checks
+            break
+        metadata += _metadata(annotation)
+        annotation = _bare(annotation)
+    return annotation, metadata
+
+
+def _bare(annotation: Any) -> Any:
+    """``Annotated[T, ...]`` and ``T | None`` as ``T``."""
+    while hasattr(annotation, "__metadata__"):
+        annotation = annotation.__origin__
+    if isinstance(annotation, UnionType) or getattr(annotation, "__origin__", None) is Union:
+        others = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return _bare(others[0]) if len(others) == 1 else annotation
+    return annotation
 
 
 def _bounds(cls: type[Body], loc: tuple) -> dict[str, Any]:
-    """The bounds (ge, le, gt, lt, min_length, max_length) of the field at ``loc``; at an item of a
-    list (``loc`` ends with its index), the bounds of the list's item type."""
-    at_item = isinstance(loc[-1], int)
-    field = loc[-2] if at_item else loc[-1]
-    info = _model_at(cls, loc[: -2 if at_item else -1]).model_fields[field]
-    metadata = [] if at_item else list(info.metadata)
-    annotation = get_args(info.annotation)[0] if at_item else info.annotation
-    metadata += _metadata(annotation)
+    """The bounds (ge, le, gt, lt, min_length, max_length) of the value at ``loc``."""
     keys = ("ge", "le", "gt", "lt", "min_length", "max_length")
-    return {key: getattr(m, key) for m in metadata for key in keys if getattr(m, key, None) is not None}
+    return {key: getattr(m, key) for m in _type_at(cls, loc)[1] for key in keys if getattr(m, key, None) is not None}
 
 
 def _metadata(annotation: Any) -> list:
