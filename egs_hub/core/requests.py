@@ -1078,8 +1078,19 @@ class ClusterChecks(Body):
 B = TypeVar("B", bound=Body)
 
 
+def body_required(cls: type[BaseModel]) -> bool:
+    """Whether a request must have a body of ``cls``: when a field of it is required (a table that
+    replaces everything has one, its root). A body whose every field may be left out may be left out."""
+    return any(info.is_required() for info in cls.model_fields.values())
+
+
 def parse_body(cls: type[B], body: object) -> B:
-    """``cls`` from a decoded JSON body, or InvalidRequest naming the first field that is wrong."""
+    """``cls`` from a decoded JSON body (MISSING: the request had none), or InvalidRequest naming the
+    first field that is wrong."""
+    if body is MISSING:
+        if body_required(cls):
+            raise InvalidRequest("body", "the request needs a body: a JSON object (see openapi.json)")
+        body = {}
     if not isinstance(body, Mapping):
         raise InvalidRequest("body", "the request body must be a JSON object")
     try:

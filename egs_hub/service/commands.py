@@ -373,12 +373,9 @@ class Commands:
         if row is None:
             raise missing
         slice_row = queries.get_slice(session, row.slice)
-        if authorize is not None:
-            # A slice since deleted has no group: only an admin sees its GPRs.
-            if not authorize(row.slice, slice_row.group_name if slice_row is not None else ""):
-                raise missing
-            if slice_row is None:
-                raise no_slice(row.slice)
+        # A slice since deleted has no group: only an admin sees its GPRs.
+        if authorize is not None and not authorize(row.slice, slice_row.group_name if slice_row else ""):
+            raise missing
         return row, slice_row
 
 

@@ -40,6 +40,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..core.errors import Conflict, InvalidRequest
+from ..core.requests import MISSING
 from ..store import idempotency as store
 from ..store import queries
 from ..store.db import transaction
@@ -132,7 +133,8 @@ class Claim:
         key = check_key(handler.request.headers.get_list(HEADER))
         if key is None:
             return cls(egs.sessions, egs.clock, create, caller, None)
-        claim = cls(egs.sessions, egs.clock, create, caller, key, fingerprint_of(handler.json_body()))
+        body = handler.json_body()
+        claim = cls(egs.sessions, egs.clock, create, caller, key, fingerprint_of({} if body is MISSING else body))
         in_flight = _IN_FLIGHT.setdefault(egs, {})
         while (busy := in_flight.get(claim.name)) is not None:
             await busy.wait()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter
 
-from ..core.requests import GPRId, SliceName, TemplateName, UserName, body_schemas
+from ..core.requests import BODIES, GPRId, SliceName, TemplateName, UserName, body_required, body_schemas
 from ..core.resources import resource_schemas
 from .parameters import (
     AlertsQuery,
@@ -36,6 +36,7 @@ from .parameters import (
 
 REF = "#/components/schemas/{model}"
 SCHEMAS = {**resource_schemas(REF), **body_schemas(REF)}
+BODY_MODELS = {cls.__name__: cls for cls in BODIES}
 
 
 def _ref(name: str) -> dict:
@@ -68,7 +69,8 @@ def _error(code: str) -> dict:
     return {"description": _ERRORS[code], "content": {"application/json": {"schema": _ref("Error")}}}
 
 
-def _body(name: str, required: bool = True) -> dict:
+def _body(name: str) -> dict:
+    required = body_required(BODY_MODELS[name])
     return {"required": required, "content": {"application/json": {"schema": _ref(name)}}}
 
 
@@ -188,7 +190,7 @@ def _paths() -> dict:
             "post": {
                 "summary": "Approve, optionally with another quota, policy or clusters: the workspace is made "
                 "(the project's admins, not the requester)",
-                "requestBody": _body("WorkspaceApproval", required=False),
+                "requestBody": _body("WorkspaceApproval"),
                 "responses": _responses(
                     "approved", _ref("WorkspaceRequest"), "400", "401", "403", "404", "409", "422", "503"
                 ),
@@ -198,7 +200,7 @@ def _paths() -> dict:
             "parameters": [REQUEST_ID],
             "post": {
                 "summary": "Deny with a reason (the project's admins)",
-                "requestBody": _body("Reason", required=False),
+                "requestBody": _body("Reason"),
                 "responses": _responses("denied", _ref("WorkspaceRequest"), "400", "401", "403", "404", "409"),
             },
         },
@@ -335,7 +337,7 @@ def _paths() -> dict:
             "parameters": [_path("cluster", SliceName), _path("name")],
             "post": {
                 "summary": "Quarantine a node: nothing is planned on it, its cluster's scheduler is kept off (admin)",
-                "requestBody": _body("Reason", required=False),
+                "requestBody": _body("Reason"),
                 "responses": _responses("quarantined", _ref("Node"), "400", "401", "403", "404", "409"),
             },
         },
@@ -343,7 +345,7 @@ def _paths() -> dict:
             "parameters": [_path("cluster", SliceName), _path("name")],
             "post": {
                 "summary": "Take a node out of quarantine (admin)",
-                "requestBody": _body("Reason", required=False),
+                "requestBody": _body("Reason"),
                 "responses": _responses("cleared", _ref("Node"), "400", "401", "403", "404", "409"),
             },
         },
@@ -592,7 +594,7 @@ def _paths() -> dict:
             },
             "delete": {
                 "summary": "Cancel before provisioning",
-                "requestBody": _body("Reason", required=False),
+                "requestBody": _body("Reason"),
                 "responses": _responses("cancelled", gpr, "400", "401", "403", "404", "409"),
             },
         },
@@ -600,7 +602,7 @@ def _paths() -> dict:
             "parameters": [GPR_ID],
             "post": {
                 "summary": "Release early",
-                "requestBody": _body("Reason", required=False),
+                "requestBody": _body("Reason"),
                 "responses": _responses("releasing", gpr, "400", "401", "403", "404", "409"),
             },
         },
@@ -615,7 +617,7 @@ def _paths() -> dict:
             "parameters": [GPR_ID],
             "post": {
                 "summary": "Approve (admin, or an admin of its project)",
-                "requestBody": _body("Reason", required=False),
+                "requestBody": _body("Reason"),
                 "responses": _responses("approved", gpr, "400", "401", "403", "404", "409"),
             },
         },
@@ -623,7 +625,7 @@ def _paths() -> dict:
             "parameters": [GPR_ID],
             "post": {
                 "summary": "Deny (admin, or an admin of its project)",
-                "requestBody": _body("Reason", required=False),
+                "requestBody": _body("Reason"),
                 "responses": _responses("rejected", gpr, "400", "401", "403", "404", "409"),
             },
         },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -34,6 +35,8 @@ for _ in range(39):
 CASES = {
     "body is not JSON": Bad("POST", "gprs", raw=b"{gpus: 1", want_field="body", want_message="not valid JSON"),
     "body is a list": Bad("POST", "gprs", [GPR], want_field="body"),
+    "no body where one is required": Bad("POST", "gprs", want_field="body", want_message="needs a body"),
+    "no price table": Bad("PUT", "clusters/local/prices", who=ADMIN, want_field="body", want_message="needs a body"),
     "duration missing": Bad("POST", "gprs", {"slice": "{slice}", "gpus": 1}, want_field="duration"),
     "gpus and nodes": Bad("POST", "gprs", {**GPR, "nodes": 1}, want_field="gpus", want_message="not both"),
     "neither gpus nor nodes": Bad("POST", "gprs", {"slice": "{slice}", "duration": 60}, want_field="gpus"),
@@ -320,3 +323,19 @@ def test_bad_input_is_refused_naming_the_field(hub, setting, case):
 def test_a_server_name_is_decoded_once(hub):
     """servers/{user}/{server} arrive percent-decoded: "a%2500" names server "a%00", never one with a NUL."""
     hub.admin().call("DELETE", "servers/someone/a%2500", expect=204)
+
+
+def test_a_method_a_path_does_not_answer_is_405_naming_those_it_does(hub):
+    """RFC 9110: a 405 lists the methods the path answers (schemathesis' undeclared-method check), and
+    they are the methods the document gives the path."""
+    document = requests.get(hub.api + "openapi.json", timeout=30).json()
+    session = requests.Session()
+    for path, operations in document["paths"].items():
+        documented = {method.upper() for method in operations if method != "parameters"}
+        concrete = re.sub(r"\{[^}]+\}", "x1", path)
+        for method in ("TRACE", *({"GET", "POST", "PUT", "PATCH", "DELETE"} - documented)):
+            response = session.request(
+                method, hub.api + concrete.lstrip("/"), headers={"Authorization": f"token {hub.admin_token}"}
+            )
+            assert response.status_code == 405, (method, path, response.status_code, response.text)
+            assert set(response.headers["Allow"].split(", ")) == documented, (method, path)

@@ -3,6 +3,7 @@ estimates, priority changes, edits and cancellation."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime, timedelta
 
 from .hub import wait_for
@@ -155,3 +156,16 @@ def test_inventory_lists_declared_gpus_and_what_is_free(hub, make_slice, user):
     assert after["free"] == free_before - 3
     held = [g for c in after["clusters"] for n in c["nodes"] for g in n["gpus"] if g["gpr"] == gpr["id"]]
     assert len(held) == 3 and {g["slice"] for g in held} == {team["name"]}
+
+
+def test_a_finished_gpr_of_a_deleted_slice_answers_as_any_finished_gpr(hub, admin):
+    """Its slice gone, the GPR is still the admin's to read and act on: release and cancel say it is
+    finished (409, as the document says), not that there is no slice (schemathesis found a 422)."""
+    team = admin.post("slices", {"name": f"gone-{secrets.token_hex(3)}"}, expect=201)
+    later = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    gpr = admin.post("gprs", {"slice": team["name"], "gpus": 1, "duration": 60, "start_after": later}, expect=201)
+    admin.call("DELETE", f"gprs/{gpr['id']}", expect=200)
+    admin.call("DELETE", f"slices/{team['name']}", expect=204)
+    assert admin.post(f"gprs/{gpr['id']}/release", {}, expect=409)["message"].startswith(f"GPR {gpr['id']}")
+    admin.call("DELETE", f"gprs/{gpr['id']}", expect=409)
+    assert status_of(admin, gpr["id"])["status"] == "cancelled"

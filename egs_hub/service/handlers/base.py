@@ -32,7 +32,7 @@ from ...core.errors import (
     PolicyViolation,
     Unavailable,
 )
-from ...core.requests import check_slice_name
+from ...core.requests import MISSING, check_slice_name
 from ...core.resources import Error, Resource
 from ...roles import ADMIN_SCOPE
 from ...store import queries
@@ -279,9 +279,10 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     # bodies and answers
 
     def json_body(self) -> object:
-        """The body's JSON value, {} when empty: 400 when it is not UTF-8 JSON, too deep, or not valid Unicode."""
+        """The body's JSON value, MISSING when there is none (parse_body says whether one is needed): 400
+        when it is not UTF-8 JSON, too deep, or not valid Unicode."""
         if not self.request.body:
-            return {}
+            return MISSING
         return decode_json(self.request.body)
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
@@ -326,8 +327,17 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             elif status_code >= 500:
                 message = "internal error; the service log has the details"
         self.set_status(status)
+        if status == 405:
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.finish(Error(status=status, message=message, field=field).model_dump_json(exclude_none=True))
+
+    def allowed_methods(self) -> list[str]:
+        """The methods this path answers: those its handler implements (tornado answers 405 to the rest)."""
+        base = web.RequestHandler
+        return [
+            m for m in self.SUPPORTED_METHODS if getattr(type(self), m.lower(), None) is not getattr(base, m.lower())
+        ]
 
 
 class NotFoundHandler(APIHandler):
