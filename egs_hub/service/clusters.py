@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -63,6 +64,19 @@ class ClusterState:
     @property
     def source(self) -> str:
         return self.inventory.source if self.inventory is not None else ""
+
+
+def check_in_cluster(spec: ClusterCreate) -> None:
+    """An in-cluster spec only where the service runs in a pod: Kubernetes gives every pod the API
+    server's address in KUBERNETES_SERVICE_HOST and _PORT; InvalidRequest naming in_cluster otherwise."""
+    if spec.in_cluster and not (
+        os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT")
+    ):
+        raise InvalidRequest(
+            "in_cluster",
+            "in_cluster: the service does not run in a Kubernetes pod here (KUBERNETES_SERVICE_HOST and "
+            "KUBERNETES_SERVICE_PORT are not set); give the kubeconfig of the cluster instead",
+        )
 
 
 def check_kubeconfig(spec: ClusterCreate) -> None:
@@ -164,6 +178,7 @@ class Clusters:
         registered all the same and shown unavailable; Conflict when the name is taken."""
         if spec.name in self.states:
             raise Conflict(f"cluster {spec.name!r} exists already ({self.states[spec.name].origin}); remove it first")
+        check_in_cluster(spec)
         check_kubeconfig(spec)
         with self.sessions() as session:
             queries.project_row_of(session, spec.project)  # PolicyViolation naming it when there is none

@@ -10,6 +10,8 @@ answers it has (the tests hold the paths and methods to the route table).
 
 from __future__ import annotations
 
+import re
+
 from pydantic import TypeAdapter
 
 from ..core.requests import BODIES, GPRId, SliceName, TemplateName, UserName, body_required, body_schemas
@@ -818,7 +820,7 @@ def openapi_document(api_prefix: str, version: str, hub_prefix: str = "/hub/") -
             },
             "schemas": SCHEMAS,
         },
-        "paths": _with_input_errors(_paths()),
+        "paths": _with_links(_with_input_errors(_paths())),
     }
 
 
@@ -834,4 +836,93 @@ def _with_input_errors(paths: dict) -> dict:
             if takes_input:
                 operation["responses"].setdefault("400", _error("400"))
             operation["responses"].setdefault("413", _error("413"))
+    return paths
+
+
+def _body_at(pointer: str, **fields: str) -> dict[str, str]:
+    """Path parameters from an answer: each parameter from ``field`` of the JSON at ``pointer``."""
+    return {param: f"$response.body#{pointer}/{field}" for param, field in fields.items()}
+
+
+def _request_path(*params: str) -> dict[str, str]:
+    return {param: f"$request.path.{param}" for param in params}
+
+
+# What answers name, for OpenAPI links: the operation whose success answer names it, the path of the
+# operations on it (and below), and their path parameters as runtime expressions. A fuzzer follows
+# them (schemathesis' stateful phase: create, then read, change, delete what was made).
+NAMED = [
+    ("post /projects", "/projects/{name}", _body_at("", name="name")),
+    ("get /projects", "/projects/{name}", _body_at("/projects/0", name="name")),
+    ("put /projects/{name}/admins/{user}", "/projects/{name}/admins/{user}", _request_path("name", "user")),
+    ("post /workspace-requests", "/workspace-requests/{id}", _body_at("", id="id")),
+    ("get /workspace-requests", "/workspace-requests/{id}", _body_at("/workspace_requests/0", id="id")),
+    ("post /slices", "/slices/{name}", _body_at("", name="name")),
+    ("get /slices", "/slices/{name}", _body_at("/slices/0", name="name")),
+    ("put /slices/{name}/members/{user}", "/slices/{name}/members/{user}", _request_path("name", "user")),
+    ("post /clusters", "/clusters/{name}", _body_at("", name="name")),
+    ("get /clusters", "/clusters/{name}", _body_at("/clusters/0", name="name")),
+    (
+        "post /clusters/{name}/pools",
+        "/clusters/{name}/pools/{pool}",
+        {**_request_path("name"), "pool": "$response.body#/name"},
+    ),
+    (
+        "get /clusters/{name}/pools",
+        "/clusters/{name}/pools/{pool}",
+        {**_request_path("name"), "pool": "$response.body#/pools/0/name"},
+    ),
+    ("get /nodes", "/nodes/{cluster}/{name}", _body_at("/nodes/0", cluster="cluster", name="name")),
+    ("post /nodes/{cluster}/{name}/maintenance", "/nodes/{cluster}/{name}", _request_path("cluster", "name")),
+    ("post /nodes/{cluster}/{name}/layout", "/nodes/{cluster}/{name}", _request_path("cluster", "name")),
+    ("post /capacity-plans", "/capacity-plans/{id}", _body_at("", id="id")),
+    ("get /capacity-plans", "/capacity-plans/{id}", _body_at("/plans/0", id="id")),
+    ("post /templates", "/templates/{name}", _body_at("", name="name")),
+    ("get /templates", "/templates/{name}", _body_at("/templates/0", name="name")),
+    ("post /endpoints", "/endpoints/{slice}/{name}", _body_at("", slice="slice", name="name")),
+    ("get /endpoints", "/endpoints/{slice}/{name}", _body_at("/endpoints/0", slice="slice", name="name")),
+    ("post /gprs", "/gprs/{id}", _body_at("", id="id")),
+    ("get /gprs", "/gprs/{id}", _body_at("/gprs/0", id="id")),
+    ("get /queue", "/gprs/{id}", _body_at("/queue/0", id="id")),
+    ("get /gpus", "/gpus/{uuid}", _body_at("/gpus/0", uuid="uuid")),
+    ("put /servers/{user}", "/servers/{user}", _request_path("user")),
+    ("put /servers/{user}/{server}", "/servers/{user}/{server}", _request_path("user", "server")),
+    ("get /servers", "/servers/{user}", _body_at("/servers/0", user="user")),
+    ("get /servers", "/servers/{user}/{server}", _body_at("/servers/0", user="user", server="server")),
+    ("get /servers", "/server-restarts/{user}", _body_at("/servers/0", user="user", server="server")),
+    ("get /slices", "/slices/{name}/members/{user}", _body_at("/slices/0", name="name", user="members/0")),
+    ("get /projects", "/projects/{name}/admins/{user}", _body_at("/projects/0", name="name", user="admins/0")),
+]
+
+
+def operation_id(method: str, path: str) -> str:
+    """``get /gprs/{id}/checks`` is ``get_gprs_id_checks``."""
+    words = re.findall(r"[A-Za-z0-9]+", path)
+    return "_".join([method, *words]).lower()
+
+
+def _with_links(paths: dict) -> dict:
+    """Every operation with its operationId, and each success answer in NAMED with links to the
+    operations on what it names whose path parameters it gives."""
+    for path, item in paths.items():
+        for method, operation in item.items():
+            if method != "parameters":
+                operation["operationId"] = operation_id(method, path)
+    for source, named, params in NAMED:
+        method, path = source.split(" ")
+        responses = paths[path][method]["responses"]
+        links = responses[min(code for code in responses if code.startswith("2"))].setdefault("links", {})
+        for target, item in paths.items():
+            if target != named and not target.startswith(named + "/"):
+                continue
+            wanted = re.findall(r"\{([^}]+)\}", target)
+            if not set(wanted) <= set(params):
+                continue
+            for target_method, operation in item.items():
+                if target_method == "parameters" or (target, target_method) == (path, method):
+                    continue
+                links[operation["operationId"]] = {
+                    "operationId": operation["operationId"],
+                    "parameters": {param: params[param] for param in wanted},
+                }
     return paths

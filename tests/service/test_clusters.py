@@ -236,6 +236,7 @@ def test_bad_registrations_and_removals_are_refused_naming_the_field(world):
         ({"name": "x", "kubeconfig": str(not_a_kubeconfig)}, 400, "kubeconfig"),
         ({"name": "x", "kubeconfig": path, "context": "nope"}, 400, "context"),
         ({"name": "x", "in_cluster": True, "kubeconfig": path}, 400, "in_cluster"),
+        ({"name": "x", "in_cluster": True}, 400, "in_cluster"),  # the service runs in no pod here
         ({"name": "x", "kubeconfig": path, "exit_grace": "2d"}, 400, "exit_grace"),
         ({"name": "x", "kubeconfig": path, "node_selector": "pool in training"}, 400, "node_selector"),
         ({"name": "x", "kubeconfig": path, "grace": 5}, 400, "grace"),

@@ -88,3 +88,50 @@ def test_a_path_or_method_outside_the_document_may_only_be_404_or_405():
         CONTRACT.check("GET", "no-such-thing", 200, {})
     with pytest.raises(ContractError, match="PUT /gprs is not in the OpenAPI document"):
         CONTRACT.check("PUT", "gprs", 200, {})
+
+
+def _schema_at(schema: dict, pointer: str) -> dict | None:
+    """The schema of the value at JSON pointer ``pointer`` in a value of ``schema`` (None: it has none)."""
+    schemas = CONTRACT.document["components"]["schemas"]
+    for part in pointer.strip("/").split("/") if pointer.strip("/") else []:
+        while "$ref" in schema:
+            schema = schemas[schema["$ref"].split("/")[-1]]
+        options = [schema, *schema.get("anyOf", []), *schema.get("oneOf", [])]
+        if part.isdigit():
+            found = [o["items"] for o in options if "items" in o]
+        else:
+            found = [o["properties"][part] for o in options if part in o.get("properties", {})]
+        if not found:
+            return None
+        schema = found[0]
+    return schema
+
+
+def test_links_walk_from_what_answers_name_to_every_operation_on_it():
+    """Issue 53: each operation whose path names something (but the PUTs that make it by its path) is
+    linked from an answer that names it, and every link gives exactly the target's path parameters
+    from a field the answer's schema has, or from the request's path."""
+    paths = CONTRACT.document["paths"]
+    operations = {
+        op["operationId"]: (path, op) for path, item in paths.items() for m, op in item.items() if m != "parameters"
+    }
+    linked = set()
+    for source_path, item in paths.items():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            for status, response in operation["responses"].items():
+                schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+                for name, link in response.get("links", {}).items():
+                    target_path, _ = operations[link["operationId"]]
+                    assert set(link["parameters"]) == set(re.findall(r"\{([^}]+)\}", target_path)), name
+                    for expression in link["parameters"].values():
+                        if expression.startswith("$request.path."):
+                            assert "{" + expression.removeprefix("$request.path.") + "}" in source_path
+                        else:
+                            pointer = expression.removeprefix("$response.body#")
+                            assert _schema_at(schema, pointer) is not None, (method, source_path, status, expression)
+                    linked.add(link["operationId"])
+    made_by_path = {"put_projects_name_admins_user", "put_slices_name_members_user", "put_servers_user_server"}
+    unlinked = {op_id for op_id, (path, _) in operations.items() if "{" in path} - linked - made_by_path
+    assert not unlinked
