@@ -4,9 +4,10 @@ The same run as tests/service/test_openapi.py (tests/service/fuzzing.py: every o
 of the OpenAPI document, valid and invalid input, as an admin and as a slice member,
 through the hub's proxy), with ``--examples`` per operation, role and kind of input
 on each database: 80 by default, where CI takes 8 to keep its time (test_openapi.py says
-why). It counts the requests sent and their statuses, and fails (exit 1) on any 5xx, any
-answer the document does not describe, any schema-invalid input accepted, and any 4xx
-that changed something.
+why). It counts the requests sent and their statuses, and per operation how many were
+answered 2xx, and fails (exit 1) on any 5xx, any answer the document does not describe, any
+schema-invalid input accepted, any 4xx that changed something, and any operation no request
+of which was answered 2xx (its logic never ran).
 
     python benchmarks/fuzz_api.py --json fuzz.json
 """
@@ -14,6 +15,7 @@ that changed something.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import sys
@@ -42,12 +44,15 @@ def fuzz_database(kind: str, args) -> dict:
     hub = start_hub(work, db_url, free_port())
     runs, problems = [], []
     try:
-        prepare(hub)
+        known = prepare(hub)
         users = actors(hub)
+        sent, succeeded = collections.Counter(), collections.Counter()
         for role, token in (("admin", hub.admin_token), ("member", hub.user_token(MEMBER))):
             for mode_name, mode in MODES.items():
                 started = time.perf_counter()
-                fuzzed = fuzz(hub, token, users, mode, args.examples, args.seed)
+                fuzzed = fuzz(hub, token, users, mode, args.examples, args.seed, known)
+                sent.update(fuzzed.sent)
+                succeeded.update(fuzzed.succeeded)
                 allowed = NO_INVALID_INPUT if mode is GenerationMode.NEGATIVE else set()
                 unexpected = sorted(set(fuzzed.nothing_to_send) - allowed)
                 run = {
@@ -66,8 +71,12 @@ def fuzz_database(kind: str, args) -> dict:
         stop_hub(hub)
         if pg_name is not None:
             drop_postgres_database(args.postgres_url, pg_name)
+    never = sorted(label for label in sent if not succeeded[label])
+    problems += [f"no request to {label} answered 2xx: its logic never ran" for label in never]
     return {
         "requests": sum(r["requests"] for r in runs),
+        "operations": {label: {"sent": sent[label], "2xx": succeeded[label]} for label in sorted(sent)},
+        "never_2xx": never,
         "server_errors": sum(v for r in runs for k, v in r["statuses"].items() if int(k) >= 500),
         "problems": problems,
         "runs": runs,
@@ -92,6 +101,9 @@ def main() -> int:
         print(f"\n{kind}: {result['requests']} requests, {result['server_errors']} 5xx, {problems} problems")
         for run in result["runs"]:
             print(f"  {run['role']:<6} {run['input']:<7} {run['requests']:>6} requests  {run['statuses']}")
+        print(f"  {'operation':<48} {'sent':>6} {'2xx':>6}")
+        for label, counts in result["operations"].items():
+            print(f"  {label:<48} {counts['sent']:>6} {counts['2xx']:>6}")
         for problem in result["problems"]:
             print(f"  PROBLEM {problem[:2000]}")
     return 1 if any(r["problems"] or r["server_errors"] for r in results.values()) else 0

@@ -16,7 +16,7 @@ from tornado import web
 from ..backends.kubernetes.kubeconfig import DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION
 from ..core.errors import InvalidRequest
 from ..core.model import Status
-from ..core.requests import DURATION_PATTERN, ID_MAX, Body, parse_body, parsed
+from ..core.requests import DURATION_PATTERN, ID_MAX, Body, SliceName, parse_body, parsed
 from ..core.units import parse_duration, parse_time
 from ..core.usage import GROUPS, PERIODS
 from . import cursors
@@ -120,11 +120,11 @@ def _step(description: str) -> Any:
     return _argument(parse_duration, {"type": "string", "pattern": DURATION_PATTERN}, description)
 
 
-SliceFilter = Annotated[str, Field(description="only this slice")]
+SliceFilter = Annotated[SliceName, Field(description="only this slice")]
 
 
 class TemplatesQuery(Query):
-    slice: Annotated[str, Field(description="only the templates this slice may use")] = None
+    slice: Annotated[SliceName, Field(description="only the templates this slice may use")] = None
 
 
 class EndpointsQuery(Query):
@@ -159,7 +159,7 @@ class ScheduleQuery(Query):
 
 
 class KubeconfigQuery(Query):
-    cluster: Annotated[str, Field(description="a Kubernetes cluster the slice has namespaces on")]
+    cluster: Annotated[SliceName, Field(description="a Kubernetes cluster the slice has namespaces on")]
     expiration: _argument(
         _expiration,
         {"type": "integer", "minimum": MIN_EXPIRATION, "maximum": MAX_EXPIRATION},

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -68,6 +70,12 @@ class Fuzzed:
     statuses: collections.Counter = field(default_factory=collections.Counter)
     failures: list[str] = field(default_factory=list)
     nothing_to_send: list[str] = field(default_factory=list)
+    # Per operation ("GET /gprs/{id}"): requests sent, and those answered 2xx (the operation's logic ran).
+    sent: collections.Counter = field(default_factory=collections.Counter)
+    succeeded: collections.Counter = field(default_factory=collections.Counter)
+
+    def never_succeeded(self) -> list[str]:
+        return sorted(label for label in self.sent if not self.succeeded[label])
 
 
 class UserState:
@@ -105,12 +113,48 @@ class UserState:
 MEMBER = "fuzzer"
 
 
-def prepare(hub: Hub) -> None:
-    """Something real to act on: a slice with a member, a provisioned and a queued GPR."""
-    admin = hub.admin()
+def prepare(hub: Hub) -> dict[str, dict[str, str]]:
+    """Something real to act on: a slice with a member, a provisioned and a queued GPR, a template, a
+    workspace request, a capacity plan and a maintenance window. Answers the path parameters naming
+    them, by the paths' first segment (``{"gprs": {"id": "1"}, ...}``): fuzz() sends valid requests to
+    them as well as to the names it makes up, so the operations' logic runs, not only their 404."""
+    admin, member = hub.admin(), hub.client(hub.user_token(MEMBER))
     admin.post("slices", {"name": "fuzz", "members": [MEMBER]}, expect=201)
-    for _ in range(2):
-        admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
+    gprs = [admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201) for _ in range(2)]
+    admin.post("templates", {"name": "fuzz-t", "slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
+    asked = member.post("workspace-requests", {"name": "fuzz-asked"}, expect=201)
+    plan = admin.post("capacity-plans", {"since": "1d"}, expect=202)
+    node = admin.get("nodes", expect=200)["nodes"][0]
+    later = datetime.now(UTC) + timedelta(days=300)
+    admin.post(
+        f"nodes/{node['cluster']}/{node['name']}/maintenance",
+        {"start": later.isoformat(), "end": (later + timedelta(hours=1)).isoformat(), "reason": "fuzz"},
+        expect=201,
+    )
+    gpu = admin.get("gpus", expect=200)["gpus"][0]
+    user = {"user": MEMBER, "server": ""}
+    return {
+        "slices": {"name": "fuzz", "user": MEMBER},
+        "projects": {"name": "default", "user": MEMBER},
+        "clusters": {"name": node["cluster"]},
+        "nodes": {"cluster": node["cluster"], "name": node["name"]},
+        "gprs": {"id": str(gprs[-1]["id"])},
+        "templates": {"name": "fuzz-t"},
+        "workspace-requests": {"id": str(asked["id"])},
+        "capacity-plans": {"id": str(plan["id"])},
+        "gpus": {"uuid": gpu["uuid"]},
+        "servers": user,
+        "server-restarts": user,
+    }
+
+
+def known_path(known: dict[str, dict[str, str]], operation) -> dict[str, str] | None:
+    """The path parameters of what prepare() made for ``operation``, if it made all they name."""
+    names = [parameter.name for parameter in operation.path_parameters]
+    if not names:
+        return None
+    values = known.get(operation.path.split("/")[1], {})
+    return {name: values[name] for name in names} if all(values.get(name) for name in names) else None
 
 
 def actors(hub: Hub) -> tuple[str, str]:
@@ -130,10 +174,19 @@ def operations(hub: Hub) -> list:
     return [result.ok() for result in schema.get_all_operations()]
 
 
-def fuzz(hub: Hub, token: str, users: tuple[str, ...], mode: GenerationMode, examples: int, at: int) -> Fuzzed:
+def fuzz(
+    hub: Hub,
+    token: str,
+    users: tuple[str, ...],
+    mode: GenerationMode,
+    examples: int,
+    at: int,
+    known: dict[str, dict[str, str]] | None = None,
+) -> Fuzzed:
     """Up to ``examples`` generated requests per operation with ``token``, from hypothesis seed ``at``.
 
-    ``users``: the hub users whose actions write events (the token's, and whoever it acts for)."""
+    ``users``: the hub users whose actions write events (the token's, and whoever it acts for);
+    ``known``: prepare()'s path parameters, which valid requests use half the time."""
     headers = {"Authorization": f"token {token}"}
     base_url = hub.api.rstrip("/")
     fuzzed = Fuzzed()
@@ -154,15 +207,20 @@ def fuzz(hub: Hub, token: str, users: tuple[str, ...], mode: GenerationMode, exa
             suppress_health_check=list(HealthCheck),
             phases=[Phase.generate],
         )
-        @given(case=operation.as_strategy(generation_mode=mode))
-        def check(case):
+        @given(case=operation.as_strategy(generation_mode=mode), use_real=st.booleans())
+        def check(case, use_real):
             nonlocal last
+            real = known_path(known or {}, case.operation) if mode is GenerationMode.POSITIVE else None
+            if real is not None and use_real:
+                case.path_parameters = real
             try:
                 response = case.call(base_url=base_url, session=session, headers=headers)
             finally:
                 session.cookies.clear()
             fuzzed.requests += 1
             fuzzed.statuses[response.status_code] += 1
+            fuzzed.sent[case.operation.label] += 1
+            fuzzed.succeeded[case.operation.label] += 200 <= response.status_code < 300
             now = state.read()
             before, last = last, now
             case.validate_response(response, checks=CHECKS)

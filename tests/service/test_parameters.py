@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from egs_hub.core.errors import InvalidRequest
+from egs_hub.core.requests import SLICE_NAME_PATTERN
 from egs_hub.service import cursors
 from egs_hub.service.parameters import AlertsQuery, GPRsQuery, KubeconfigQuery, UtilizationQuery, documented, read
 
@@ -54,7 +55,8 @@ def test_a_bad_argument_is_refused_naming_it(cls, arguments, field, message):
 
 def test_the_document_lists_each_argument_with_its_schema():
     listed = {p["name"]: p for p in documented(KubeconfigQuery)}
-    assert listed["cluster"]["required"] is True and listed["cluster"]["schema"] == {"type": "string"}
+    assert listed["cluster"]["required"] is True
+    assert listed["cluster"]["schema"] == {"type": "string", "pattern": SLICE_NAME_PATTERN, "maxLength": 63}
     assert listed["expiration"]["required"] is False
     assert listed["expiration"]["schema"] == {"type": "integer", "minimum": 600, "maximum": 604800}
     assert [p["name"] for p in documented(GPRsQuery)] == ["slice", "status", "limit", "cursor"]

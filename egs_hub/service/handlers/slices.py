@@ -311,8 +311,6 @@ class KubeconfigHandler(SliceBase):
         )
 
     def _host(self, cluster: str) -> SliceHost:
-        if not cluster:
-            raise InvalidRequest("cluster", "cluster is required: the name of a Kubernetes cluster (GET /clusters)")
         if cluster not in self.egs.registry.states:
             raise InvalidRequest("cluster", f"no cluster named {cluster!r}; GET /clusters lists them")
         host = self.egs.slice_setup.host(cluster)
