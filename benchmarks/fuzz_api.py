@@ -44,15 +44,16 @@ def fuzz_database(kind: str, args) -> dict:
     hub = start_hub(work, db_url, free_port())
     runs, problems = [], []
     try:
-        known = prepare(hub)
+        prepared = prepare(hub)
         users = actors(hub)
-        sent, succeeded = collections.Counter(), collections.Counter()
+        answers, refusals = collections.defaultdict(collections.Counter), {}
         for role, token in (("admin", hub.admin_token), ("member", hub.user_token(MEMBER))):
             for mode_name, mode in MODES.items():
                 started = time.perf_counter()
-                fuzzed = fuzz(hub, token, users, mode, args.examples, args.seed, known)
-                sent.update(fuzzed.sent)
-                succeeded.update(fuzzed.succeeded)
+                fuzzed = fuzz(hub, token, users, mode, args.examples, args.seed, prepared)
+                for label, statuses in fuzzed.answers.items():
+                    answers[label].update(statuses)
+                refusals.update(fuzzed.refusals)
                 allowed = NO_INVALID_INPUT if mode is GenerationMode.NEGATIVE else set()
                 unexpected = sorted(set(fuzzed.nothing_to_send) - allowed)
                 run = {
@@ -71,16 +72,25 @@ def fuzz_database(kind: str, args) -> dict:
         stop_hub(hub)
         if pg_name is not None:
             drop_postgres_database(args.postgres_url, pg_name)
-    never = sorted(label for label in sent if not succeeded[label])
-    problems += [f"no request to {label} answered 2xx: its logic never ran" for label in never]
+    never = sorted(label for label, statuses in answers.items() if not _succeeded(statuses))
+    for label in never:
+        why = "; ".join(f"{status}: {refusals.get((label, status), '')}" for status in sorted(answers[label]))
+        problems.append(f"no request to {label} answered 2xx, its logic never ran ({why})")
     return {
         "requests": sum(r["requests"] for r in runs),
-        "operations": {label: {"sent": sent[label], "2xx": succeeded[label]} for label in sorted(sent)},
+        "operations": {
+            label: {"sent": sum(answers[label].values()), "2xx": _succeeded(answers[label])}
+            for label in sorted(answers)
+        },
         "never_2xx": never,
         "server_errors": sum(v for r in runs for k, v in r["statuses"].items() if int(k) >= 500),
         "problems": problems,
         "runs": runs,
     }
+
+
+def _succeeded(statuses: collections.Counter) -> int:
+    return sum(count for status, count in statuses.items() if 200 <= status < 300)
 
 
 def main() -> int:

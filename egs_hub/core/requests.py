@@ -154,12 +154,17 @@ OptionalDuration = Annotated[
 StartAfter = Annotated[
     datetime | None,
     # How far ahead is check_start_after's to say, with the time now and the service's horizon.
-    BeforeValidator(parsed(_optional(_typed(datetime, lambda value, field: parse_time(value, field, latest=None))))),
+    BeforeValidator(
+        parsed(
+            _optional(_typed(datetime, lambda value, field: parse_time(value, field, latest=None, clamp_earliest=True)))
+        )
+    ),
     WithJsonSchema(
         {
             "type": ["string", "null"],
             "format": "date-time",
-            "description": "not before this time; at most the service's max_start_after (default 365 days) from now",
+            "description": "not before this time (any past time is now); at most the service's max_start_after "
+            "(default 365 days) from now",
         }
     ),
 ]
@@ -252,6 +257,27 @@ def _check_instances(shape: str | None, nodes: int | None) -> None:
         )
 
 
+# Rules across fields, in JSON Schema: the document says them beside the fields' own.
+
+
+def _given(field: str, json_type: str) -> dict:
+    """``field`` is there and not null."""
+    return {"required": [field], "properties": {field: {"type": json_type}}}
+
+
+def _not_both(one: str, other: str, json_type: str = "integer") -> dict:
+    return {"not": {"allOf": [_given(one, json_type), _given(other, json_type)]}}
+
+
+# A share of one GPU: not with nodes, nor with more GPUs than one (_check_share).
+_SHARE_RULE = {
+    "anyOf": [
+        {"not": _given("gpu_share", "number")},
+        {"properties": {"nodes": {"type": "null"}, "gpus": {"enum": [None, 1]}}},
+    ]
+}
+
+
 # Bodies
 
 
@@ -270,7 +296,27 @@ class Body(BaseModel):
 
 class _Ask(Body):
     """What a wait-time query and a GPR both ask for. With a ``template`` the fields left out are
-    the template's (core/templates.py), so ``duration`` and the size may be left out too."""
+    the template's (core/templates.py), so ``duration`` and the size may be left out too. The rules
+    across fields that ``check`` keeps are in the schema as well, so what the document allows the API
+    takes (but that a template gives what the request leaves out, which only the template can say)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                _not_both("gpus", "nodes"),
+                {"anyOf": [_given("template", "string"), {"required": ["duration"]}]},
+                {
+                    "anyOf": [
+                        _given("template", "string"),
+                        _given("gpus", "integer"),
+                        _given("nodes", "integer"),
+                        _given("gpu_share", "number"),
+                    ]
+                },
+                _SHARE_RULE,
+            ]
+        }
+    )
 
     slice: SliceName
     template: Annotated[
@@ -339,6 +385,8 @@ def _patch(cls: type[Body], omit: tuple[str, ...] = ()) -> type[Body]:
 class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):
     """PATCH /gprs/{id}: the owner edits before provisioning; admins change priority."""
 
+    model_config = ConfigDict(json_schema_extra={"allOf": [_not_both("gpus", "nodes"), _SHARE_RULE]})
+
     def check(self) -> None:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=True)
         if self.gpu_share not in (None, MISSING):
@@ -364,8 +412,17 @@ class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):
         return updated
 
 
+_TEMPLATE_RULES = [_not_both("project", "slice", "string"), _not_both("gpus", "nodes")]
+
+
 class TemplateCreate(Body):
     """POST /templates: a named GPR shape, for everyone, a project's slices or one slice."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [*_TEMPLATE_RULES, {"anyOf": [_given("gpus", "integer"), _given("nodes", "integer")]}]
+        }
+    )
 
     name: TemplateName
     description: ReasonText = ""
@@ -389,6 +446,8 @@ class TemplateCreate(Body):
 
 class TemplateUpdate(_patch(TemplateCreate, omit=("name",))):
     """PATCH /templates/{name}: the fields given replace the template's."""
+
+    model_config = ConfigDict(json_schema_extra={"allOf": _TEMPLATE_RULES})
 
     def check(self) -> None:
         _check_gpus_or_nodes(self.gpus, self.nodes, partial=True)
@@ -523,10 +582,13 @@ class PoolCreate(Body):
     shape: Annotated[
         str,
         BeforeValidator(parsed(parse_pool_shape)),
-        Field(
-            max_length=80,
-            pattern=POOL_SHAPE.pattern,
-            description='its nodes\' shape as GET /inventory names it, e.g. "H100-80GB x8"',
+        WithJsonSchema(
+            {
+                "type": "string",
+                "maxLength": 80,
+                "pattern": re.sub(r"\(\?P<\w+>", "(", POOL_SHAPE.pattern),  # JSON Schema's regexes name no groups
+                "description": 'its nodes\' shape as GET /inventory names it, e.g. "H100-80GB x8"',
+            }
         ),
     ]
     min_nodes: Annotated[int, Field(ge=0, le=10_000, description="nodes kept even when idle"), Whole] = 0
@@ -700,7 +762,9 @@ ClusterNames = Annotated[
 Members = Annotated[
     tuple[str, ...],
     BeforeValidator(parsed(parse_user_list)),
-    WithJsonSchema({"type": "array", "items": {"type": "string"}, "maxItems": 1000}),
+    WithJsonSchema(
+        {"type": "array", "items": {"type": "string", "pattern": f"^{USER_NAME_RE.pattern}$"}, "maxItems": 1000}
+    ),
 ]
 
 
@@ -873,9 +937,10 @@ class ServerStart(Body):
 _LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = rf"(?:[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}"
 _LABEL_VALUE = rf"(?:{_LABEL_NAME})?"
+# Spaces only between the parts: selectors hold no control characters (TEXT_PATTERN).
 _REQUIREMENT = (
-    rf"\s*(?:!\s*{_LABEL_KEY}|{_LABEL_KEY}\s*(?:(?:==|=|!=)\s*{_LABEL_VALUE}"
-    rf"|\s(?:in|notin)\s*\(\s*{_LABEL_VALUE}(?:\s*,\s*{_LABEL_VALUE})*\s*\))?)\s*"
+    rf" *(?:! *{_LABEL_KEY}|{_LABEL_KEY} *(?:(?:==|=|!=) *{_LABEL_VALUE}"
+    rf"| (?:in|notin) *\( *{_LABEL_VALUE}(?: *, *{_LABEL_VALUE})* *\))?) *"
 )
 LABEL_SELECTOR_RE = re.compile(rf"{_REQUIREMENT}(?:,{_REQUIREMENT})*")
 
@@ -900,6 +965,25 @@ class ClusterCreate(Body):
     kubeconfig file on the service's host (its ``context``, else its current context), or by the
     ServiceAccount of the pod the service runs in (``in_cluster``)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "required": ["in_cluster"],
+                    "properties": {
+                        "in_cluster": {"const": True},
+                        "kubeconfig": {"type": "null"},
+                        "context": {"type": "null"},
+                    },
+                },
+                {
+                    "allOf": [_given("kubeconfig", "string"), {"properties": {"kubeconfig": {"pattern": "^/"}}}],
+                    "properties": {"in_cluster": {"const": False}, "context": {"minLength": 1}},
+                },
+            ]
+        }
+    )
+
     name: SliceName
     kubeconfig: Annotated[
         str | None,
@@ -921,6 +1005,14 @@ class ClusterCreate(Body):
             description="label selector of the GPU nodes egs-hub manages there",
         ),
         AfterValidator(parsed(parse_label_selector)),
+        WithJsonSchema(
+            {
+                "type": "string",
+                "maxLength": 1000,
+                "pattern": f"^{LABEL_SELECTOR_RE.pattern}$",
+                "description": "label selector of the GPU nodes egs-hub manages there",
+            }
+        ),
     ] = "egs.io/slice"
     exit_grace: Annotated[
         timedelta,
@@ -984,9 +1076,29 @@ def parse_thresholds(value: Any, field: str) -> dict[str, float]:
     return {name: float(number) for name, number in value.items()}
 
 
+def _check_kind_rule(kind: str, thresholds: Mapping[str, str]) -> dict:
+    """What a check of ``kind`` takes (CheckSpec.check): its thresholds, a command, an image."""
+    properties: dict[str, Any] = {
+        "kind": {"const": kind},
+        "thresholds": {"propertyNames": {"enum": list(thresholds)}} if thresholds else {"maxProperties": 0},
+    }
+    if kind in ("gpu-health", "pvc"):
+        properties["command"] = {"type": "null"}
+    if kind not in ("nccl", "custom"):
+        properties["image"] = {"type": "null"}
+    if kind == "custom":
+        properties["command"] = {"type": "array", "minItems": 1}
+        return {"properties": properties, "required": ["command"]}
+    return {"properties": properties}
+
+
 class CheckSpec(Body):
     """One check of a checklist: what runs, when (at entry, before a GPR's nodes are bound; at exit,
     after they are returned), how long it may take, and what counts as a pass."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [_check_kind_rule(kind, names) for kind, names in CHECK_THRESHOLDS.items()]}
+    )
 
     name: Annotated[str, Field(pattern=SLICE_NAME_PATTERN, max_length=63, description="unique in its list")]
     kind: Annotated[
@@ -1000,10 +1112,21 @@ class CheckSpec(Body):
     ]
     at: Annotated[
         tuple[CheckPhase, ...],
-        Field(min_length=1, max_length=2, description="entry, exit or both"),
+        Field(min_length=1, max_length=2, description="entry, exit or both", json_schema_extra={"uniqueItems": True}),
         BeforeValidator(_as_tuple),
     ] = ("entry",)
-    timeout: Annotated[Duration, Field(description="longest it may run; it fails then")] = timedelta(minutes=5)
+    timeout: Annotated[
+        Duration,
+        Field(description="longest it may run, at most 1h; it fails then"),
+        WithJsonSchema(
+            {
+                "oneOf": [
+                    {**DURATION_SCHEMA["oneOf"][0], "maximum": int(CHECK_TIMEOUT_MAX.total_seconds())},
+                    DURATION_SCHEMA["oneOf"][1],
+                ]
+            }
+        ),
+    ] = timedelta(minutes=5)
     thresholds: Annotated[
         dict[str, float],
         BeforeValidator(parsed(parse_thresholds)),
@@ -1242,7 +1365,13 @@ class CapacityPlanCreate(Body):
     """POST /capacity-plans: replay the GPRs the service recorded over ``since`` through the planner, on
     its nodes as they are and with ``add_nodes`` / ``remove_nodes`` (sim/history.py)."""
 
-    since: Annotated[Duration, Field(description="how far back to replay")] = timedelta(days=30)
+    since: Annotated[
+        Duration,
+        Field(description="how far back to replay; at most 400 days"),
+        WithJsonSchema(
+            {"oneOf": [{**DURATION_SCHEMA["oneOf"][0], "maximum": 400 * 86400}, DURATION_SCHEMA["oneOf"][1]]}
+        ),
+    ] = timedelta(days=30)
     add_nodes: Annotated[tuple[NodeChange, ...], Field(max_length=20), BeforeValidator(_as_tuple)] = ()
     remove_nodes: Annotated[tuple[NodeChange, ...], Field(max_length=20), BeforeValidator(_as_tuple)] = ()
 
@@ -1287,7 +1416,9 @@ def _parse_env(value: Any, field: str) -> dict[str, str]:
 Arguments = Annotated[
     tuple[str, ...],
     BeforeValidator(parsed(_parse_arguments)),
-    WithJsonSchema({"type": "array", "items": {"type": "string", "maxLength": ARG_MAX}, "maxItems": 100}),
+    WithJsonSchema(
+        {"type": "array", "items": {"type": "string", "maxLength": ARG_MAX, "pattern": "^[^\x00]*$"}, "maxItems": 100}
+    ),
 ]
 Environment = Annotated[
     dict[str, str],
@@ -1296,7 +1427,7 @@ Environment = Annotated[
         {
             "type": "object",
             "propertyNames": {"pattern": ENV_NAME.pattern},
-            "additionalProperties": {"type": "string", "maxLength": ARG_MAX},
+            "additionalProperties": {"type": "string", "maxLength": ARG_MAX, "pattern": "^[^\x00]*$"},
             "maxProperties": 100,
         }
     ),
@@ -1308,6 +1439,29 @@ HealthPath = Annotated[str | None, Field(max_length=1000, pattern=r"^/[^\x00-\x2
 class EndpointCreate(Body):
     """POST /endpoints: serve a model from the slice's GPUs (core/endpoints.py); each replica is a GPR
     of ``gpus`` (or of ``template``) for ``duration``, renewed while the endpoint wants it."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                {"not": {"allOf": [_given("gpus", "integer"), _given("template", "string")]}},
+                {
+                    "anyOf": [
+                        {
+                            "properties": {"runtime": {"const": "command"}, "command": {"minItems": 1}},
+                            "required": ["command"],
+                        },
+                        {
+                            "properties": {
+                                "runtime": {"not": {"const": "command"}},
+                                "model": {"minLength": 1, "pattern": r"\S"},
+                            },
+                            "required": ["model"],
+                        },
+                    ]
+                },
+            ]
+        }
+    )
 
     slice: SliceName
     name: Annotated[SliceName, Field(description="the endpoint's name in its slice (a DNS label)")]

@@ -72,11 +72,15 @@ def format_duration(duration: timedelta) -> str:
     return "".join(parts)
 
 
-def parse_time(value: object, field: str, *, latest: datetime | None = LATEST_TIME) -> datetime:
+def parse_time(
+    value: object, field: str, *, latest: datetime | None = LATEST_TIME, clamp_earliest: bool = False
+) -> datetime:
     """Return an aware UTC datetime from ISO-8601 text, or raise InvalidRequest.
 
     The time must be from ``EARLIEST_TIME`` to ``latest``; ``latest=None`` leaves the
-    upper bound to the caller, who checks a nearer one (a GPR's ``start_after``).
+    upper bound to the caller, who checks a nearer one (a GPR's ``start_after``), and
+    ``clamp_earliest`` reads an earlier time as ``EARLIEST_TIME`` (for a bound that any
+    past time meets alike: "not before").
     """
     if not isinstance(value, str):
         raise InvalidRequest(field, f"{field} must be an ISO-8601 time like 2026-11-22T14:00:00Z")
@@ -91,6 +95,8 @@ def parse_time(value: object, field: str, *, latest: datetime | None = LATEST_TI
         parsed = parsed.astimezone(UTC)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise InvalidRequest(field, f"{field} {value!r} is out of range in UTC") from None
+    if clamp_earliest and parsed < EARLIEST_TIME:
+        return EARLIEST_TIME
     if parsed < EARLIEST_TIME or (latest is not None and parsed > latest):
         until = f"to {format_time(latest)}" if latest is not None else "on"
         raise InvalidRequest(field, f"{field} must be from {format_time(EARLIEST_TIME)} {until}, not {text}")

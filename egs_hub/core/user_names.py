@@ -28,7 +28,7 @@ USER_NAME_MAX = 255  # JupyterHub's users.name column
 TYPED_MAX = 4 * USER_NAME_MAX  # longer typed text is refused before folding (NFKC may lengthen it 18-fold)
 # JupyterHub refuses '/', names of dots only and spaces at either end; NativeAuthenticator ',' and any
 # space; '?', '#' and '%' would not survive a URL path, control characters not a log line.
-USER_NAME_RE = re.compile(rf"(?!\.+$)[^/\s?#%,\x00-\x1f\x7f]{{1,{USER_NAME_MAX}}}")
+USER_NAME_RE = re.compile(rf"(?!\.+$)[^/\s?#%,\x00-\x1f\x7f-\x9f]{{1,{USER_NAME_MAX}}}")
 USER_NAME_RULES = (
     f"1 to {USER_NAME_MAX} characters, not only dots, without spaces, control characters or any of / , ? # %"
 )

@@ -11,6 +11,10 @@ actions write) reads the same after the answer as after the answer before it.
 from __future__ import annotations
 
 import collections
+import json
+import pathlib
+import socket
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -30,6 +34,11 @@ from schemathesis.specs.openapi.checks import (
 )
 from sqlalchemy import bindparam, create_engine, text
 
+from egs_hub.core.errors import InvalidRequest
+from egs_hub.core.requests import BODIES, parse_body
+from egs_hub.service.openapi import openapi_document
+
+from ..k8s.kubeconfig import write_kubeconfig
 from .hub import Hub
 
 CHECKS = [
@@ -50,15 +59,17 @@ NO_INVALID_INPUT = {
     "GET /queue/evictions",
     "GET /capacity-plans",
 }
-# What users' requests change; the reconcile loop and the hub change none of it.
+NOT_REPLICAS = "id NOT IN (SELECT gpr_id FROM endpoint_replicas)"
+# What users' requests change; the reconcile loop, the endpoints' scaling and the hub change none of it.
 USER_STATE = {
     "projects": "SELECT * FROM projects ORDER BY id",
     "clusters": "SELECT id, project_id, name, kind, kubeconfig, context, in_cluster, node_selector, exit_grace_s "
     "FROM clusters ORDER BY id",
     "slices": "SELECT * FROM slices ORDER BY id",
     "slice_namespaces": "SELECT * FROM slice_namespaces ORDER BY id",
+    # An endpoint's replicas are the service's GPRs, filed when it wants them (service/endpoints.py).
     "gprs": "SELECT id, name, slice, requested_by, cluster, shape, gpus, nodes, priority, duration_s, start_after, "
-    "idle_timeout_s, preemptible, template FROM gprs ORDER BY id",
+    f"idle_timeout_s, preemptible, template FROM gprs WHERE {NOT_REPLICAS} ORDER BY id",
     "gpr_templates": "SELECT * FROM gpr_templates ORDER BY name",
     "prices": "SELECT * FROM prices ORDER BY cluster, shape",
 }
@@ -70,12 +81,14 @@ class Fuzzed:
     statuses: collections.Counter = field(default_factory=collections.Counter)
     failures: list[str] = field(default_factory=list)
     nothing_to_send: list[str] = field(default_factory=list)
-    # Per operation ("GET /gprs/{id}"): requests sent, and those answered 2xx (the operation's logic ran).
-    sent: collections.Counter = field(default_factory=collections.Counter)
-    succeeded: collections.Counter = field(default_factory=collections.Counter)
+    # Per operation ("GET /gprs/{id}"): the statuses it answered; a 2xx says its logic ran.
+    answers: collections.defaultdict = field(default_factory=lambda: collections.defaultdict(collections.Counter))
+    # A message of each refusal status per operation, to say why its logic did not run: the last to a
+    # request naming what prepare() made, else the first.
+    refusals: dict = field(default_factory=dict)
 
     def never_succeeded(self) -> list[str]:
-        return sorted(label for label in self.sent if not self.succeeded[label])
+        return sorted(label for label, statuses in self.answers.items() if not any(200 <= s < 300 for s in statuses))
 
 
 class UserState:
@@ -95,9 +108,10 @@ class UserState:
         with self.engine.connect() as connection:
             state = {table: connection.execute(text(query)).all() for table, query in USER_STATE.items()}
             state["users' events"] = connection.execute(
-                text("SELECT id, kind, gpr_id, slice FROM events WHERE actor IN :users ORDER BY id").bindparams(
-                    bindparam("users", expanding=True)
-                ),
+                text(
+                    "SELECT id, kind, gpr_id, slice FROM events WHERE actor IN :users AND (gpr_id IS NULL OR "
+                    f"gpr_id {NOT_REPLICAS.removeprefix('id ')}) ORDER BY id"
+                ).bindparams(bindparam("users", expanding=True)),
                 {"users": list(self.users)},
             ).all()
         response = self.session.get(f"{self.hub.url}/hub/api/groups", timeout=60)
@@ -111,50 +125,125 @@ class UserState:
 
 
 MEMBER = "fuzzer"
+OTHER_MEMBER = "fuzzer-2"
+ENDPOINT_SERVER = str(pathlib.Path(__file__).with_name("endpoint_server.py"))
 
 
-def prepare(hub: Hub) -> dict[str, dict[str, str]]:
-    """Something real to act on: a slice with a member, a provisioned and a queued GPR, a template, a
-    workspace request, a capacity plan and a maintenance window. Answers the path parameters naming
-    them, by the paths' first segment (``{"gprs": {"id": "1"}, ...}``): fuzz() sends valid requests to
-    them as well as to the names it makes up, so the operations' logic runs, not only their 404."""
+@dataclass(frozen=True)
+class Prepared:
+    """What prepare() made, as fuzz() puts it in valid requests. ``paths``: the path parameters naming
+    each thing, by the operations on it, the first that matches: ``"DELETE slices/members"`` (a method
+    and the path's last word), ``"gprs/approve"`` (the path's last word), ``"DELETE gprs"`` (a method),
+    ``"gprs"`` (any operation on paths starting /gprs); one of the list is used, so an operation that
+    ends something ends what was made for it. ``body``: the values of body fields
+    that name something (a slice, a project, a kubeconfig) or size it (GPUs the hub holds)."""
+
+    paths: dict[str, list[dict[str, str]]]
+    body: dict[str, object]
+
+    def path_of(self, operation, pick: int) -> dict[str, str] | None:
+        """The path parameters of one thing made for ``operation`` (``pick`` chooses), if all are named."""
+        names = [parameter.name for parameter in operation.path_parameters]
+        words = [segment for segment in operation.path.split("/")[1:] if "{" not in segment]
+        noun, method = words[0], operation.method.upper()
+        below = [f"{method} {noun}/{words[-1]}", f"{noun}/{words[-1]}"] if len(words) > 1 else []
+        keys = [*below, f"{method} {noun}", noun]
+        for key in keys:
+            made = [values for values in self.paths.get(key, []) if all(values.get(name) for name in names)]
+            if names and made:
+                return {name: made[pick % len(made)][name] for name in names}
+        return None
+
+    def fill(self, body: dict) -> dict:
+        """``body`` with each field that names something naming what was made."""
+        return {key: self.body[key] if key in self.body and value is not None else value for key, value in body.items()}
+
+
+def prepare(hub: Hub) -> Prepared:
+    """Something real to act on, and some of it to end: slices with a member, GPRs provisioned, queued
+    and waiting for approval, templates, a project, workspace requests, a capacity plan, a maintenance
+    window, a Kubernetes cluster that does not answer. fuzz() sends half the valid requests to them, as
+    well as to the names it makes up, so the operations' logic runs, not only their 404."""
     admin, member = hub.admin(), hub.client(hub.user_token(MEMBER))
-    admin.post("slices", {"name": "fuzz", "members": [MEMBER]}, expect=201)
+    for name, policy in (("fuzz", {}), ("fuzz-ask", {"auto_approve_max_gpus": 1}), ("fuzz-doomed", {})):
+        admin.post("slices", {"name": name, "members": [MEMBER], "policy": policy}, expect=201)
     gprs = [admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201) for _ in range(2)]
-    admin.post("templates", {"name": "fuzz-t", "slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
-    asked = member.post("workspace-requests", {"name": "fuzz-asked"}, expect=201)
+    later = datetime.now(UTC) + timedelta(days=300)
+    queued = admin.post(
+        "gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h", "start_after": later.isoformat()}, expect=201
+    )
+    asking = [member.post("gprs", {"slice": "fuzz-ask", "gpus": 2, "duration": "1h"}, expect=201) for _ in range(4)]
+    assert {gpr["status"] for gpr in asking} == {"pending-approval"}, asking
+    for name in ("fuzz-t", "fuzz-doomed-t"):
+        admin.post("templates", {"name": name, "slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201)
+    for name in ("fuzz-doomed-p", "fuzz-p"):
+        admin.post("projects", {"name": name}, expect=201)
+        admin.call("PUT", f"projects/{name}/admins/{MEMBER}", expect=200)
+    admin.call("PUT", f"slices/fuzz-ask/members/{OTHER_MEMBER}", expect=200)
+    for name in ("fuzz-e", "fuzz-doomed-e"):
+        endpoint = {
+            "slice": "fuzz",
+            "name": name,
+            "runtime": "command",
+            "command": [sys.executable, ENDPOINT_SERVER, "{port}"],
+        }
+        admin.post("endpoints", endpoint, expect=202)
+    asked = [member.post("workspace-requests", {"name": f"fuzz-asked-{i}"}, expect=201) for i in range(4)]
     plan = admin.post("capacity-plans", {"since": "1d"}, expect=202)
     node = admin.get("nodes", expect=200)["nodes"][0]
-    later = datetime.now(UTC) + timedelta(days=300)
     admin.post(
         f"nodes/{node['cluster']}/{node['name']}/maintenance",
         {"start": later.isoformat(), "end": (later + timedelta(hours=1)).isoformat(), "reason": "fuzz"},
         expect=201,
     )
+    with socket.socket() as closed:  # a port nothing listens on: the cluster registers, shown unavailable
+        closed.bind(("127.0.0.1", 0))
+        server = f"https://127.0.0.1:{closed.getsockname()[1]}"
+    kubeconfig = write_kubeconfig(pathlib.Path(hub.data_dir) / "fuzz.kubeconfig", server, "token", "fuzz")
+    admin.post("clusters", {"name": "fuzz-gone", "kubeconfig": str(kubeconfig)}, expect=201)
     gpu = admin.get("gpus", expect=200)["gpus"][0]
-    user = {"user": MEMBER, "server": ""}
-    return {
-        "slices": {"name": "fuzz", "user": MEMBER},
-        "projects": {"name": "default", "user": MEMBER},
-        "clusters": {"name": node["cluster"]},
-        "nodes": {"cluster": node["cluster"], "name": node["name"]},
-        "gprs": {"id": str(gprs[-1]["id"])},
-        "templates": {"name": "fuzz-t"},
-        "workspace-requests": {"id": str(asked["id"])},
-        "capacity-plans": {"id": str(plan["id"])},
-        "gpus": {"uuid": gpu["uuid"]},
-        "servers": user,
-        "server-restarts": user,
-    }
-
-
-def known_path(known: dict[str, dict[str, str]], operation) -> dict[str, str] | None:
-    """The path parameters of what prepare() made for ``operation``, if it made all they name."""
-    names = [parameter.name for parameter in operation.path_parameters]
-    if not names:
-        return None
-    values = known.get(operation.path.split("/")[1], {})
-    return {name: values[name] for name in names} if all(values.get(name) for name in names) else None
+    user = {"user": MEMBER, "server": "fuzz-server"}
+    earlier = later - timedelta(days=100)
+    return Prepared(
+        paths={
+            "slices": [{"name": "fuzz", "user": MEMBER}, {"name": "fuzz-ask", "user": MEMBER}],
+            "DELETE slices": [{"name": "fuzz-doomed", "user": MEMBER}],
+            "DELETE slices/members": [{"name": "fuzz-ask", "user": OTHER_MEMBER}],
+            "projects": [{"name": "default", "user": MEMBER}],
+            "DELETE projects": [{"name": "fuzz-doomed-p", "user": MEMBER}],
+            "DELETE projects/admins": [{"name": "fuzz-p", "user": MEMBER}],
+            "endpoints": [{"slice": "fuzz", "name": "fuzz-e"}],
+            "DELETE endpoints": [{"slice": "fuzz", "name": "fuzz-doomed-e"}],
+            "clusters": [{"name": node["cluster"]}, {"name": "fuzz-gone"}],
+            "DELETE clusters": [{"name": "fuzz-gone"}],
+            "nodes": [{"cluster": node["cluster"], "name": node["name"]}],
+            "gprs": [{"id": str(gpr["id"])} for gpr in (gprs[-1], queued)],
+            "DELETE gprs": [{"id": str(queued["id"])}],
+            "gprs/approve": [{"id": str(gpr["id"])} for gpr in asking[:2]],
+            "gprs/deny": [{"id": str(gpr["id"])} for gpr in asking[2:]],
+            "templates": [{"name": "fuzz-t"}],
+            "DELETE templates": [{"name": "fuzz-doomed-t"}],
+            "workspace-requests": [{"id": str(request["id"])} for request in asked[:2]],
+            "workspace-requests/deny": [{"id": str(request["id"])} for request in asked[2:]],
+            "capacity-plans": [{"id": str(plan["id"])}],
+            "gpus": [{"uuid": gpu["uuid"]}],
+            "servers": [user],
+            "server-restarts": [user],
+        },
+        body={
+            "slice": "fuzz",
+            "template": "fuzz-t",
+            "project": "default",
+            "cluster": node["cluster"],
+            "shape": node["shape"],
+            "gpus": 1,  # sizes the fuzzed hub's GPUs hold
+            "nodes": 1,
+            "kubeconfig": str(kubeconfig),
+            "context": "fuzz",
+            "start": earlier.isoformat(),
+            "end": (earlier + timedelta(hours=1)).isoformat(),
+        },
+    )
 
 
 def actors(hub: Hub) -> tuple[str, str]:
@@ -181,12 +270,12 @@ def fuzz(
     mode: GenerationMode,
     examples: int,
     at: int,
-    known: dict[str, dict[str, str]] | None = None,
+    prepared: Prepared | None = None,
 ) -> Fuzzed:
     """Up to ``examples`` generated requests per operation with ``token``, from hypothesis seed ``at``.
 
     ``users``: the hub users whose actions write events (the token's, and whoever it acts for);
-    ``known``: prepare()'s path parameters, which valid requests use half the time."""
+    ``prepared``: what prepare() made, which valid requests name half the time."""
     headers = {"Authorization": f"token {token}"}
     base_url = hub.api.rstrip("/")
     fuzzed = Fuzzed()
@@ -207,20 +296,28 @@ def fuzz(
             suppress_health_check=list(HealthCheck),
             phases=[Phase.generate],
         )
-        @given(case=operation.as_strategy(generation_mode=mode), use_real=st.booleans())
-        def check(case, use_real):
+        @given(case=operation.as_strategy(generation_mode=mode), use_real=st.booleans(), pick=st.integers(0, 9))
+        def check(case, use_real, pick):
             nonlocal last
-            real = known_path(known or {}, case.operation) if mode is GenerationMode.POSITIVE else None
-            if real is not None and use_real:
-                case.path_parameters = real
+            real = prepared is not None and use_real and mode is GenerationMode.POSITIVE
+            if real:
+                # Assigned only when changed: schemathesis revalidates what changed, and a body left out
+                # (which it cannot validate) would turn the case into an invalid one.
+                if (path := prepared.path_of(case.operation, pick)) is not None:
+                    case.path_parameters = path
+                if isinstance(case.body, dict):
+                    case.body = prepared.fill(case.body)
             try:
                 response = case.call(base_url=base_url, session=session, headers=headers)
             finally:
                 session.cookies.clear()
             fuzzed.requests += 1
             fuzzed.statuses[response.status_code] += 1
-            fuzzed.sent[case.operation.label] += 1
-            fuzzed.succeeded[case.operation.label] += 200 <= response.status_code < 300
+            fuzzed.answers[case.operation.label][response.status_code] += 1
+            if response.status_code >= 400 and (
+                real or (case.operation.label, response.status_code) not in fuzzed.refusals
+            ):
+                fuzzed.refusals[case.operation.label, response.status_code] = response.text[:300]
             now = state.read()
             before, last = last, now
             case.validate_response(response, checks=CHECKS)
@@ -243,3 +340,57 @@ def fuzz(
     state.close()
     session.close()
     return fuzzed
+
+
+BODY_MODELS = {cls.__name__: cls for cls in BODIES}
+
+
+def body_model(operation) -> type | None:
+    body = operation.definition.raw.get("requestBody")
+    if body is None:
+        return None
+    return BODY_MODELS[body["content"]["application/json"]["schema"]["$ref"].split("/")[-1]]
+
+
+def schema_valid_bodies(examples: int, at: int) -> dict[str, dict]:
+    """Per operation with a body: ``examples`` bodies valid by the document (schemathesis' positive
+    mode) through the API's parser, ``parse_body`` with the operation's model, as its handler
+    parses them, without a server; how many it took, and its commonest refusals (each a rule of
+    the API that the document does not say)."""
+    schema = schemathesis.openapi.from_dict(openapi_document("/api/", "bodies"))
+    taken: collections.Counter = collections.Counter()
+    refused: collections.defaultdict = collections.defaultdict(collections.Counter)
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate],
+    )
+    @given(data=st.data())
+    def check(data, operation):
+        case = data.draw(operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+        body = json.loads(json.dumps(case.body)) if isinstance(case.body, dict | list) else {}
+        try:
+            parse_body(body_model(operation), body)
+        except InvalidRequest as e:
+            refused[operation.label][f"{e.field}: {str(e)[:100]}"] += 1
+        else:
+            taken[operation.label] += 1
+
+    results = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if body_model(operation) is None:
+            continue
+        seed(at)(check)(operation=operation)
+        total = taken[operation.label] + sum(refused[operation.label].values())
+        results[operation.label] = {
+            "model": body_model(operation).__name__,
+            "bodies": total,
+            "taken": taken[operation.label],
+            "share_taken": round(taken[operation.label] / total, 3) if total else None,
+            "refusals": dict(refused[operation.label].most_common(5)),
+        }
+    return results
