@@ -60,8 +60,13 @@ CASES = {
         want_field="start_after",
         want_message="start_after must be within 365 days from now (before ",
     ),
-    "start_after before 1970": Bad(
-        "POST", "gprs", {**GPR, "start_after": "0001-01-01T00:00:00Z"}, want_field="start_after", want_message="1970"
+    # A time before 1970 is past, as good as now (issue 53); one before year 1 in UTC is no time at all.
+    "start_after before year 1": Bad(
+        "POST",
+        "gprs",
+        {**GPR, "start_after": "0001-01-01T00:00:00+01:00"},
+        want_field="start_after",
+        want_message="out of range in UTC",
     ),
     "wait-times start_after past the horizon": Bad(
         "POST", "wait-times", {**GPR, "start_after": "2999-01-01T00:00:00Z"}, want_field="start_after"
