@@ -216,6 +216,7 @@ def prepare(hub: Hub) -> Prepared:
             "DELETE endpoints": [{"slice": "fuzz", "name": "fuzz-doomed-e"}],
             "clusters": [{"name": node["cluster"]}, {"name": "fuzz-gone"}],
             "DELETE clusters": [{"name": "fuzz-gone"}],
+            "DELETE clusters/checks": [{"name": node["cluster"]}],
             "nodes": [{"cluster": node["cluster"], "name": node["name"]}],
             "gprs": [{"id": str(gpr["id"])} for gpr in (gprs[-1], queued)],
             "DELETE gprs": [{"id": str(queued["id"])}],

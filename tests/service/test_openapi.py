@@ -42,7 +42,6 @@ NOT_YET_REACHED = {
     "GET /clusters/{name}/pools/{pool}",  # Kubernetes
     "DELETE /clusters/{name}/pools/{pool}",  # Kubernetes
     "POST /nodes/{cluster}/{name}/checks",  # the node's GPRs must end first; no checklist is set up
-    "DELETE /clusters/{name}/checks",  # no checklist is set up before it
     "POST /nodes/{cluster}/{name}/layout",  # a layout the node's GPUs hold is seldom generated
     "POST /queue/evictions",  # needs the planner to propose an eviction
     "POST /server-restarts/{user}",  # needs a running single-user server
