@@ -26,7 +26,13 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, TraitEr
 from traitlets.config import Application
 
 from .. import __version__
-from ..backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate, RoleTemplateError, parse_role_templates
+from ..backends.kubernetes.roles import (
+    DEFAULT_ROLE_TEMPLATES,
+    RoleTemplate,
+    RoleTemplateError,
+    parse_namespace_grants,
+    parse_role_templates,
+)
 from ..backends.local import LocalBackend
 from ..backends.local.endpoint_servers import EndpointServers
 from ..core.alerts import AlertThresholds
@@ -252,6 +258,25 @@ class EGSService(Application):
                 parse_role_templates(proposal.value)
             except RoleTemplateError as e:
                 raise TraitError(f"EGSService.role_templates: {e}") from None
+        return proposal.value
+
+    namespace_grants = List(
+        help="""RoleBindings egs-hub makes first in each namespace of a slice on the cluster it runs in
+        (``in_cluster``), and deletes last: ``[{"cluster_role": ..., "service_account": ...,
+        "namespace": ...}]`` binds that ClusterRole to that ServiceAccount there (RoleBinding
+        ``egs:<cluster_role>``). The Helm chart sets it, so the service and the hub hold their
+        namespaced rights only in slice namespaces; the first grant must be the service's own.
+
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @validate("namespace_grants")
+    def _check_namespace_grants(self, proposal) -> list:
+        try:
+            parse_namespace_grants(proposal.value)
+        except RoleTemplateError as e:
+            raise TraitError(f"EGSService.namespace_grants: {e}") from None
         return proposal.value
 
     @property
@@ -805,6 +830,7 @@ class EGSService(Application):
             retry_interval=self.cluster_retry_interval,
             request_timeout=self.cluster_request_timeout,
             role_templates=self.all_role_templates,
+            namespace_grants=parse_namespace_grants(self.namespace_grants),
         )
         self.slice_setup = SliceSetup(self.sessions, self.registry.backends, retry_interval=self.cluster_retry_interval)
         self.registry.on_available = self.slice_setup.forget

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..backends import Backend, Inventory
 from ..backends.kubernetes import ClusterUnavailable, KubernetesBackend
-from ..backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
+from ..backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, NamespaceGrant, RoleTemplate
 from ..core.errors import Conflict, InvalidRequest, PolicyViolation
 from ..core.requests import ClusterCreate
 from ..store import queries
@@ -119,11 +119,13 @@ class Clusters:
         retry_interval: float = 30.0,
         request_timeout: float = 10.0,
         role_templates: Mapping[str, RoleTemplate] = DEFAULT_ROLE_TEMPLATES,
+        namespace_grants: Sequence[NamespaceGrant] = (),
         on_inventory: Callable[[], None] | None = None,
         on_available: Callable[[str], None] | None = None,
     ):
         self.sessions = sessions
         self.role_templates = role_templates
+        self.namespace_grants = tuple(namespace_grants)
         self.on_available = on_available
         self.clock = clock
         self.retry_interval = retry_interval
@@ -148,6 +150,8 @@ class Clusters:
             request_timeout=self.request_timeout,
             on_change=self.wake,
             role_templates=self.role_templates,
+            # The grants name ClusterRoles of the cluster the service runs in (the Helm chart's).
+            namespace_grants=self.namespace_grants if spec.in_cluster else (),
         )
 
     # Adding and removing

@@ -1,17 +1,19 @@
 """A pytest plugin that records which Kubernetes API requests the code under test makes against the emulator.
 
-Vocabulary: a *use* is (client, API group, resource, verb), the triple RBAC rules
-grant plus who made it. *client* is ``egs-service`` for the egs service's
-Kubernetes backend (its User-Agent ``egs-hub/<version>``) and ``spawner`` for
-KubeSpawner in the hub (the client library's default User-Agent, in the spawner's
-tests); requests of the tests' own client (``egs-hub-tests``) and of anything else
-are not uses. Only requests with the emulator's own token count: those with slice
-tokens (kubeconfig tests) are a slice's member's, not egs-hub's.
+Vocabulary: a *use* is (client, API group, resource, verb, scope), the triple RBAC rules
+grant plus who made it and where: ``cluster`` (a cluster-scoped request, or one across
+namespaces), ``slice`` (in a namespace labelled egs.io/slice), ``namespace`` (in any other) or
+``absent`` (in one that is not there: answered 404 by the emulator, refused by RBAC on a
+cluster). *client* is ``egs-service`` for the egs service's Kubernetes backend (its
+User-Agent ``egs-hub/<version>``) and ``spawner`` for KubeSpawner in the hub (the client
+library's default User-Agent, in the spawner's tests); requests of the tests' own client
+(``egs-hub-tests``) and of anything else are not uses. Only requests with the emulator's own
+token count: those with slice tokens (kubeconfig tests) are a slice's member's, not egs-hub's.
 
 ``pytest -p tests.chart.api_requests --record-api-requests=FILE ...`` writes the
 sorted uses as JSON to FILE when the session ends. tests/chart/test_rbac.py runs
 the backend's and the spawner's tests this way and compares the uses with the
-chart's ClusterRoles.
+chart's ClusterRoles and Roles.
 """
 
 from __future__ import annotations
@@ -42,13 +44,13 @@ def client_of(user_agent: str, test: str) -> str | None:
 class Recorder:
     def __init__(self, path: pathlib.Path):
         self.path = path
-        self.uses: set[tuple[str, str, str, str]] = set()
+        self.uses: set[tuple[str, str, str, str, str]] = set()
         self.test = ""
 
-    def observe(self, attributes: Attributes, user_agent: str) -> None:
+    def observe(self, attributes: Attributes, user_agent: str, scope: str) -> None:
         client = client_of(user_agent, self.test)
         if client is not None:
-            self.uses.add((client, attributes.group, attributes.resource, attributes.verb))
+            self.uses.add((client, attributes.group, attributes.resource, attributes.verb, scope))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):

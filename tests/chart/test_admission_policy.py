@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import subprocess
 
-import celpy
 import kubernetes_validate
 import pytest
 
+from .admission import bound_policy, verdict
 from .conftest import of_kind
 
 POLICY = "egs-egs-hub-workspace-nodes"
@@ -116,36 +116,12 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def policy(render) -> dict:
-    docs = render()
-    binding = of_kind(docs, "ValidatingAdmissionPolicyBinding", POLICY)
-    assert binding["spec"] == {"policyName": POLICY, "validationActions": ["Deny"]}
-    found = of_kind(docs, "ValidatingAdmissionPolicy", POLICY)
-    assert found["spec"]["failurePolicy"] == "Fail"
-    return found
+    return bound_policy(render(), POLICY)
 
 
 def admit(policy: dict, ns: dict, obj: dict, operation: str) -> str | None:
     """None when the policy admits the pod, else the message of the first validation that refuses it."""
-    env = celpy.Environment()
-
-    def run(expression: str, activation: dict):
-        return env.program(env.compile(expression)).evaluate(activation)
-
-    activation = {
-        "object": celpy.json_to_cel(obj),
-        "namespaceObject": celpy.json_to_cel(ns),
-        "request": celpy.json_to_cel({"operation": operation}),
-    }
-    variables: dict = {}
-    for variable in policy["spec"]["variables"]:
-        variables[variable["name"]] = run(variable["expression"], {**activation, "variables": variables})
-    activation["variables"] = celpy.celtypes.MapType(variables)
-    for validation in policy["spec"]["validations"]:
-        if not run(validation["expression"], activation):
-            if "messageExpression" in validation:
-                return str(run(validation["messageExpression"], activation))
-            return validation["message"]
-    return None
+    return verdict(policy, {"object": obj, "namespaceObject": ns, "request": {"operation": operation}})
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())

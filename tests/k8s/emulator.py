@@ -17,7 +17,8 @@ Emulates:
   answer 404 to every request), with or without a trailing slash (``/apis/``);
 - the resources in ``RESOURCES`` (cluster-scoped nodes and namespaces, namespaced
   pods, events, PodDisruptionBudgets, ServiceAccounts, Roles, RoleBindings,
-  ResourceQuotas, Secrets and ConfigMaps (helm's ``lookup`` reads them),
+  cluster-scoped ClusterRoles and ClusterRoleBindings, ResourceQuotas, Secrets and
+  ConfigMaps (helm's ``lookup`` reads them),
   PersistentVolumeClaims (members' home volumes), cluster-scoped PersistentVolumes and
   StorageClasses (``storage.k8s.io/v1``), Jobs (``batch/v1``, with their status subresource) and the
   custom resource ``gpuprovisionrequests.egs.io/v1`` with its status subresource, PodTemplates and the
@@ -33,8 +34,9 @@ Emulates:
   (and each such request is shown to ``OBSERVERS``),
   a token issued by the TokenRequest API (``serviceaccounts/{name}/token``) is
   valid until it expires or its ServiceAccount is deleted, and may do what the
-  Roles bound to its ServiceAccount allow (rbac.py; 403 otherwise); 401 for
-  any other token;
+  Roles and ClusterRoles bound to its ServiceAccount allow, writing Roles and
+  RoleBindings only as RBAC's escalation prevention lets it (rbac.py; 403
+  otherwise); 401 for any other token;
 - create with ``metadata.generateName``, uid, creationTimestamp, resourceVersion;
   409 when the object exists, 404 when its namespace does not; a pod's status is
   set to ``{"phase": "Pending"}`` whatever the body says, as the API server does
@@ -96,6 +98,8 @@ from kmock._internal.k8s import (
     KubernetesScaffold,
 )
 
+from egs_hub.backends.kubernetes.nodes import SLICE_LABEL
+
 from . import rbac
 from .patches import PatchError, apply_patch
 from .selectors import SelectorError, field_selector, label_selector, structured_label_selector
@@ -119,6 +123,8 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool, tuple[str, ...]]] = {
     ("batch", "v1", "jobs"): ("Job", True, ("status",)),
     ("rbac.authorization.k8s.io", "v1", "roles"): ("Role", True, ()),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True, ()),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles"): ("ClusterRole", False, ()),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False, ()),
     ("egs.io", "v1", "gpuprovisionrequests"): ("GpuProvisionRequest", True, ("status",)),
     ("", "v1", "podtemplates"): ("PodTemplate", True, ()),
     ("autoscaling.x-k8s.io", "v1", "provisioningrequests"): ("ProvisioningRequest", True, ("status",)),
@@ -132,8 +138,6 @@ DISCOVERED_ONLY: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("apps", "v1", "daemonsets"): ("DaemonSet", True),
     ("networking.k8s.io", "v1", "networkpolicies"): ("NetworkPolicy", True),
-    ("rbac.authorization.k8s.io", "v1", "clusterroles"): ("ClusterRole", False),
-    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
     ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"): ("MutatingWebhookConfiguration", False),
     ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"): ("ValidatingAdmissionPolicy", False),
     ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"): (
@@ -161,10 +165,12 @@ PDBS = resource("policy", "v1", "poddisruptionbudgets")
 SERVICE_ACCOUNTS = resource("", "v1", "serviceaccounts")
 ROLES = resource("rbac.authorization.k8s.io", "v1", "roles")
 ROLE_BINDINGS = resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+CLUSTER_ROLES = resource("rbac.authorization.k8s.io", "v1", "clusterroles")
+CLUSTER_ROLE_BINDINGS = resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
 MIN_TOKEN_SECONDS = 600
-# Called with (attributes, User-Agent) for every request the emulator's own token makes (what the code
-# under test does with its cluster credentials); tests/chart/api_requests.py records them this way.
-OBSERVERS: list[Callable[[rbac.Attributes, str], None]] = []
+# Called with (attributes, User-Agent, scope_of its namespace) for every request the emulator's own token
+# makes (what the code under test does with its cluster credentials); tests/chart/api_requests.py records them.
+OBSERVERS: list[Callable[[rbac.Attributes, str, str], None]] = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,13 +314,24 @@ class ClusterEmulator(KubernetesEmulator):
             name=request.name,
         )
 
+    def scope_of(self, namespace: str | None) -> str:
+        """Where a request is made: ``cluster`` (cluster-scoped, or across namespaces), ``slice`` (a namespace
+        labelled egs.io/slice), ``namespace`` (any other) or ``absent`` (a namespace that is not there)."""
+        if namespace is None:
+            return "cluster"
+        found = self.get(NAMESPACES, None, namespace)
+        if found is None:
+            return "absent"
+        return "slice" if SLICE_LABEL in (found.get("metadata") or {}).get("labels", {}) else "namespace"
+
     def _authorize(self, request) -> None:
         """The emulator's token may do anything; an issued token what its ServiceAccount's Roles allow."""
         given = _header(request, "Authorization").removeprefix("Bearer ")
         attributes = self._attributes(request)
         if given == self.token:
+            scope = self.scope_of(attributes.namespace)
             for observe in OBSERVERS:
-                observe(attributes, _header(request, "User-Agent"))
+                observe(attributes, _header(request, "User-Agent"), scope)
             return
         issued = self.issued.get(given)
         account = None if issued is None else self.get(SERVICE_ACCOUNTS, issued.namespace, issued.name)
@@ -324,10 +341,15 @@ class ClusterEmulator(KubernetesEmulator):
         res = request.resource
         plural = attributes.resource
         namespace = attributes.namespace
-        roles = self._live(ROLES, namespace) if namespace else []
-        bindings = self._live(ROLE_BINDINGS, namespace) if namespace else []
-        if not rbac.allowed((issued.namespace, issued.name), attributes, roles, bindings):
-            user = f"system:serviceaccount:{issued.namespace}:{issued.name}"
+        account = (issued.namespace, issued.name)
+        policy = rbac.Policy(
+            self._live(CLUSTER_ROLES),
+            self._live(CLUSTER_ROLE_BINDINGS),
+            self._live(ROLES, namespace) if namespace else [],
+            self._live(ROLE_BINDINGS, namespace) if namespace else [],
+        )
+        user = f"system:serviceaccount:{issued.namespace}:{issued.name}"
+        if not rbac.allowed(account, attributes, policy):
             where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
             raise _status(
                 403,
@@ -335,6 +357,9 @@ class ClusterEmulator(KubernetesEmulator):
                 f'{plural} is forbidden: User "{user}" cannot {attributes.verb} resource "{plural}" '
                 f'in API group "{res.group}" {where}',
             )
+        body = request.data if isinstance(request.data, Mapping) else {}
+        if (why := rbac.escalation_refused(account, attributes, body, policy)) is not None:
+            raise _status(403, "Forbidden", f'{plural} is forbidden: User "{user}": {why}')
 
     async def _serve_token(self, request) -> dict:
         if request.resource != SERVICE_ACCOUNTS:

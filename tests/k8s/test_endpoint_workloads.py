@@ -57,7 +57,7 @@ READY = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]
 
 
 async def test_a_replica_is_made_and_ready_once_its_pod_is(cluster, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     replica = wanted(VLLM, 7, namespace)
     seen = await workloads.check([replica])
     assert seen[(1, 7)].state == "starting"
@@ -71,7 +71,7 @@ async def test_a_replica_is_made_and_ready_once_its_pod_is(cluster, workloads):
 
 
 async def test_an_unchanged_replica_is_not_written_and_a_changed_one_is_replaced(cluster, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     await workloads.check([wanted(VLLM, 7, namespace)])
     version = (await cluster.get("Deployment", namespace, "ep-chat-7"))["metadata"]["resourceVersion"]
     await workloads.check([wanted(VLLM, 7, namespace)])
@@ -83,7 +83,7 @@ async def test_an_unchanged_replica_is_not_written_and_a_changed_one_is_replaced
 
 
 async def test_an_older_service_is_replaced_keeping_its_cluster_ip(cluster, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     older = eo.service(VLLM, namespace)
     older["metadata"]["annotations"][eo.SPEC_HASH] = "an-older-version"
     older["spec"]["clusterIP"] = "10.0.0.9"
@@ -96,7 +96,7 @@ async def test_an_older_service_is_replaced_keeping_its_cluster_ip(cluster, work
 
 
 async def test_a_crash_looping_pod_fails_its_replica_saying_why(cluster, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     replica = wanted(COMMAND, 8, namespace)
     await workloads.check([replica])
     crash = {
@@ -115,7 +115,7 @@ async def test_a_crash_looping_pod_fails_its_replica_saying_why(cluster, workloa
 
 
 async def test_what_no_replica_keeps_is_deleted_also_by_a_restarted_runner(cluster, workloads, make_backend):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     await workloads.check([wanted(VLLM, 7, namespace), wanted(VLLM, 9, namespace)])
     await workloads.check([wanted(VLLM, 9, namespace)])
     assert await cluster.get("Deployment", namespace, "ep-chat-7") is None
@@ -128,7 +128,7 @@ async def test_what_no_replica_keeps_is_deleted_also_by_a_restarted_runner(clust
 
 
 async def test_a_kserve_replica_is_an_inference_service(cluster, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     replica = wanted(KSERVE, 5, namespace)
     assert await workloads.has_kserve()
     assert (await workloads.check([replica]))[(1, 5)].state == "starting"
@@ -176,7 +176,7 @@ async def test_a_namespace_that_is_not_there_fails_the_replica_saying_so(workloa
 
 
 async def test_an_api_outage_leaves_replicas_starting_saying_why(cluster, emulator, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     await emulator.set_outage(True)
     seen = (await workloads.check([wanted(VLLM, 7, namespace)]))[(1, 7)]
     await emulator.set_outage(False)
@@ -195,7 +195,7 @@ async def test_a_kubeconfig_that_cannot_be_loaded_is_said_on_the_replica(make_ba
 @contextlib.contextmanager
 def counted() -> list:
     requests: list = []
-    observer = lambda attributes, agent: requests.append(attributes)  # noqa: E731
+    observer = lambda attributes, agent, scope: requests.append(attributes)  # noqa: E731
     emulated.OBSERVERS.append(observer)
     try:
         yield requests
@@ -204,7 +204,7 @@ def counted() -> list:
 
 
 async def test_a_cluster_with_nothing_left_is_not_read_again(cluster, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     await workloads.check([wanted(VLLM, 7, namespace)])
     with counted() as requests:
         await workloads.check([])  # lists, then deletes the Deployment and the Service
@@ -219,7 +219,7 @@ async def test_a_cluster_with_nothing_left_is_not_read_again(cluster, workloads)
 
 
 async def test_queues_are_read_through_the_pod_proxy(cluster, emulator, workloads):
-    namespace = await cluster.add_namespace("team-a")
+    namespace = await cluster.add_namespace("team-a", slice="team-a")
     replica = wanted(VLLM, 7, namespace)
     await workloads.check([replica])
     await start_pod(cluster, replica, "ep-chat-7-a", READY)

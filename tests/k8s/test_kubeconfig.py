@@ -86,7 +86,7 @@ async def test_an_expired_token_is_refused(emulator, cluster, make_backend):
 
 
 async def test_kubeconfig_needs_the_slice_set_up(cluster, make_backend):
-    home = await cluster.add_namespace("team-a")
+    home = await cluster.add_namespace("team-a", slice="team-a")
     want = f"slice team-a is not set up on cluster emu: no ServiceAccount egs-team-a in namespace {home}"
     with pytest.raises(SliceNotSetUp, match=want):
         await make_backend().slice_kubeconfig("team-a", [home], expiration=600)

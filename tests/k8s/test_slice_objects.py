@@ -10,7 +10,9 @@ import pytest
 from egs_hub.backends.kubernetes import slice_objects as so
 from egs_hub.backends.kubernetes.roles import (
     DEFAULT_ROLE_TEMPLATES,
+    NamespaceGrant,
     RoleTemplateError,
+    parse_namespace_grants,
     parse_role_templates,
 )
 
@@ -257,6 +259,66 @@ def test_stale_objects_are_those_not_desired():
     old_role = so.role("team-a", "a", parse_role_templates({"old": {"rules": [RULE]}})["old"])
     moved_account = so.service_account("team-a", "b")
     assert so.stale(desired, [*desired, old_role, moved_account]) == [old_role, moved_account]
+
+
+SERVICE = NamespaceGrant("egs-egs-hub-workspace", "egs", "egs")
+HUB = NamespaceGrant("egs-egs-hub-spawner", "hub", "egs")
+
+
+def test_a_grant_binds_its_clusterrole_to_its_account_in_every_namespace_first():
+    bindings = so.grant_bindings("team-a", ("a", "b"), (SERVICE, HUB))
+    assert [(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bindings] == [
+        ("a", "egs:egs-egs-hub-workspace"),
+        ("a", "egs:egs-egs-hub-spawner"),
+        ("b", "egs:egs-egs-hub-workspace"),
+        ("b", "egs:egs-egs-hub-spawner"),
+    ]
+    first = bindings[0]
+    assert first["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": SERVICE.cluster_role,
+    }
+    assert first["subjects"] == [{"kind": "ServiceAccount", "name": "egs", "namespace": "egs"}]
+    assert first["metadata"]["labels"] == {"egs.io/slice": "team-a", "app.kubernetes.io/managed-by": "egs-hub"}
+    # No role template can be named like a grant: template names have no ':'.
+    with pytest.raises(RoleTemplateError):
+        parse_role_templates({"egs:egs-egs-hub-workspace": {"rules": [RULE]}})
+
+
+def test_the_service_deletes_its_own_grant_last():
+    grants = (SERVICE, HUB)
+    objects = [
+        *so.grant_bindings("team-a", ("a",), grants),
+        *so.managed_objects("team-a", ("a",), DEFAULT_ROLE_TEMPLATES, {"nvidia.com/gpu": 1}),
+    ]
+    order = [(o["kind"], o["metadata"]["name"]) for o in so.deletion_order(objects, grants)]
+    assert order[-2:] == [("RoleBinding", "egs:egs-egs-hub-spawner"), ("RoleBinding", "egs:egs-egs-hub-workspace")]
+    assert sorted(order[:-2]) == sorted((o["kind"], o["metadata"]["name"]) for o in objects[2:])
+
+
+GRANT = {"cluster_role": "egs-egs-hub-workspace", "service_account": "egs", "namespace": "egs"}
+GRANT_ERRORS = {
+    "not a list": ({"cluster_role": "x"}, "must be a list"),
+    "a field missing": (
+        [{"cluster_role": "x", "service_account": "egs"}],
+        r"grant \[0\] must be an object with exactly",
+    ),
+    "an unknown field": ([{**GRANT, "verbs": ["*"]}], "exactly cluster_role, service_account, namespace"),
+    "not a name": ([{**GRANT, "namespace": "Kube System"}], r"grant \[0\].namespace must be a Kubernetes name"),
+    "a ClusterRole twice": ([GRANT, {**GRANT, "service_account": "hub"}], "name a ClusterRole twice"),
+}
+
+
+@pytest.mark.parametrize("data, want", GRANT_ERRORS.values(), ids=GRANT_ERRORS.keys())
+def test_bad_namespace_grants_are_named(data, want):
+    with pytest.raises(RoleTemplateError, match=want):
+        parse_namespace_grants(data)
+
+
+def test_namespace_grants_parse():
+    assert parse_namespace_grants([GRANT]) == (SERVICE,)
+    assert parse_namespace_grants([]) == ()
 
 
 def test_bad_inputs():

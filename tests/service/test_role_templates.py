@@ -1,13 +1,13 @@
-"""Role templates in the service's config: checked when set, merged over the built-in ones, and
-handed to every Kubernetes backend the registry makes (what a backend does with them:
-tests/k8s/test_slices.py)."""
+"""Role templates and namespace grants in the service's config: checked when set, templates merged over the
+built-in ones, and handed to the Kubernetes backends the registry makes (what a backend does with them:
+tests/k8s/test_slices.py, tests/chart/test_least_privilege.py)."""
 
 from __future__ import annotations
 
 import pytest
 from traitlets import TraitError
 
-from egs_hub.backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES
+from egs_hub.backends.kubernetes.roles import DEFAULT_ROLE_TEMPLATES, parse_namespace_grants
 from egs_hub.core.requests import ClusterCreate
 from egs_hub.service.app import EGSService
 from egs_hub.service.clusters import Clusters
@@ -46,3 +46,23 @@ def test_the_registry_gives_every_kubernetes_backend_the_templates(tmp_path):
     registry = Clusters(sessions=None, clock=None, role_templates=templates)
     backend = registry.make_backend(ClusterCreate(name="east", kubeconfig=str(tmp_path / "kubeconfig")))
     assert backend.role_templates == templates
+
+
+GRANTS = [
+    {"cluster_role": "egs-egs-hub-workspace", "service_account": "egs", "namespace": "egs"},
+    {"cluster_role": "egs-egs-hub-spawner", "service_account": "hub", "namespace": "egs"},
+]
+
+
+def test_namespace_grants_reach_the_in_cluster_backend_only(tmp_path):
+    """The grants name ClusterRoles of the cluster the service runs in (the chart's); another cluster has none."""
+    grants = parse_namespace_grants(EGSService(namespace_grants=GRANTS).namespace_grants)
+    registry = Clusters(sessions=None, clock=None, namespace_grants=grants)
+    assert registry.make_backend(ClusterCreate(name="home", in_cluster=True)).namespace_grants == grants
+    other = registry.make_backend(ClusterCreate(name="east", kubeconfig=str(tmp_path / "kubeconfig")))
+    assert other.namespace_grants == ()
+
+
+def test_bad_namespace_grants_are_refused_naming_what_is_wrong():
+    with pytest.raises(TraitError, match=r"^EGSService.namespace_grants: namespace grant \[1\].service_account"):
+        EGSService(namespace_grants=[GRANTS[0], {**GRANTS[1], "service_account": "Hub!"}])

@@ -160,3 +160,16 @@ which reads .Values.hub and so cannot be called from here). */}}
 {{- define "egs-hub.serviceMonitor.enabled" -}}
 {{- if and .Values.egs.metrics.serviceMonitor.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") }}true{{ end }}
 {{- end -}}
+
+{{/* The namespaces of the Kubernetes backend's check Jobs and node-pool requests (KubernetesBackend's
+checks_namespace and pools_namespace); the chart makes them and the Roles the service has there. */}}
+{{- define "egs-hub.checksNamespace" -}}egs-checks{{- end -}}
+{{- define "egs-hub.poolsNamespace" -}}egs-pools{{- end -}}
+
+{{/* The ClusterRoles the service binds in each slice namespace (EGSService.namespace_grants), the
+service's own first: what it and the hub may do there, and nowhere else. */}}
+{{- define "egs-hub.namespaceGrants" -}}
+{{- $egs := dict "cluster_role" (printf "%s-workspace" (include "egs-hub.clusterName" .)) "service_account" (include "egs-hub.egs.serviceAccountName" .) "namespace" .Release.Namespace }}
+{{- $hub := dict "cluster_role" (printf "%s-spawner" (include "egs-hub.clusterName" .)) "service_account" (include "egs-hub.hub.serviceAccountName" .) "namespace" .Release.Namespace }}
+{{- list $egs $hub | toJson }}
+{{- end -}}

@@ -60,7 +60,7 @@ from .nodes import (
     read_units,
 )
 from .reflector import NodeReflector
-from .roles import DEFAULT_ROLE_TEMPLATES, RoleTemplate
+from .roles import DEFAULT_ROLE_TEMPLATES, NamespaceGrant, RoleTemplate
 from .slice_objects import NamespacePlan, SliceConflict, plan_namespaces
 from .slices import SliceObjects, ensure_slice, remove_slice, set_slice_gpus, snapshot
 from .volumes import HomeVolume, list_home_volumes
@@ -92,6 +92,7 @@ class KubernetesBackend:
         watch_timeout: int = 300,
         on_change: Callable[[], None] | None = None,
         role_templates: Mapping[str, RoleTemplate] = DEFAULT_ROLE_TEMPLATES,
+        namespace_grants: Sequence[NamespaceGrant] = (),
         kubeconfig_server: str | None = None,
         checks_namespace: str = "egs-checks",
         pools_namespace: str = "egs-pools",
@@ -99,6 +100,7 @@ class KubernetesBackend:
         """``kubeconfig`` None means the default ($KUBECONFIG or ~/.kube/config); ``in_cluster`` uses the pod's
         ServiceAccount instead. ``on_change`` is called whenever the inventory changes (nodes appear,
         change or disappear). ``role_templates`` become the Roles in every slice namespace (roles.py);
+        ``namespace_grants`` the RoleBindings made there first, which give the service its rights there;
         ``kubeconfig_server`` is the API server URL written into slice kubeconfigs (default: the one used here).
         ``checks_namespace`` holds the Jobs of nccl and custom checks (checks.py); it is created when missing
         and must not be a slice's namespace. ``pools_namespace`` holds the requests that grow node pools (pools.py),
@@ -115,6 +117,7 @@ class KubernetesBackend:
         self.watch_timeout = watch_timeout
         self.on_change = on_change
         self.role_templates = role_templates
+        self.namespace_grants = tuple(namespace_grants)
         self.kubeconfig_server = kubeconfig_server
         self.checks_namespace = checks_namespace
         self.pools_namespace = pools_namespace
@@ -356,7 +359,13 @@ class KubernetesBackend:
         quota = shares.resource_counts(gpus)
         try:
             plan = await ensure_slice(
-                api, slice_name, namespaces, self.role_templates, quota, request_timeout=self.request_timeout
+                api,
+                slice_name,
+                namespaces,
+                self.role_templates,
+                quota,
+                self.namespace_grants,
+                request_timeout=self.request_timeout,
             )
             return plan
         except API_ERRORS as e:
@@ -375,7 +384,7 @@ class KubernetesBackend:
     async def remove_slice(self, slice_name: str) -> NamespacePlan:
         api = await self._client()
         try:
-            return await remove_slice(api, slice_name, request_timeout=self.request_timeout)
+            return await remove_slice(api, slice_name, self.namespace_grants, request_timeout=self.request_timeout)
         except API_ERRORS as e:
             raise self._unavailable(f"remove slice {slice_name}", e) from None
 

@@ -129,6 +129,11 @@ class EndpointWorkloads:
         where = f"{workload['kind']} {meta['namespace']}/{meta['name']} on cluster {self.cluster}"
         if isinstance(error, ApiException) and error.status == 404:
             return f"cannot make {where}: namespace {meta['namespace']} (or the kind) is not there"
+        if isinstance(error, ApiException) and error.status == 403:
+            return (
+                f"cannot make {where}: egs-hub may not write there; is {meta['namespace']} a namespace of a slice "
+                f"set up on the cluster? ({describe_error(error)})"
+            )
         return f"cannot make {where}: {describe_error(error)}"
 
     async def _list(self, api: client.ApiClient) -> tuple[dict[ObjectKey, Mapping], dict[tuple[str, str], list]]:

@@ -19,6 +19,13 @@ limited to what a namespace holds:
 Neither may change Roles, RoleBindings or ResourceQuotas, so a slice cannot
 raise its own GPU quota. Admins add templates (or replace these) as data of the
 same form; ``parse_role_templates`` checks it and names what is wrong.
+
+A *namespace grant* is what egs-hub itself (or the hub) may do in a slice's
+namespaces and nowhere else: a ClusterRole bound to one ServiceAccount by a
+RoleBinding ``egs:<cluster role>`` that egs-hub makes in each of them before
+anything else, and deletes after everything else. The Helm chart grants the
+service its namespaced rights this way (charts/egs-hub/templates/rbac.yaml);
+the first grant is the service's own, under which the others are written.
 """
 
 from __future__ import annotations
@@ -93,6 +100,13 @@ READER = RoleTemplate(
     subjects=(MappingProxyType({"kind": "Group", "name": "egs:{slice}", "apiGroup": RBAC_GROUP}),),
 )
 DEFAULT_ROLE_TEMPLATES: Mapping[str, RoleTemplate] = MappingProxyType({t.name: t for t in (DEPLOYMENT, READER)})
+
+
+@dataclass(frozen=True)
+class NamespaceGrant:
+    cluster_role: str
+    service_account: str
+    namespace: str
 
 
 class RoleTemplateError(ValueError):
@@ -182,3 +196,31 @@ def parse_role_templates(data: object) -> dict[str, RoleTemplate]:
 def render_subject(subject: Mapping, values: Mapping[str, str]) -> dict:
     """The subject with its placeholders filled in (``values`` has every name in PLACEHOLDERS)."""
     return {key: value.format_map(values) if key in ("name", "namespace") else value for key, value in subject.items()}
+
+
+_GRANT_FIELDS = ("cluster_role", "service_account", "namespace")
+# A DNS subdomain (ClusterRole names) and a DNS label (ServiceAccount names and namespaces) in practice.
+_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def parse_namespace_grants(data: object) -> tuple[NamespaceGrant, ...]:
+    """``[{"cluster_role": ..., "service_account": ..., "namespace": ...}]`` as admins write it -> grants."""
+    if not isinstance(data, list):
+        raise RoleTemplateError("namespace grants must be a list of {cluster_role, service_account, namespace}")
+    grants = []
+    for i, item in enumerate(data):
+        where = f"namespace grant [{i}]"
+        if not isinstance(item, Mapping) or set(item) != set(_GRANT_FIELDS):
+            raise RoleTemplateError(f"{where} must be an object with exactly {', '.join(_GRANT_FIELDS)}")
+        for field in _GRANT_FIELDS:
+            value = item[field]
+            if not isinstance(value, str) or not _SUBDOMAIN_RE.fullmatch(value):
+                raise RoleTemplateError(
+                    f"{where}.{field} must be a Kubernetes name (lower-case letters, digits, '-' and '.'), "
+                    f"not {value!r}"
+                )
+        grants.append(NamespaceGrant(**{field: item[field] for field in _GRANT_FIELDS}))
+    roles = [g.cluster_role for g in grants]
+    if len(set(roles)) != len(roles):
+        raise RoleTemplateError("namespace grants name a ClusterRole twice; give each one grant")
+    return tuple(grants)

@@ -13,6 +13,11 @@ slice holds on the cluster (and ``requests.nvidia.com/mig-<profile>`` or
 shares.py). These *managed objects* carry the labels ``egs.io/slice=<slice>``
 and ``app.kubernetes.io/managed-by=egs-hub``, by which egs-hub finds (and prunes) them.
 
+Before them, each namespace holds the RoleBinding ``egs:<cluster role>`` of
+each *namespace grant* (roles.py), managed the same way: it is made first (the
+rights it grants are the ones the rest is written with) and deleted last,
+the first grant (the service's own) after the others.
+
 The quota is per namespace, so a slice with several namespaces may request up
 to that many GPUs in each; the node selector and taint (webhook.py, objects.py)
 keep its pods on the nodes it holds all the same.
@@ -24,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .nodes import SLICE_LABEL
-from .roles import RBAC_GROUP, RoleTemplate, render_subject
+from .roles import RBAC_GROUP, NamespaceGrant, RoleTemplate, render_subject
 
 CREATED_BY = "egs.io/created-by"
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -158,6 +163,34 @@ def role_binding(slice_name: str, namespace: str, template: RoleTemplate, home: 
         roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": f"egs-{template.name}"},
         subjects=[render_subject(s, values) for s in template.subjects],
     )
+
+
+def grant_binding(slice_name: str, namespace: str, grant: NamespaceGrant) -> dict:
+    """The RoleBinding of the grant's ClusterRole to its ServiceAccount in the namespace."""
+    return _object(
+        "RoleBinding",
+        _metadata(slice_name, f"egs:{grant.cluster_role}", namespace),
+        roleRef={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": grant.cluster_role},
+        subjects=[{"kind": "ServiceAccount", "name": grant.service_account, "namespace": grant.namespace}],
+    )
+
+
+def grant_bindings(slice_name: str, namespaces: Sequence[str], grants: Sequence[NamespaceGrant]) -> list[dict]:
+    """The grants' RoleBindings in the order they are made: per namespace, the first grant (the service's own)
+    first."""
+    return [grant_binding(slice_name, ns, g) for ns in namespaces for g in grants]
+
+
+def deletion_order(found: Sequence[Mapping], grants: Sequence[NamespaceGrant]) -> list[Mapping]:
+    """The objects found in a namespace in the order to delete them: what the grants allow before the grants,
+    and the grants last to first, so the service's own goes last."""
+    rank = {f"egs:{g.cluster_role}": i for i, g in enumerate(grants)}
+
+    def order(obj: Mapping) -> int:
+        name = obj["metadata"]["name"]
+        return -1 - rank[name] if obj["kind"] == "RoleBinding" and name in rank else -len(rank) - 1
+
+    return sorted(found, key=order)
 
 
 def gpu_quota(slice_name: str, namespace: str, quota: Mapping[str, int]) -> dict:

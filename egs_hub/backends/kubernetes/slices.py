@@ -1,4 +1,4 @@
-"""A slice set up on, and removed from, one cluster: namespaces, ServiceAccount, RBAC and GPU quota.
+"""A slice set up on, and removed from, one cluster: namespaces, grants, ServiceAccount, RBAC and GPU quota.
 
 Vocabulary as in slice_objects.py, which decides; this module reads the
 cluster, asks it, and applies the answer. Every call is idempotent: it reads
@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from . import slice_objects as so
 from .api import json_of
 from .nodes import SLICE_LABEL
-from .roles import RoleTemplate
+from .roles import NamespaceGrant, RoleTemplate
 
 
 def _snake(kind: str) -> str:
@@ -77,6 +77,19 @@ class SliceObjects:
             if e.status != 404:
                 raise
 
+    async def grant(self, binding: Mapping) -> None:
+        """Make a grant's RoleBinding: created before anything is read in the namespace (until it is there, its
+        rights are not the service's), else made to match."""
+        meta = binding["metadata"]
+        try:
+            await self.rbac.create_namespaced_role_binding(
+                meta["namespace"], dict(binding), _request_timeout=self.timeout
+            )
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            await self.apply(binding)
+
     async def found(self, slice_name: str, namespace: str) -> list[dict]:
         """The slice's managed objects in the namespace, each with its kind."""
         found = []
@@ -119,10 +132,13 @@ async def snapshot(objects: SliceObjects, slice_name: str, wanted: Sequence[str]
     return existing
 
 
-async def _release(objects: SliceObjects, slice_name: str, plan: so.NamespacePlan) -> None:
-    """Empty adopted namespaces of what egs-hub put there and unlabel them; delete the created ones."""
+async def _release(
+    objects: SliceObjects, slice_name: str, plan: so.NamespacePlan, grants: Sequence[NamespaceGrant]
+) -> None:
+    """Empty adopted namespaces of what egs-hub put there (the grants last) and unlabel them; delete the created
+    ones."""
     for name in plan.release:
-        for obj in await objects.found(slice_name, name):
+        for obj in so.deletion_order(await objects.found(slice_name, name), grants):
             await objects.delete(obj)
         await objects.core.patch_namespace(name, so.release_patch(), _request_timeout=objects.timeout)
     for name in plan.delete:
@@ -139,6 +155,7 @@ async def ensure_slice(
     namespaces: Sequence[str],
     templates: Mapping[str, RoleTemplate],
     quota: Mapping[str, int],
+    grants: Sequence[NamespaceGrant] = (),
     *,
     request_timeout: float = 10.0,
 ) -> so.NamespacePlan:
@@ -148,6 +165,7 @@ async def ensure_slice(
     no longer wanted (a dropped template, a new home namespace) are deleted. Returns what was done.
     """
     objects = SliceObjects(api, request_timeout)
+    granted = so.grant_bindings(slice_name, namespaces, grants)
     desired = so.managed_objects(slice_name, namespaces, templates, quota)
     # 1. snapshot
     existing = await snapshot(objects, slice_name, namespaces)
@@ -165,12 +183,14 @@ async def ensure_slice(
             await objects.core.patch_namespace(name, so.adopt_patch(slice_name), _request_timeout=request_timeout)
     for name in plan.adopt:
         await objects.core.patch_namespace(name, so.adopt_patch(slice_name), _request_timeout=request_timeout)
+    for binding in granted:
+        await objects.grant(binding)
     for obj in desired:
         await objects.apply(obj)
     for name in namespaces:
-        for obj in so.stale(desired, await objects.found(slice_name, name)):
+        for obj in so.stale(granted + desired, await objects.found(slice_name, name)):
             await objects.delete(obj)
-    await _release(objects, slice_name, plan)
+    await _release(objects, slice_name, plan, grants)
     return plan
 
 
@@ -190,9 +210,15 @@ async def set_slice_gpus(
         await (objects.apply(obj) if quota else objects.delete(obj))
 
 
-async def remove_slice(api: client.ApiClient, slice_name: str, *, request_timeout: float = 10.0) -> so.NamespacePlan:
+async def remove_slice(
+    api: client.ApiClient,
+    slice_name: str,
+    grants: Sequence[NamespaceGrant] = (),
+    *,
+    request_timeout: float = 10.0,
+) -> so.NamespacePlan:
     """Delete the namespaces egs-hub created for the slice; release the adopted ones. Returns what was done."""
     objects = SliceObjects(api, request_timeout)
     plan = so.plan_namespaces(slice_name, (), await snapshot(objects, slice_name, ()))
-    await _release(objects, slice_name, plan)
+    await _release(objects, slice_name, plan, grants)
     return plan
