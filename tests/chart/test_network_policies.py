@@ -1,4 +1,4 @@
-"""Two replicas under the chart's own NetworkPolicies (issue 46, item 2).
+"""Two replicas under the chart's own NetworkPolicies (issue 46, items 2 and 8).
 
 Found: a standby forwards every request, webhook reviews included, to the leader's pod IP on the HTTP
 port, and the egs policy admitted only the hub, the proxy and users' servers there: on a CNI that
@@ -17,7 +17,14 @@ from .netpol import Pod, connects
 
 RELEASE_NAMESPACE = {"kubernetes.io/metadata.name": NAMESPACE}
 SLICE_NAMESPACE = {"kubernetes.io/metadata.name": "ml-home", "egs.io/slice": "ml"}
-SERVER = {"component": "singleuser-server", "app": "jupyterhub", "release": "egs"}
+# A server's pod as KubeSpawner labels it under Zero to JupyterHub (singleuser.extraLabels: hub access).
+SERVER = {
+    "component": "singleuser-server",
+    "app": "jupyterhub",
+    "release": "egs",
+    "hub.jupyter.org/network-access-hub": "true",
+}
+SERVER_PORTS = {"notebook-port": 8888}  # KubeSpawner's container port, which Zero to JupyterHub keeps
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +48,13 @@ def sources(docs: list[dict]) -> dict[str, Pod]:
         "hub": template_pod(docs, "hub"),
         "proxy": template_pod(docs, "proxy"),
         "egs replica": template_pod(docs, "egs"),
-        "server in the release's namespace": Pod(NAMESPACE, SERVER, RELEASE_NAMESPACE),
-        "server in a slice's namespace": Pod("ml-home", SERVER, SLICE_NAMESPACE),
+        "server in the release's namespace": Pod(NAMESPACE, SERVER, RELEASE_NAMESPACE, SERVER_PORTS),
+        "server in a slice's namespace": Pod("ml-home", SERVER, SLICE_NAMESPACE, SERVER_PORTS),
         "endpoint replica in a slice's namespace": Pod("ml-home", {"egs.io/endpoint": "chat"}, SLICE_NAMESPACE),
         "other pod in the release's namespace": Pod(NAMESPACE, {"app": "other"}, RELEASE_NAMESPACE),
-        "server of another namespace": Pod("elsewhere", SERVER, {"kubernetes.io/metadata.name": "elsewhere"}),
+        "server of another namespace": Pod(
+            "elsewhere", SERVER, {"kubernetes.io/metadata.name": "elsewhere"}, SERVER_PORTS
+        ),
         "API server (no pod a selector names)": Pod("", {}, {}),
     }
 
@@ -81,3 +90,24 @@ def test_a_standby_reaches_the_leader_on_the_port_it_forwards_to(two_replicas):
     }
     assert any(value and value.endswith(f"$(POD_IP):{http}") for value in env.values()), env
     assert connects(two_replicas, NAMESPACE, egs, egs, http)
+
+
+def test_the_hub_and_the_proxy_reach_servers_in_slice_namespaces_by_selectors(two_replicas):
+    """Issue 46, item 8: the servers live in slices' namespaces, where Zero to JupyterHub's own egress rules
+    reach them only as private IPs (an ipBlock), which some CNIs (Cilium) do not match for pods. The chart's
+    rules name them by namespace and pod selectors; a server of a namespace of no slice is not named."""
+    found = sources(two_replicas)
+    for name in ("hub", "proxy"):
+        source = found[name]
+        assert connects(
+            two_replicas, NAMESPACE, source, found["server in a slice's namespace"], SERVER_PORTS["notebook-port"]
+        ), name
+        assert connects(
+            two_replicas, NAMESPACE, source, found["server in the release's namespace"], SERVER_PORTS["notebook-port"]
+        )
+        assert not connects(
+            two_replicas, NAMESPACE, source, found["server of another namespace"], SERVER_PORTS["notebook-port"]
+        )
+    # and the servers there reach the hub's API (interNamespaceAccessLabels: accept)
+    hub = found["hub"]
+    assert connects(two_replicas, NAMESPACE, found["server in a slice's namespace"], hub, hub.ports["http"])
