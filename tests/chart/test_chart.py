@@ -370,6 +370,51 @@ def test_cert_manager_issues_the_certificate_and_injects_its_ca(rendered):
     assert of_kind(docs, "Issuer", ca["spec"]["issuerRef"]["name"])["spec"] == {"selfSigned": {}}
 
 
+def test_an_existing_secret_serves_the_webhook_the_same_at_every_render(render):
+    """GitOps (issue 46, item 7): helm template has no cluster to look in, so the chart's own certificate is new
+    at every render; with a Secret the admin manages (or cert-manager) two renders are the same."""
+    given = {"webhook.existingSecret": "corp-webhook-tls", "webhook.caBundle": "Q0EK"}
+    docs = render(set_values=given)
+    assert not [d for d in docs if d["kind"] == "Secret" and "webhook" in d["metadata"]["name"]]
+    volume = next(v for v in egs_pod(docs)["spec"]["volumes"] if v["name"] == "webhook-tls")
+    assert volume["secret"]["secretName"] == "corp-webhook-tls"
+    (hook,) = of_kind(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == "Q0EK"
+
+    def hooks_and_secrets(docs: list[dict]) -> list[dict]:
+        kinds = ("Secret", "Certificate")
+        return [
+            d
+            for d in docs
+            if d["kind"] == "MutatingWebhookConfiguration"
+            or (d["kind"] in kinds and "webhook" in d["metadata"]["name"])
+        ]
+
+    assert hooks_and_secrets(render(set_values=given)) == hooks_and_secrets(docs)
+    assert hooks_and_secrets(render("cert-manager.yaml")) == hooks_and_secrets(render("cert-manager.yaml"))
+    assert hooks_and_secrets(render()) != hooks_and_secrets(render())  # the chart's own: a new CA each time
+
+
+@pytest.mark.parametrize(
+    "values, said",
+    [
+        ({"webhook.existingSecret": "corp-webhook-tls"}, "webhook.existingSecret needs webhook.caBundle"),
+        (
+            {
+                "webhook.existingSecret": "corp-webhook-tls",
+                "webhook.caBundle": "Q0EK",
+                "webhook.certManager.enabled": "true",
+            },
+            "webhook.existingSecret and webhook.certManager.enabled: give one",
+        ),
+    ],
+)
+def test_an_existing_secret_is_refused_without_its_ca_or_beside_cert_manager(helm, chart_with_dependency, values, said):
+    args = [helm, "template", "egs", str(chart_with_dependency), "-n", "egs", *template_args(set_values=values)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and said in done.stderr, done.stderr
+
+
 def test_cert_manager_with_an_existing_issuer(render):
     docs = render(
         "cert-manager.yaml",
@@ -449,10 +494,10 @@ def images(docs: list[dict]) -> dict[str, str]:
 def test_default_images_are_ours_at_the_app_version(defaults):
     version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
     assert images(defaults) == {
-        "egs": f"egs-hub/egs:{version}",
-        "migrate": f"egs-hub/egs:{version}",
-        "hub": f"egs-hub/hub:{version}",
-        "singleuser": f"egs-hub/singleuser:{version}",
+        "egs": f"ghcr.io/egs-hub/egs-hub-egs:{version}",
+        "migrate": f"ghcr.io/egs-hub/egs-hub-egs:{version}",
+        "hub": f"ghcr.io/egs-hub/egs-hub-hub:{version}",
+        "singleuser": f"ghcr.io/egs-hub/egs-hub-singleuser:{version}",
     }
 
 

@@ -29,6 +29,8 @@ IMAGES = ("hub", "egs", "singleuser")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
 Z2JH_CHART = ROOT.parent / "shared" / "vendor" / "charts" / "jupyterhub-4.3.2.tgz"
+# The chart's default images are pulled from here, as the release workflow pushes them.
+REGISTRY = "ghcr.io/egs-hub"
 
 # What each image installs of the wheel: its extras (pyproject's optional-dependencies).
 EXTRAS = {"hub": {"kubernetes"}, "egs": {"postgresql", "kubernetes"}, "singleuser": set()}
@@ -175,7 +177,7 @@ def test_make_images_tags_each_image_with_the_version_and_builds_from_the_wheel(
             "--build-arg",
             f"EGS_HUB_VERSION={VERSION}",
             "--tag",
-            f"egs-hub/{image}:{VERSION}",
+            f"{REGISTRY}/egs-hub-{image}:{VERSION}",
         ]
 
 
@@ -192,7 +194,7 @@ def test_the_charts_default_images_are_the_ones_make_images_tags() -> None:
         "hub": f"{hub['name']}:{hub['tag']}",
         "singleuser": f"{singleuser['name']}:{singleuser['tag']}",
     }
-    assert defaults == {image: f"egs-hub/{image}:{VERSION}" for image in IMAGES}
+    assert defaults == {image: f"{REGISTRY}/egs-hub-{image}:{VERSION}" for image in IMAGES}
 
 
 def test_the_chart_runs_each_image_as_the_user_it_declares() -> None:

@@ -37,8 +37,9 @@ app.kubernetes.io/component: egs
 {{- include "jupyterhub.fullname.dash" . }}egs-cookie
 {{- end -}}
 
+{{/* The Secret with the webhook's serving certificate: webhook.existingSecret, or the chart's own. */}}
 {{- define "egs-hub.webhookTLS.fullname" -}}
-{{- include "jupyterhub.fullname.dash" . }}egs-webhook-tls
+{{- .Values.webhook.existingSecret | default (printf "%segs-webhook-tls" (include "jupyterhub.fullname.dash" .)) }}
 {{- end -}}
 
 {{- define "egs-hub.egs.serviceAccountName" -}}

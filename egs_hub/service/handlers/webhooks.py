@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from collections.abc import Callable
 
 from tornado import web
@@ -35,6 +34,7 @@ from ...core.decoding import decode_json
 from ...core.errors import InvalidRequest
 from ...store import queries
 from ..body_limits import UNBOUNDED, BoundedApplication, Limit
+from ..tls_files import CertificateFiles
 
 ROUTE = r"webhooks/pods/([^/]+)"
 # A pod's AdmissionReview nests about 15 deep (managedFields, affinity); the API's bodies stay within 32.
@@ -103,9 +103,9 @@ def make_app(egs, body_limit: Callable[[str], Limit]) -> web.Application:
 
 
 def listen(app: web.Application, port: int, ip: str, certfile: str, keyfile: str) -> HTTPServer:
-    """Serve ``app`` over HTTPS with the certificate and key (PEM files) on ``ip``:``port``."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(certfile, keyfile)
+    """Serve ``app`` over HTTPS with the certificate and key (PEM files) on ``ip``:``port``; a renewed pair in
+    the same files is served from the next handshake on (tls_files.py)."""
+    context = CertificateFiles(certfile, keyfile).server_context()
     server = HTTPServer(app, ssl_options=context, max_body_size=UNBOUNDED)
     server.listen(port, ip)
     return server
