@@ -257,6 +257,18 @@ def changes(before: dict, after: dict) -> list[str]:
     return [f"{key}: {before[key]} -> {after[key]}" for key in before if before[key] != after[key]]
 
 
+def generated(examples: int):
+    """Hypothesis settings of every fuzz run: ``examples`` generated cases, no shrinking, no database, no
+    deadline or health checks (a case is a request to a live service)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate],
+    )
+
+
 def operations(hub: Hub) -> list:
     config = SchemathesisConfig()
     config.projects.default.generation.update(with_security_parameters=False)
@@ -290,13 +302,7 @@ def fuzz(
     for operation in operations(hub):
 
         @seed(at)
-        @settings(
-            max_examples=examples,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-            phases=[Phase.generate],
-        )
+        @generated(examples)
         @given(case=operation.as_strategy(generation_mode=mode), use_real=st.booleans(), pick=st.integers(0, 9))
         def check(case, use_real, pick):
             nonlocal last
@@ -362,13 +368,7 @@ def schema_valid_bodies(examples: int, at: int) -> dict[str, dict]:
     taken: collections.Counter = collections.Counter()
     refused: collections.defaultdict = collections.defaultdict(collections.Counter)
 
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate],
-    )
+    @generated(examples)
     @given(data=st.data())
     def check(data, operation):
         case = data.draw(operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
