@@ -18,6 +18,7 @@ import argparse
 import collections
 import json
 import os
+import pathlib
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ from schemathesis import GenerationMode
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the tests package
 
 from egs_hub.embedded import free_port
+from tests.k8s.threaded import EmulatorThread
 from tests.service.fuzzing import MEMBER, NO_INVALID_INPUT, actors, fuzz, prepare
 from tests.service.hub import start_hub, stop_hub
 
@@ -41,37 +43,39 @@ def fuzz_database(kind: str, args) -> dict:
         pg_name, db_url = postgres_database(args.postgres_url)
     else:
         db_url = f"sqlite:///{work}/egs.sqlite"
-    hub = start_hub(work, db_url, free_port())
-    runs, problems = [], []
-    try:
-        prepared = prepare(hub)
-        users = actors(hub)
-        answers, refusals = collections.defaultdict(collections.Counter), {}
-        for role, token in (("admin", hub.admin_token), ("member", hub.user_token(MEMBER))):
-            for mode_name, mode in MODES.items():
-                started = time.perf_counter()
-                fuzzed = fuzz(hub, token, users, mode, args.examples, args.seed, prepared)
-                for label, statuses in fuzzed.answers.items():
-                    answers[label].update(statuses)
-                refusals.update(fuzzed.refusals)
-                allowed = NO_INVALID_INPUT if mode is GenerationMode.NEGATIVE else set()
-                unexpected = sorted(set(fuzzed.nothing_to_send) - allowed)
-                run = {
-                    "role": role,
-                    "input": mode_name,
-                    "requests": fuzzed.requests,
-                    "seconds": round(time.perf_counter() - started, 1),
-                    "statuses": {str(k): v for k, v in sorted(fuzzed.statuses.items())},
-                    "failures": fuzzed.failures,
-                    "nothing_to_send_unexpected": unexpected,
-                }
-                log(f"{kind} {role} {mode_name}: {fuzzed.requests} requests, {len(fuzzed.failures)} failures")
-                runs.append(run)
-                problems += fuzzed.failures + [f"nothing to send to {label}" for label in unexpected]
-    finally:
-        stop_hub(hub)
-        if pg_name is not None:
-            drop_postgres_database(args.postgres_url, pg_name)
+    # A Kubernetes cluster that answers, for the operations on one (pools, slice kubeconfigs).
+    with EmulatorThread(pathlib.Path(work)) as emulated:
+        hub = start_hub(work, db_url, free_port())
+        runs, problems = [], []
+        try:
+            prepared = prepare(hub, emulated.kubeconfig)
+            users = actors(hub)
+            answers, refusals = collections.defaultdict(collections.Counter), {}
+            for role, token in (("admin", hub.admin_token), ("member", hub.user_token(MEMBER))):
+                for mode_name, mode in MODES.items():
+                    started = time.perf_counter()
+                    fuzzed = fuzz(hub, token, users, mode, args.examples, args.seed, prepared)
+                    for label, statuses in fuzzed.answers.items():
+                        answers[label].update(statuses)
+                    refusals.update(fuzzed.refusals)
+                    allowed = NO_INVALID_INPUT if mode is GenerationMode.NEGATIVE else set()
+                    unexpected = sorted(set(fuzzed.nothing_to_send) - allowed)
+                    run = {
+                        "role": role,
+                        "input": mode_name,
+                        "requests": fuzzed.requests,
+                        "seconds": round(time.perf_counter() - started, 1),
+                        "statuses": {str(k): v for k, v in sorted(fuzzed.statuses.items())},
+                        "failures": fuzzed.failures,
+                        "nothing_to_send_unexpected": unexpected,
+                    }
+                    log(f"{kind} {role} {mode_name}: {fuzzed.requests} requests, {len(fuzzed.failures)} failures")
+                    runs.append(run)
+                    problems += fuzzed.failures + [f"nothing to send to {label}" for label in unexpected]
+        finally:
+            stop_hub(hub)
+            if pg_name is not None:
+                drop_postgres_database(args.postgres_url, pg_name)
     never = sorted(label for label, statuses in answers.items() if not _succeeded(statuses))
     for label in never:
         why = "; ".join(f"{status}: {refusals.get((label, status), '')}" for status in sorted(answers[label]))

@@ -39,7 +39,7 @@ from egs_hub.core.requests import BODIES, parse_body
 from egs_hub.service.openapi import openapi_document
 
 from ..k8s.kubeconfig import write_kubeconfig
-from .hub import Hub
+from .hub import Hub, wait_for
 
 CHECKS = [
     not_a_server_error,
@@ -129,6 +129,11 @@ OTHER_MEMBER = "fuzzer-2"
 ENDPOINT_SERVER = str(pathlib.Path(__file__).with_name("endpoint_server.py"))
 
 
+# Body fields that name one thing only together: a cluster's kubeconfig, read where it is (the fuzzed
+# service runs in no pod, where in_cluster is refused).
+TOGETHER = (frozenset({"in_cluster", "kubeconfig"}),)
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What prepare() made, as fuzz() puts it in valid requests. ``paths``: the path parameters naming
@@ -136,10 +141,12 @@ class Prepared:
     and the path's last word), ``"gprs/approve"`` (the path's last word), ``"DELETE gprs"`` (a method),
     ``"gprs"`` (any operation on paths starting /gprs); one of the list is used, so an operation that
     ends something ends what was made for it. ``body``: the values of body fields
-    that name something (a slice, a project, a kubeconfig) or size it (GPUs the hub holds)."""
+    that name something (a slice, a project, a kubeconfig) or size it (GPUs the hub holds). ``query``: by
+    operation label, query parameters that name something (the cluster of a slice's kubeconfig)."""
 
     paths: dict[str, list[dict[str, str]]]
     body: dict[str, object]
+    query: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def path_of(self, operation, pick: int) -> dict[str, str] | None:
         """The path parameters of one thing made for ``operation`` (``pick`` chooses), if all are named."""
@@ -154,16 +161,28 @@ class Prepared:
                 return {name: made[pick % len(made)][name] for name in names}
         return None
 
+    def fill_query(self, operation, query: dict | None) -> dict | None:
+        """``query`` with the parameters prepare() names for ``operation`` set to them."""
+        named = self.query.get(operation.label)
+        return {**(query or {}), **named} if named else query
+
     def fill(self, body: dict) -> dict:
-        """``body`` with each field that names something naming what was made."""
-        return {key: self.body[key] if key in self.body and value is not None else value for key, value in body.items()}
+        """``body`` with each field that names something naming what was made, and all of a group in
+        ``TOGETHER`` when one of it is there."""
+        named = {key for key, value in body.items() if key in self.body and value is not None}
+        for group in TOGETHER:
+            if named & group:
+                named |= group
+        return {**body, **{key: self.body[key] for key in named}}
 
 
-def prepare(hub: Hub) -> Prepared:
+def prepare(hub: Hub, emulated: pathlib.Path | None = None) -> Prepared:
     """Something real to act on, and some of it to end: slices with a member, GPRs provisioned, queued
     and waiting for approval, templates, a project, workspace requests, a capacity plan, a maintenance
-    window, a Kubernetes cluster that does not answer. fuzz() sends half the valid requests to them, as
-    well as to the names it makes up, so the operations' logic runs, not only their 404."""
+    window, a Kubernetes cluster that does not answer, and with ``emulated`` (the kubeconfig of an emulated
+    cluster, tests/k8s/threaded.py) one that does: the slice ``fuzz-kube`` has a namespace there and the cluster two
+    node pools. fuzz() sends three in four valid requests to them, as well as to the names it makes up, so the
+    operations' logic runs, not only their 404."""
     admin, member = hub.admin(), hub.client(hub.user_token(MEMBER))
     for name, policy in (("fuzz", {}), ("fuzz-ask", {"auto_approve_max_gpus": 1}), ("fuzz-doomed", {})):
         admin.post("slices", {"name": name, "members": [MEMBER], "policy": policy}, expect=201)
@@ -204,6 +223,7 @@ def prepare(hub: Hub) -> Prepared:
     gpu = admin.get("gpus", expect=200)["gpus"][0]
     user = {"user": MEMBER, "server": "fuzz-server"}
     earlier = later - timedelta(days=100)
+    kubernetes = prepare_kubernetes(hub, emulated) if emulated is not None else Prepared({}, {})
     return Prepared(
         paths={
             "slices": [{"name": "fuzz", "user": MEMBER}, {"name": "fuzz-ask", "user": MEMBER}],
@@ -217,9 +237,11 @@ def prepare(hub: Hub) -> Prepared:
             "clusters": [{"name": node["cluster"]}, {"name": "fuzz-gone"}],
             "DELETE clusters": [{"name": "fuzz-gone"}],
             "DELETE clusters/checks": [{"name": node["cluster"]}],
+            "clusters/checks": [{"name": node["cluster"]}],
             "nodes": [{"cluster": node["cluster"], "name": node["name"]}],
             "gprs": [{"id": str(gpr["id"])} for gpr in (gprs[-1], queued)],
             "DELETE gprs": [{"id": str(queued["id"])}],
+            "gprs/release": [{"id": str(gprs[0]["id"])}],  # one of its own: a PATCH may end the others
             "gprs/approve": [{"id": str(gpr["id"])} for gpr in asking[:2]],
             "gprs/deny": [{"id": str(gpr["id"])} for gpr in asking[2:]],
             "templates": [{"name": "fuzz-t"}],
@@ -230,7 +252,9 @@ def prepare(hub: Hub) -> Prepared:
             "gpus": [{"uuid": gpu["uuid"]}],
             "servers": [user],
             "server-restarts": [user],
+            **kubernetes.paths,
         },
+        query=kubernetes.query,
         body={
             "slice": "fuzz",
             "template": "fuzz-t",
@@ -240,10 +264,43 @@ def prepare(hub: Hub) -> Prepared:
             "gpus": 1,  # sizes the fuzzed hub's GPUs hold
             "nodes": 1,
             "kubeconfig": str(kubeconfig),
+            "in_cluster": False,
             "context": "fuzz",
             "start": earlier.isoformat(),
             "end": (earlier + timedelta(hours=1)).isoformat(),
         },
+    )
+
+
+EMULATED = "fuzz-k8s"
+
+
+def prepare_kubernetes(hub: Hub, kubeconfig: pathlib.Path) -> Prepared:
+    """The emulated cluster registered as ``fuzz-k8s``, answering; the slice ``fuzz-kube`` set up there
+    (its kubeconfig; nothing that changes slices names it); the pools ``fuzz-pool`` (read) and
+    ``fuzz-doomed-pool`` (deleted)."""
+    admin = hub.admin()
+    admin.post("clusters", {"name": EMULATED, "kubeconfig": str(kubeconfig), "context": "emulated"}, expect=201)
+
+    def answering() -> bool:
+        clusters = admin.get("clusters", expect=200)["clusters"]
+        return any(c["name"] == EMULATED and c["health"] == "ok" for c in clusters)
+
+    wait_for(answering, 30, "the emulated cluster to answer")
+    admin.post("slices", {"name": "fuzz-kube", "members": [MEMBER]}, expect=201)
+    admin.call("PATCH", "slices/fuzz-kube", {"namespaces": {EMULATED: ["fuzz-home"]}}, expect=200)
+    for pool in ("fuzz-pool", "fuzz-doomed-pool"):
+        body = {"name": pool, "shape": "H100-80GB x8", "max_nodes": 2}
+        admin.post(f"clusters/{EMULATED}/pools", body, expect=201)
+    return Prepared(
+        paths={
+            "POST clusters/pools": [{"name": EMULATED}],
+            "DELETE clusters/pools": [{"name": EMULATED, "pool": "fuzz-doomed-pool"}],
+            "clusters/pools": [{"name": EMULATED, "pool": "fuzz-pool"}],
+            "slices/kubeconfig": [{"name": "fuzz-kube"}],
+        },
+        body={},
+        query={"GET /slices/{name}/kubeconfig": {"cluster": EMULATED}},
     )
 
 
@@ -288,7 +345,7 @@ def fuzz(
     """Up to ``examples`` generated requests per operation with ``token``, from hypothesis seed ``at``.
 
     ``users``: the hub users whose actions write events (the token's, and whoever it acts for);
-    ``prepared``: what prepare() made, which valid requests name half the time."""
+    ``prepared``: what prepare() made, which three in four valid requests name."""
     headers = {"Authorization": f"token {token}"}
     base_url = hub.api.rstrip("/")
     fuzzed = Fuzzed()
@@ -303,10 +360,13 @@ def fuzz(
 
         @seed(at)
         @generated(examples)
-        @given(case=operation.as_strategy(generation_mode=mode), use_real=st.booleans(), pick=st.integers(0, 9))
-        def check(case, use_real, pick):
+        @given(case=operation.as_strategy(generation_mode=mode))
+        def check(case):
             nonlocal last
-            real = prepared is not None and use_real and mode is GenerationMode.POSITIVE
+            # Three in four, in turn through what was made, so each thing made is named whatever the seed.
+            sent = sum(fuzzed.answers[case.operation.label].values())
+            pick = sent - sent // 4
+            real = prepared is not None and sent % 4 != 3 and mode is GenerationMode.POSITIVE
             if real:
                 # Assigned only when changed: schemathesis revalidates what changed, and a body left out
                 # (which it cannot validate) would turn the case into an invalid one.
@@ -314,6 +374,8 @@ def fuzz(
                     case.path_parameters = path
                 if isinstance(case.body, dict):
                     case.body = prepared.fill(case.body)
+                if (query := prepared.fill_query(case.operation, case.query)) != case.query:
+                    case.query = query
             try:
                 response = case.call(base_url=base_url, session=session, headers=headers)
             finally:
