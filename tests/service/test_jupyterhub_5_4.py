@@ -6,7 +6,8 @@ which JupyterHub 6.0 added; 5.4 ignores it with a warning, and every non-admin g
 and at the portal. Here the embedded default runs on JupyterHub 5.4.3, which ``make install-test``
 puts in ``.cache/jupyterhub-5.4.3`` (the rest of the test environment's packages serve it) and which
 goes first on the hub's and the service's ``PYTHONPATH``: a member who is no admin reaches the API with
-a token and the portal after logging in. The rest of the suite runs on the newest 6.x.
+a token and the portal after logging in, and the sidebar's server extension in the member's spawned
+server reaches the service with the server's own token. The rest of the suite runs on the newest 6.x.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
+import requests
 
 from egs_hub.embedded import free_port
 
-from .hub import Hub, PageSession, invite, start_hub, stop_hub
+from .hub import Hub, PageSession, invite, start_hub, start_server, stop_hub
 
 VERSION = "5.4.3"
 JUPYTERHUB_5_4 = os.path.join(os.path.dirname(__file__), "..", "..", ".cache", f"jupyterhub-{VERSION}")
@@ -60,3 +63,22 @@ def test_a_member_opens_the_portal_after_logging_in(hub: Hub):
     assert portal.status_code == 200 and portal.url.startswith(f"{hub.url}/services/egs/"), portal.url
     api = member.session.get(f"{hub.url}/services/egs/api/v1/slices", timeout=30)
     assert api.status_code == 200 and [s["name"] for s in api.json()["slices"]], api.text
+
+
+def test_a_members_server_extension_reaches_the_service(hub: Hub):
+    """The sidebar's requests: the member's server forwards them with its $JUPYTERHUB_API_TOKEN, whose
+    scopes JupyterHub 5.4 takes from the role ``server``."""
+    name = f"ada-{secrets.token_hex(3)}"
+    token = hub.user_token(name)
+    team = hub.admin().post("slices", {"name": f"t-{secrets.token_hex(3)}", "members": [name]}, expect=201)["name"]
+    start_server(hub, name, team)
+    try:
+        server = f"{hub.url}/user/{quote(name)}"
+        headers = {"Authorization": f"token {token}"}
+        config = requests.get(f"{server}/egs/config", headers=headers, timeout=30)
+        assert config.status_code == 200 and config.json()["service_configured"], config.text
+        slices = requests.get(f"{server}/egs/api/slices", headers=headers, timeout=30)
+        assert slices.status_code == 200, slices.text
+        assert [s["name"] for s in slices.json()["slices"]] == [team]
+    finally:
+        hub.hub_api("DELETE", f"users/{name}/server", expect=(202, 204))
