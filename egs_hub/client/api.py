@@ -38,7 +38,6 @@ from ..core.resources import (
     GPUMetrics,
     GPUs,
     Health,
-    HomeVolumes,
     Inventory,
     MaintenanceWindow,
     Node,
@@ -386,11 +385,6 @@ class Operations(ABC):
         params = _query(cluster=cluster, expiration=expiration)
         return self._send(Call("GET", f"slices/{_segment(name)}/kubeconfig", _one(SliceKubeconfig), params=params))
 
-    def slice_volumes(self, name: str) -> HomeVolumes:
-        """Members: the members' home volumes on the slice's Kubernetes clusters (and clusters that did not
-        answer, in ``unavailable``)."""
-        return self._send(Call("GET", f"slices/{_segment(name)}/volumes", _one(HomeVolumes)))
-
     # clusters
 
     def clusters(self) -> list[Cluster]:
@@ -501,17 +495,6 @@ class Operations(ABC):
         """Admins: the node's maintenance windows that have not ended."""
         path = f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance"
         return self._send(Call("GET", path, _list_of(MaintenanceWindow, "maintenance")))
-
-    def plan_maintenance(self, cluster: str, node: str, start: Time, end: Time, reason: str = "") -> MaintenanceWindow:
-        """Admins: take the node out of service from ``start`` to ``end``; nothing is planned across it, and
-        the answer's ``crossing`` names the GPRs whose windows run past the start (they were told)."""
-        path = f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance"
-        body = _encode({"start": start, "end": end, "reason": reason})
-        return self._send(Call("POST", path, _one(MaintenanceWindow), body=body))
-
-    def cancel_maintenance(self, cluster: str, node: str) -> None:
-        """Admins: cancel the node's maintenance windows that have not ended."""
-        return self._send(Call("DELETE", f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance", _nothing))
 
     # dynamic node pools
 

@@ -19,11 +19,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from .model import Node, Shape
 
 POOL_LABEL = "egs.io/pool"
-ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+ATOMIC_SCALE_UP: Final = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 PROVISIONING_CLASSES = (ATOMIC_SCALE_UP, CHECK_CAPACITY)
 # A node asked for that has not joined by its delay is expected this long after each plan.

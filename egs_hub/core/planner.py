@@ -477,7 +477,7 @@ class _Pass:
         self.late = 0.0  # how late the latest promise of the bands planned so far starts
         self.slip = self._admitted_late()
         self.moved: dict[int, str] = {}  # Plan.moved
-        self._pools: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
+        self._pools: dict[tuple[str | None, str | None, float | None, str | None], list[Pool]] = {}
 
     def _queue(self) -> PriorityQueue:
         """The snapshot's queue in its order. A request for whole nodes counts the GPUs it would hold,
@@ -854,11 +854,14 @@ class _Pass:
         return estimate
 
     def _promised_window(self, request: Request, estimate: Estimate, shift: float) -> Window | None:
-        spec, placement = request.spec, estimate.placement
+        spec, placement, promised_start = request.spec, estimate.placement, estimate.start
+        if placement is None or promised_start is None:  # not a promise (_promise)
+            return None
         if any((placement.cluster, name) in request.avoid for name in placement.nodes):
             return None
-        where = [self.timeline.where.get((placement.cluster, name)) for name in placement.nodes]
-        if not where or any(w is None for w in where) or len({id(w[0]) for w in where}) != 1:
+        found = [self.timeline.where.get((placement.cluster, name)) for name in placement.nodes]
+        where = [w for w in found if w is not None]
+        if not where or len(where) != len(found) or len({id(w[0]) for w in where}) != 1:
             return None
         pool = where[0][0]
         if pool not in self.pools(spec):
@@ -866,7 +869,7 @@ class _Pass:
         count, full, last = pool.need(spec.gpus, spec.nodes)
         if count != len(where):
             return None
-        start = max(0.0, end_of(self.seconds(estimate.start), shift))
+        start = max(0.0, end_of(self.seconds(promised_start), shift))
         if spec.start_after is not None and start < self.seconds(spec.start_after):
             return None
         picks = (*((i, full) for _, i in where[:-1]), (where[-1][1], last))

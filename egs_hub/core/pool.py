@@ -112,13 +112,14 @@ class Pool:
     def fits(self, picks: tuple[tuple[int, int], ...], start: float, end: float) -> bool:
         return all(self.profiles[i].minimum(start, end) >= gpus for i, gpus in picks)
 
-    def need(self, gpus: int | None, nodes: int | None) -> tuple[int, int, int] | None:
-        """``(nodes, GPUs on each full node, GPUs on the last)`` for a request, or None when
-        this shape cannot hold it: ``gpus`` up to a node's width go on one node, more take
-        whole nodes; ``nodes`` take whole nodes."""
+    def need(self, gpus: int | None, nodes: int | None) -> tuple[int, int, int]:
+        """``(nodes, GPUs on each full node, GPUs on the last)`` for a request of ``gpus`` or
+        ``nodes``: ``gpus`` up to a node's width go on one node, more take whole nodes;
+        ``nodes`` take whole nodes."""
         width = self.width
         if nodes is not None:
             return (nodes, width, width)
+        assert gpus is not None  # a request asks for GPUs or nodes (GPRSpec)
         if gpus <= width:
             return (1, gpus, gpus)
         count = math.ceil(gpus / width)

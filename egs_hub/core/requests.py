@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from types import UnionType
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, Union, get_args
 
 from pydantic import (
     AfterValidator,
@@ -196,8 +196,9 @@ def _text(max_length: int) -> Any:
     return Annotated[str, Field(max_length=max_length, pattern=TEXT_PATTERN), _STRIPPED]
 
 
-Name = _text(100)
-ReasonText = _text(500)
+# Written out (not _text(...)) so that type checkers read them as types; the same as _text(100), _text(500).
+Name = Annotated[str, Field(max_length=100, pattern=TEXT_PATTERN), _STRIPPED]
+ReasonText = Annotated[str, Field(max_length=500, pattern=TEXT_PATTERN), _STRIPPED]
 
 
 def describe_horizon(horizon: timedelta) -> str:
@@ -260,17 +261,17 @@ def _check_instances(shape: str | None, nodes: int | None) -> None:
 # Rules across fields, in JSON Schema: the document says them beside the fields' own.
 
 
-def _given(field: str, json_type: str) -> dict:
+def _given(field: str, json_type: str) -> dict[str, Any]:
     """``field`` is there and not null."""
     return {"required": [field], "properties": {field: {"type": json_type}}}
 
 
-def _not_both(one: str, other: str, json_type: str = "integer") -> dict:
+def _not_both(one: str, other: str, json_type: str = "integer") -> dict[str, Any]:
     return {"not": {"allOf": [_given(one, json_type), _given(other, json_type)]}}
 
 
 # A share of one GPU: not with nodes, nor with more GPUs than one (_check_share).
-_SHARE_RULE = {
+_SHARE_RULE: dict[str, Any] = {
     "anyOf": [
         {"not": _given("gpu_share", "number")},
         {"properties": {"nodes": {"type": "null"}, "gpus": {"enum": [None, 1]}}},
@@ -374,7 +375,7 @@ class GPRCreate(_Ask):
 
 def _patch(cls: type[Body], omit: tuple[str, ...] = ()) -> type[Body]:
     """The fields of ``cls`` but ``omit`` as a PATCH body: each may be left out, and is then MISSING."""
-    fields = {
+    fields: dict[str, Any] = {
         name: (info.annotation, FieldInfo.merge_field_infos(info, default=MISSING))
         for name, info in cls.model_fields.items()
         if name not in omit
@@ -382,7 +383,7 @@ def _patch(cls: type[Body], omit: tuple[str, ...] = ()) -> type[Body]:
     return create_model(f"{cls.__name__}Patch", __base__=Body, **fields)
 
 
-class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):
+class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):  # type: ignore[misc]  # a base made by create_model
     """PATCH /gprs/{id}: the owner edits before provisioning; admins change priority."""
 
     model_config = ConfigDict(json_schema_extra={"allOf": [_not_both("gpus", "nodes"), _SHARE_RULE]})
@@ -412,7 +413,7 @@ class GPRUpdate(_patch(GPRCreate, omit=("slice", "template"))):
         return updated
 
 
-_TEMPLATE_RULES = [_not_both("project", "slice", "string"), _not_both("gpus", "nodes")]
+_TEMPLATE_RULES: list[Any] = [_not_both("project", "slice", "string"), _not_both("gpus", "nodes")]
 
 
 class TemplateCreate(Body):
@@ -444,7 +445,7 @@ class TemplateCreate(Body):
         return GPRTemplate(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
-class TemplateUpdate(_patch(TemplateCreate, omit=("name",))):
+class TemplateUpdate(_patch(TemplateCreate, omit=("name",))):  # type: ignore[misc]  # a base made by create_model
     """PATCH /templates/{name}: the fields given replace the template's."""
 
     model_config = ConfigDict(json_schema_extra={"allOf": _TEMPLATE_RULES})
@@ -612,6 +613,7 @@ class PoolCreate(Body):
 
     def pool(self, cluster: str) -> NodePool:
         found = POOL_SHAPE.match(self.shape)
+        assert found is not None  # the field's pattern is POOL_SHAPE's
         shape = Shape(found["model"], int(found["memory"]), int(found["gpus"]))
         if shape.gpus_per_node == 0:
             raise InvalidRequest("shape", f"shape {self.shape!r} has no GPUs")
@@ -677,7 +679,7 @@ class PolicyBody(Body):
     restart_servers: bool = False
     reject_over_limits: Annotated[bool, Field(description="reject over-limit GPRs instead of asking an admin")] = False
     eviction: Annotated[
-        Literal[EVICTION_MODES],
+        Literal[EVICTION_MODES],  # type: ignore[valid-type]
         Field(
             description="ending lower-priority preemptible GPRs for this slice's GPRs: "
             "auto, confirm (an admin confirms) or off",
@@ -688,18 +690,18 @@ class PolicyBody(Body):
     idle_timeout: Annotated[OptionalDuration, Field(description="default idle timeout of the slice's GPRs")] = None
     max_idle_timeout: Annotated[OptionalDuration, Field(description="longest idle timeout members may ask for")] = None
     bind_failure: Annotated[
-        Literal[BIND_FAILURES],
+        Literal[BIND_FAILURES],  # type: ignore[valid-type]
         Field(description="a GPR whose nodes fail their pre-checks: fail, or move (queued again for other nodes)"),
     ] = "fail"
     remediation: Annotated[
-        Literal[REMEDIATIONS],
+        Literal[REMEDIATIONS],  # type: ignore[valid-type]
         Field(
             description="a GPU failing in a provisioned GPR: replace its node's GPUs by a healthy node's for the "
             "rest of the window, notify its holders only, or off"
         ),
     ] = "replace"
     maintenance_crossing: Annotated[
-        Literal[MAINTENANCE_CROSSINGS],
+        Literal[MAINTENANCE_CROSSINGS],  # type: ignore[valid-type]
         Field(
             description="a GPR whose window runs past a maintenance planned on its node: ask (an admin decides), "
             "shorten (it ends when the maintenance starts), move (to a healthy node then, else it ends)"
@@ -734,8 +736,12 @@ class PolicyBody(Body):
     ] = False
 
 
-QuotaPatch = _patch(QuotaBody)
-PolicyPatch = _patch(PolicyBody)
+if TYPE_CHECKING:  # made by create_model, which type checkers cannot follow: the bodies' fields, each optional
+    QuotaPatch = QuotaBody
+    PolicyPatch = PolicyBody
+else:
+    QuotaPatch = _patch(QuotaBody)
+    PolicyPatch = _patch(PolicyBody)
 Namespaces = Annotated[
     dict[str, tuple[str, ...]],
     BeforeValidator(parsed(parse_namespaces)),
@@ -1227,7 +1233,7 @@ def parse_body(cls: type[B], body: object) -> B:
     return made
 
 
-def _refusal(cls: type[Body], error: dict) -> InvalidRequest:
+def _refusal(cls: type[Body], error: Mapping[str, Any]) -> InvalidRequest:
     """One pydantic error as the sentence the API answers."""
     field = ".".join(str(part) for part in error["loc"])
     kind, value, context = error["type"], error.get("input"), error.get("ctx") or {}
@@ -1281,7 +1287,8 @@ def _type_at(cls: type[Body], loc: tuple) -> tuple[Any, list]:
     """The type of the value at ``loc`` (field names, list indexes, object keys) in a body of ``cls``,
     without its ``Annotated`` and ``None`` parts, and the constraints on it: the field's own, or, at an
     item of a list or object, those of the item type."""
-    annotation, metadata = cls, []
+    annotation: Any = cls
+    metadata: list = []
     for part in loc:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             if part not in annotation.model_fields:
@@ -1436,6 +1443,11 @@ Replicas = Annotated[int, Field(ge=0, le=100), Whole]
 HealthPath = Annotated[str | None, Field(max_length=1000, pattern=r"^/[^\x00-\x20]*$")]
 
 
+# As _text(PATH_MAX) and _text(500), written out for type checkers.
+_PathText = Annotated[str, Field(max_length=PATH_MAX, pattern=TEXT_PATTERN), _STRIPPED]
+_ImageText = Annotated[str, Field(max_length=500, pattern=TEXT_PATTERN), _STRIPPED]
+
+
 class EndpointCreate(Body):
     """POST /endpoints: serve a model from the slice's GPUs (core/endpoints.py); each replica is a GPR
     of ``gpus`` (or of ``template``) for ``duration``, renewed while the endpoint wants it."""
@@ -1466,9 +1478,7 @@ class EndpointCreate(Body):
     slice: SliceName
     name: Annotated[SliceName, Field(description="the endpoint's name in its slice (a DNS label)")]
     runtime: Literal[RUNTIMES]  # type: ignore[valid-type]
-    model: Annotated[
-        _text(PATH_MAX), Field(description="a Hugging Face model id, or a path in the workspace's storage")
-    ] = ""
+    model: Annotated[_PathText, Field(description="a Hugging Face model id, or a path in the workspace's storage")] = ""
     gpus: Annotated[Count | None, Field(description="GPUs per replica; left out: the template's, else 1")] = None
     template: Annotated[TemplateName | None, Field(description="a GPR template for each replica's GPR")] = None
     cluster: Annotated[
@@ -1478,7 +1488,7 @@ class EndpointCreate(Body):
     command: Annotated[
         Arguments, Field(description="runtime command: the server's argument list; {port} stands for its port")
     ] = ()
-    image: Annotated[_text(500) | None, Field(description="the container image on Kubernetes")] = None
+    image: Annotated[_ImageText | None, Field(description="the container image on Kubernetes")] = None
     args: Annotated[Arguments, Field(description="more arguments for the runtime's server")] = ()
     env: Environment = {}
     min_replicas: Replicas = 0
@@ -1523,7 +1533,7 @@ def check_endpoint(runtime: str, model: str, command: tuple[str, ...], gpus: Any
         raise InvalidRequest("gpus", "give gpus or a template, not both")
 
 
-class EndpointUpdate(_patch(EndpointCreate, omit=("slice", "name", "runtime"))):
+class EndpointUpdate(_patch(EndpointCreate, omit=("slice", "name", "runtime"))):  # type: ignore[misc]  # a base made by create_model
     """PATCH /endpoints/{slice}/{name}: bounds, idle time and load apply at once; a new model, command,
     arguments, environment or health path restart the servers; GPUs, template and duration apply to the
     replicas filed from then on. Its cluster is the one it was created on (another is refused)."""
@@ -1558,7 +1568,7 @@ class EndpointScale(Body):
     replicas: Replicas
 
 
-BODIES: tuple[type[Body], ...] = (
+BODIES: tuple[type[BaseModel], ...] = (
     GPRCreate,
     GPRUpdate,
     WaitTimeQuery,

@@ -15,7 +15,7 @@ older client still sees what a newer service added.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 from pydantic.json_schema import models_json_schema
@@ -56,7 +56,10 @@ FractionalSeconds = Annotated[
     WithJsonSchema({"type": "number", "description": "seconds"}),
 ]
 Names = tuple[str, ...]
-StatusName = Literal[tuple(s.value for s in Status)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # a Literal of the statuses' values, which type checkers cannot read from the enum
+    StatusName = str
+else:
+    StatusName = Literal[tuple(s.value for s in Status)]
 ClusterHealth = Literal["ok", "unavailable"]
 CLUSTER_ORIGINS = ("local", "config", "api")
 BANDS = ("low", "medium", "high")

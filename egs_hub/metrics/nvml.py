@@ -27,8 +27,8 @@ from types import ModuleType
 
 import pynvml
 
-from ..backends.local.nvml import as_text, mig_enabled, mig_handles
 from ..core.samples import GpuProcess, GpuSample
+from ..nvml_handles import as_text, mig_enabled, mig_handles
 from . import MetricsUnavailable
 from .processes import server_of
 

@@ -16,11 +16,11 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..core.capacity_change import ChangeError, changed_groups, planned_groups
 from ..core.errors import Conflict, InvalidRequest
 from ..core.requests import CapacityPlanCreate
 from ..core.resources import CapacityPlan, NodeCount, WhatIfResult
-from ..sim.history import changed, planned_inventory
-from ..sim.trace import SimInputError
+from ..store import queries
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +90,13 @@ class CapacityPlans:
     def _check_changes(session, asked: CapacityPlanCreate) -> None:
         if not asked.add_nodes and not asked.remove_nodes:
             return
-        inventory = planned_inventory(session)
+        groups = planned_groups(queries.planned_node_shapes(session))
         add = [(c.shape, c.count) for c in asked.add_nodes]
         remove = [(c.shape, c.count) for c in asked.remove_nodes]
         for name, (adding, removing) in (("add_nodes", (add, [])), ("remove_nodes", (add, remove))):
             try:
-                changed(inventory, adding, removing)
-            except SimInputError as e:
+                changed_groups(groups, adding, removing)
+            except ChangeError as e:
                 message = str(e).removeprefix("--add-nodes ").removeprefix("--remove-nodes ")
                 raise InvalidRequest(name, f"{name}: {message}") from None
 

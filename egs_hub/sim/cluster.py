@@ -59,6 +59,7 @@ from pathlib import Path
 
 import yaml
 
+from ..core.capacity_change import NodeGroup
 from ..core.errors import InvalidRequest
 from ..core.model import DEFAULT_PROJECT, Node, Project, Shape
 from ..core.node_pools import NodePool
@@ -72,16 +73,6 @@ DEFAULT_SCALE_DOWN_IDLE = timedelta(minutes=30)
 POOL_FIELDS = ("cluster", "shape", "min", "max", "scale_up_delay", "scale_down_idle")
 # A pool's name is the value of its nodes' egs.io/pool label; "+" would clash with joining nodes' names.
 POOL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-
-
-@dataclass(frozen=True)
-class NodeGroup:
-    """``mig``: the MIG layout each of its GPUs is split into, (profile, instances per GPU)."""
-
-    cluster: str
-    shape: Shape
-    count: int
-    mig: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,11 @@ from datetime import datetime, timedelta
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..core.model import Shape
+from ..core.capacity_change import ChangeError, changed_groups, planned_groups
 from ..store import db, queries
-from .cluster import Inventory, NodeGroup
+from .cluster import Inventory
 from .metrics import waits_summary
 from .trace import Job, SimInputError, Trace
-
-WHAT_IF_CLUSTER = "what-if"  # where added nodes of a shape no cluster has go
 
 
 @dataclass(frozen=True)
@@ -78,11 +76,7 @@ def read_history(session: Session, since: timedelta, now: datetime) -> History:
 
 def planned_inventory(session: Session) -> Inventory:
     """The nodes the service plans on now (present, not quarantined), one group per cluster and shape."""
-    groups: dict[tuple[str, Shape], int] = {}
-    for cluster, shape in queries.planned_node_shapes(session):
-        groups[(cluster, shape)] = groups.get((cluster, shape), 0) + 1
-    ordered = sorted(groups.items(), key=lambda item: (item[0][0], item[0][1].name))
-    return Inventory(tuple(NodeGroup(cluster, shape, n) for (cluster, shape), n in ordered))
+    return Inventory(planned_groups(queries.planned_node_shapes(session)))
 
 
 def parse_change(value: str, option: str) -> tuple[str, int]:
@@ -101,24 +95,12 @@ def parse_change(value: str, option: str) -> tuple[str, int]:
 
 def changed(inventory: Inventory, add: list[tuple[str, int]], remove: list[tuple[str, int]]) -> Inventory:
     """``inventory`` with nodes added to (or removed from) the first group whose shape matches; a shape
-    no group has is added, when named in full (``MODEL-MEMGB xG``), on the ``what-if`` cluster."""
-    groups = list(inventory.groups)
-    for wanted, n in add:
-        k = _matching(groups, wanted)
-        if k is None:
-            groups.append(NodeGroup(WHAT_IF_CLUSTER, _full_shape(wanted), n))
-        else:
-            groups[k] = replace(groups[k], count=groups[k].count + n)
-    for wanted, n in remove:
-        k = _matching(groups, wanted)
-        if k is None:
-            raise SimInputError(f"--remove-nodes {wanted}:{n}: no node of that shape")
-        if groups[k].count < n:
-            raise SimInputError(f"--remove-nodes {wanted}:{n}: {groups[k].cluster} has {groups[k].count}")
-        groups[k] = replace(groups[k], count=groups[k].count - n)
-    if not any(g.count for g in groups):
-        raise SimInputError("no node would be left to plan on")
-    return replace(inventory, groups=tuple(groups))
+    no group has is added, when named in full (``MODEL-MEMGB xG``), on the ``what-if`` cluster
+    (core/capacity_change.py); SimInputError when a change cannot be made."""
+    try:
+        return replace(inventory, groups=changed_groups(inventory.groups, add, remove))
+    except ChangeError as e:
+        raise SimInputError(str(e)) from None
 
 
 def priced(
@@ -152,26 +134,6 @@ def parse_price(value: str) -> tuple[str, float]:
     if not sep or not shape.strip() or not 0 <= price < float("inf"):
         raise SimInputError(f"--price must be SHAPE=PRICE per GPU-hour (e.g. 'B200-192GB x8=6.5'), got {value!r}")
     return shape.strip(), price
-
-
-def _matching(groups: list[NodeGroup], wanted: str) -> int | None:
-    return next((k for k, g in enumerate(groups) if g.shape.matches(wanted)), None)
-
-
-def _full_shape(wanted: str) -> Shape:
-    """``MODEL-MEMGB xG`` as a shape."""
-    try:
-        kind, per_node = wanted.replace(" ", "").rsplit("x", 1)
-        model, memory = kind.rsplit("-", 1)
-        shape = Shape(model, int(memory.upper().removesuffix("GB")), int(per_node))
-    except ValueError:
-        shape = None
-    if shape is None or not model or shape.memory_gb < 1 or shape.gpus_per_node < 1:
-        raise SimInputError(
-            f"--add-nodes {wanted!r}: no node has that shape; name a new one in full, as MODEL-MEMGB xG "
-            "(e.g. 'H100-80GB x8')"
-        )
-    return shape
 
 
 def load_history(db_url: str, since: timedelta, now: datetime) -> History:

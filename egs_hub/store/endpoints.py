@@ -85,11 +85,3 @@ def replica_gprs(session: Session, endpoint_ids: Iterable[int], *, live: bool = 
     for endpoint_id, gpr_row in session.execute(query):
         found.setdefault(endpoint_id, []).append(to_gpr(gpr_row))
     return found
-
-
-def endpoint_of_gprs(session: Session, gpr_ids: Iterable[int]) -> dict[int, int]:
-    """The endpoint of each of ``gpr_ids`` that is a replica's GPR."""
-    query = select(EndpointReplicaRow.gpr_id, EndpointReplicaRow.endpoint_id).where(
-        EndpointReplicaRow.gpr_id.in_(list(gpr_ids))
-    )
-    return dict(session.execute(query).all())

@@ -2,7 +2,9 @@
 
 Read from the source (every import, those under TYPE_CHECKING too): no module imports an
 HTTP handler but the handlers themselves and app.py, which mounts them; the modules of
-egs_hub/service import each other without a cycle; the core imports nothing of the rest.
+egs_hub/service import each other without a cycle; the core imports nothing of the rest; and no
+import goes the wrong way (WRONG_WAYS: the service not the simulator, the backends not embedded.py,
+the metrics not the backends).
 """
 
 from __future__ import annotations
@@ -77,3 +79,28 @@ def test_the_core_imports_nothing_of_the_rest():
         if name.startswith("egs_hub.core"):
             outside = {i for i in imported if not i.startswith("egs_hub.core")}
             assert not outside, f"{name} imports {outside}"
+
+
+# (importer, what it must not import, why): the service plans and serves, the simulator replays it
+# (sim/what_if.py runs in a child process, by its module name, not imported); a backend runs
+# wherever the service does, not only under `egs-hub up` (embedded.py); the metrics read GPUs
+# beside the backends, with NVML's helpers from nvml_handles.py.
+WRONG_WAYS = [
+    ("egs_hub.service", "egs_hub.sim", "the service must not import the simulator"),
+    ("egs_hub.backends", "egs_hub.embedded", "a backend must not import egs-hub up's module"),
+    ("egs_hub.metrics", "egs_hub.backends", "the metrics must not import the backends"),
+]
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+@pytest.mark.parametrize(("importer", "imported", "why"), WRONG_WAYS, ids=[f"{a}-{b}" for a, b, _ in WRONG_WAYS])
+def test_no_import_goes_the_wrong_way(importer, imported, why):
+    wrong = {
+        name: sorted(i for i in found if within(i, imported))
+        for name, found in MODULES.items()
+        if within(name, importer) and any(within(i, imported) for i in found)
+    }
+    assert not wrong, f"{why}: {wrong}"

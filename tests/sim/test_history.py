@@ -17,9 +17,9 @@ import pytest
 
 from egs_hub.core import lifecycle
 from egs_hub.core import model as core
+from egs_hub.core.capacity_change import WHAT_IF_CLUSTER
 from egs_hub.sim.cluster import Inventory, NodeGroup
 from egs_hub.sim.history import (
-    WHAT_IF_CLUSTER,
     capacity_cost,
     changed,
     parse_change,

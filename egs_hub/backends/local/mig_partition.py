@@ -36,9 +36,10 @@ from types import ModuleType
 
 from ...core.layouts import describe
 from ...core.sharing import LayoutError, check_layout, profile_memory_gb, profile_slices
+from ...nvml_handles import as_text, mig_handles, mig_modes
 from .. import LayoutChangeError
 from .mig_placements import Chosen, Placement, choose_placements
-from .nvml import as_text, gpu_model, mig_handles, mig_modes
+from .nvml import gpu_model
 
 NEEDS_ROOT = (
     "changing MIG layouts needs root (or CAP_SYS_ADMIN): run the service as root, or split the GPUs by hand "

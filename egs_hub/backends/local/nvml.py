@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -19,6 +18,7 @@ import pynvml
 
 from ...core.model import GPU
 from ...core.sharing import MIG_PROFILE
+from ...nvml_handles import as_text, mig_enabled, mig_handles
 
 log = logging.getLogger(__name__)
 _MIG_NAME = re.compile(r"\bMIG\s+(\S+)")
@@ -38,10 +38,6 @@ def gpu_model(product: str) -> str:
     if words[0].upper() in {"RTX", "GTX"} and len(words) > 1:
         return f"{words[0].upper()}-{words[1]}"
     return words[0].split("-")[0]
-
-
-def as_text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass(frozen=True)
@@ -92,35 +88,6 @@ def mig_profile(name: str) -> str | None:
     """The profile in a MIG device's name, "NVIDIA H100 80GB HBM3 MIG 1g.10gb" -> "1g.10gb"."""
     found = _MIG_NAME.search(name)
     return found[1].lower() if found and MIG_PROFILE.fullmatch(found[1].lower()) else None
-
-
-def mig_modes(nvml: ModuleType, handle) -> tuple[bool, bool] | None:
-    """Whether MIG mode is on now and after a reset; None on a GPU without MIG (NVML answers
-    NOT_SUPPORTED)."""
-    try:
-        current, pending = nvml.nvmlDeviceGetMigMode(handle)
-    except nvml.NVMLError as e:
-        if getattr(e, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
-            return None
-        raise
-    return current == nvml.NVML_DEVICE_MIG_ENABLE, pending == nvml.NVML_DEVICE_MIG_ENABLE
-
-
-def mig_enabled(nvml: ModuleType, handle) -> bool:
-    """Whether the GPU is in MIG mode now."""
-    modes = mig_modes(nvml, handle)
-    return modes is not None and modes[0]
-
-
-def mig_handles(nvml: ModuleType, handle) -> Iterator:
-    """The handles of the MIG devices of a GPU in MIG mode, in index order (gaps skipped)."""
-    for k in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
-        try:
-            yield nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, k)
-        except nvml.NVMLError as e:
-            if getattr(e, "value", None) == nvml.NVML_ERROR_NOT_FOUND:  # no instance at this index
-                continue
-            raise
 
 
 def _instances(nvml: ModuleType, handle, parent: str, memory_mib: int, node: str, cluster: str, first: int):
