@@ -109,3 +109,4 @@ test: install-test jest
 lint: install-test
 	$(BIN)/ruff check egs_hub tests charts
 	$(BIN)/ruff format --check egs_hub tests charts
+	$(BIN)/mypy

@@ -280,7 +280,7 @@ def clear_quiet_events(
             last_event, quiet = gpus[uuid].xid_event_at, t.xid_clear_after
         else:
             continue
-        if now - last_event >= quiet:
+        if last_event is not None and now - last_event >= quiet:
             changes.append(AlertChange(alert, False, now))
     return changes
 
@@ -318,18 +318,18 @@ def check_lost(
     for uuid in sorted(watched):
         current = active.get((uuid, AlertKind.GPU_LOST))
         silent = silence(gpus[uuid], now) if uuid in expected else None
-        is_lost = silent is not None and silent >= t.lost_after
-        if is_lost and current is None:
+        lost_for = silent if silent is not None and silent >= t.lost_after else None
+        if lost_for is not None and current is None:
             node = expected[uuid]
             message = (
-                f"{name_gpu_by_uuid(uuid, node)} has not reported for {duration(silent)} "
+                f"{name_gpu_by_uuid(uuid, node)} has not reported for {duration(lost_for)} "
                 f"(alert after {duration(t.lost_after)})"
             )
             alert = Alert(
-                AlertKind.GPU_LOST, uuid, node, silent.total_seconds(), t.lost_after.total_seconds(), message, now
+                AlertKind.GPU_LOST, uuid, node, lost_for.total_seconds(), t.lost_after.total_seconds(), message, now
             )
             changes.append(AlertChange(alert, True, now))
-        elif not is_lost and current is not None:
+        elif lost_for is None and current is not None:
             changes.append(AlertChange(current, False, now))
     return changes
 

@@ -17,11 +17,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, Final, overload
 
 from .requests import CheckSpec
 from .samples import GpuSample
 
-ENTRY, EXIT = "entry", "exit"
+ENTRY: Final = "entry"
+EXIT: Final = "exit"
 LOG_MAX = 4000  # characters of a run's log kept: its end, where tools print their verdict
 # XID errors that mean the GPU cannot be trusted with work (NVIDIA's XID catalogue).
 FATAL_XIDS: Mapping[int, str] = {
@@ -103,6 +105,10 @@ def checks_at(checklist: Iterable[CheckSpec], phase: str) -> tuple[CheckSpec, ..
     return tuple(spec for spec in checklist if phase in spec.at)
 
 
+@overload
+def threshold(spec: CheckSpec, name: str, default: float) -> float: ...
+@overload
+def threshold(spec: CheckSpec, name: str, default: None = None) -> float | None: ...
 def threshold(spec: CheckSpec, name: str, default: float | None = None) -> float | None:
     return spec.thresholds.get(name, default)
 
@@ -130,9 +136,9 @@ def match_samples(gpus: Sequence[GpuIdentity], samples: Iterable[GpuSample]) -> 
             by_place[(sample.node, sample.index)] = sample
     found = {}
     for gpu in gpus:
-        sample = by_uuid.get(gpu.uuid) or by_place.get((gpu.node, gpu.index))
-        if sample is not None:
-            found[gpu.uuid] = sample
+        matched = by_uuid.get(gpu.uuid) or by_place.get((gpu.node, gpu.index))
+        if matched is not None:
+            found[gpu.uuid] = matched
     return found
 
 
@@ -147,8 +153,12 @@ def gpu_health(
     sample's UUID: a GPU lost, a fatal XID still alerting, ECC errors or heat past the thresholds
     fail; at exit so do processes left on a GPU and memory not freed. Skipped when no GPU was read."""
     limits = {name: threshold(spec, name, default) for name, default in GPU_HEALTH_DEFAULTS.items()}
-    problems, notes, unread = [], [], []
-    temperatures, ecc, left, processes = [], 0, [], 0
+    problems: list[str] = []
+    notes: list[str] = []
+    unread: list[str] = []
+    temperatures: list[float] = []
+    left: list[float] = []
+    ecc, processes = 0, 0
     for uuid in gpus:
         sample = samples.get(uuid)
         active = alerts.get(sample.uuid if sample is not None else uuid, frozenset())
@@ -158,7 +168,7 @@ def gpu_health(
         if sample is None:
             unread.append(uuid)
             continue
-        if sample.xid in FATAL_XIDS:
+        if sample.xid is not None and sample.xid in FATAL_XIDS:
             what = f"XID {sample.xid} ({FATAL_XIDS[sample.xid]}) on GPU {uuid}"
             (problems if "xid" in active else notes).append(what if "xid" in active else f"{what}, over an hour ago")
         if sample.ecc_errors is not None:
@@ -208,14 +218,15 @@ def nccl(spec: CheckSpec, exit_code: int, output: str) -> Verdict:
     if exit_code != 0 or not rows or busbw is None:
         why = f"it exited {exit_code}" if exit_code != 0 else "it printed no results"
         return Verdict(CheckStatus.FAILED, excerpt(f"all_reduce_perf failed: {why}\n{output}"))
-    values: Values = {"busbw_gbps": float(busbw.group(1)), "latency_us": float(rows[0][5])}
+    bandwidth, latency = float(busbw.group(1)), float(rows[0][5])
+    values: Values = {"busbw_gbps": bandwidth, "latency_us": latency}
     wrong = sum(int(cells[8]) for cells in rows if cells[8].isdigit())
     problems = [f"{wrong} wrong result(s)"] if wrong else []
     least = threshold(spec, "min_busbw_gbps")
-    if least is not None and values["busbw_gbps"] < least:
+    if least is not None and bandwidth < least:
         problems.append(f"bus bandwidth {values['busbw_gbps']:g} GB/s is below {least:g}")
     most = threshold(spec, "max_latency_us")
-    if most is not None and values["latency_us"] > most:
+    if most is not None and latency > most:
         problems.append(f"latency {values['latency_us']:g} us is above {most:g}")
     fine = f"bus bandwidth {values['busbw_gbps']:g} GB/s, latency {values['latency_us']:g} us"
     return Verdict.of(problems, fine, values)
@@ -236,7 +247,9 @@ class Port:
 
 def ibstat_ports(output: str) -> list[Port]:
     """The ports ``ibstat`` lists, in its order."""
-    ports, device, port = [], None, None
+    ports: list[Port] = []
+    device: str | None = None
+    port: dict[str, Any] | None = None
 
     def close() -> None:
         if device is not None and port is not None:

@@ -58,7 +58,7 @@ def reserved_gpu_hours(gpr: GPR, since: datetime, until: datetime) -> float:
 def used_gpu_hours(gpr: GPR, since: datetime, until: datetime, now: datetime) -> float:
     """GPU-hours ``gpr`` held its GPUs within [since, until)."""
     end = bound_until(gpr, now)
-    if end is None:
+    if end is None or gpr.window_start is None:  # bound_until is None when window_start is
         return 0.0
     return len(gpr.bound_gpus) * hours(overlap(gpr.window_start, end, since, until))
 

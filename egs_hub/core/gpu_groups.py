@@ -44,9 +44,9 @@ def gpus_with_units(units: Iterable[tuple[str, str | None]], indexes: Mapping[st
     for unit, gpu in units:
         on.setdefault(gpu, []).append(unit)
     known = sorted((gpu for gpu in on if gpu is not None), key=lambda gpu: (indexes[gpu], gpu))
-    groups = [GPUInstances(gpu=gpu, index=indexes[gpu], instances=on[gpu]) for gpu in known]
+    groups = [GPUInstances(gpu=gpu, index=indexes[gpu], instances=tuple(on[gpu])) for gpu in known]
     if None in on:
-        groups.append(GPUInstances(gpu=None, index=None, instances=on[None]))
+        groups.append(GPUInstances(gpu=None, index=None, instances=tuple(on[None])))
     return groups
 
 

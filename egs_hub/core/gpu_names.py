@@ -84,16 +84,17 @@ def names(series: Sequence[Series], naming: Naming) -> list[str | None]:
     whole: dict[str, list[int]] = defaultdict(list)  # machine -> positions of its whole GPUs' series
     units: dict[tuple[str, str], list[int]] = defaultdict(list)  # (machine, profile) -> instance series
     for at, one in enumerate(series):
-        machine = machines.get(one.node or "")
+        node = one.node or ""
+        machine = machines.get(node)
         if one.gpu_instance is not None:
             local = naming.instances.get((one.uuid, one.gpu_instance))
             if local is not None:
                 found[at] = local
             elif machine is not None and one.profile:
-                units[(one.node, one.profile)].append(at)
+                units[(node, one.profile)].append(at)
         elif machine is not None:
             if one.uuid not in in_mig:
-                whole[one.node].append(at)
+                whole[node].append(at)
         elif one.node not in twice:
             found[at] = one.uuid
     for node, positions in whole.items():

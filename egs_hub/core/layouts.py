@@ -25,7 +25,7 @@ from .sharing import LayoutError, check_layout, gpu_slices, profile_memory_gb, p
 Layout = Mapping[str, int] | None  # MIG profile -> instances per GPU; None: whole GPUs
 
 
-class Unknown:
+class Unknown:  # one instance, UNKNOWN: isinstance narrows where "is UNKNOWN" does not
     """A machine split into instances whose GPUs are not known (Kubernetes does not say)."""
 
     def __repr__(self) -> str:
@@ -53,11 +53,12 @@ def current_layout(nodes: list[Node], gpus: Iterable[GPU], last_done: Layout = N
         return None
     names = {n.name for n in nodes}
     units = [g for g in gpus if g.node in names and g.profile is not None]
-    if units and all(g.parent is not None for g in units):
+    placed = [(g.profile, g.parent) for g in units if g.profile is not None and g.parent is not None]
+    if units and len(placed) == len(units):
         per_gpu: dict[str, dict[str, int]] = {}
-        for gpu in units:
-            counts = per_gpu.setdefault(gpu.profile, {})
-            counts[gpu.parent] = counts.get(gpu.parent, 0) + 1
+        for profile, parent in placed:
+            counts = per_gpu.setdefault(profile, {})
+            counts[parent] = counts.get(parent, 0) + 1
         return {profile: max(counts.values()) for profile, counts in sorted(per_gpu.items())}
     if last_done and set(last_done) == set(instances(nodes)):
         return dict(last_done)
@@ -66,7 +67,7 @@ def current_layout(nodes: list[Node], gpus: Iterable[GPU], last_done: Layout = N
 
 def describe(layout: Layout | Unknown) -> str:
     """``7 x 1g.10gb per GPU``, ``whole GPUs``, or that the layout per GPU is not known."""
-    if layout is UNKNOWN:
+    if isinstance(layout, Unknown):
         return "MIG instances (how many per GPU is not known)"
     if not layout:
         return "whole GPUs"
@@ -109,7 +110,7 @@ def check_change(
             check_layout(model, memory, layout)
         except LayoutError as e:
             raise PolicyViolation("mig", f"node {host}: {e}") from None
-    if current is not UNKNOWN and dict(current or {}) == dict(layout or {}):
+    if not isinstance(current, Unknown) and dict(current or {}) == dict(layout or {}):
         raise Conflict(f"node {host} is in that layout already ({describe(layout)})")
     held = sorted(set(holders))
     if held:
@@ -143,7 +144,11 @@ class Target:
 
     def holds(self, machine: Machine) -> bool:
         """Whether ``machine`` is one of this target's kind, in its layout (or being changed to it)."""
-        return self.covers(machine) and machine.layout is not UNKNOWN and same_layout(machine.layout, self.layout)
+        return (
+            self.covers(machine)
+            and not isinstance(machine.layout, Unknown)
+            and same_layout(machine.layout, self.layout)
+        )
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,13 @@ def window_times(base: datetime, start: float, spec: GPRSpec) -> tuple[datetime,
     return begins, begins + spec.duration
 
 
+def _promised(estimate: Estimate) -> tuple[datetime, datetime]:
+    """The start and end of an estimate given as a promise (_Pass._promise: one with a start)."""
+    if estimate.start is None or estimate.end is None:
+        raise ValueError(f"the estimate of GPR {estimate.gpr_id} is no promise: it has no start")
+    return estimate.start, estimate.end
+
+
 def wait_times(snapshot: Snapshot, spec: GPRSpec, now: datetime, *, current: Plan | None = None) -> list[Option]:
     """When a request for ``spec`` submitted now would start, on every (cluster, shape)
     that could serve it: the start the next plan gives it when it joins the queue of
@@ -660,7 +667,7 @@ class _Pass:
             for k, (position, request) in enumerate(members):
                 with _Placing(request.gpr_id):
                     held = holds.pop(request.gpr_id, None)
-                    kept = False
+                    kept: Window | None = None  # the promise held as it was
                     if held is None:  # no promise, or one that no longer fits
                         window = self._in_order(request, open_) if promised[k] else self.earliest(request, on=open_)
                         overtaken = overtaken or (open_ is not None and window is not None)
@@ -670,12 +677,12 @@ class _Pass:
                             self.moved[request.gpr_id] = "overtaken"
                     else:
                         earlier = self._earlier_than_promise(request, held)
-                        window, kept = earlier or held, earlier is None
+                        window, kept = earlier or held, None if earlier else held
                     if open_ is not None and window is not None:
                         open_.put(open_.translate(window))
                         window = self.timeline.translate(window)
-                    if kept:
-                        self._keep(request, position, held)
+                    if kept is not None:
+                        self._keep(request, position, kept)
                     else:
                         self.place(request, position, window)
                     if window is not None:  # the window it has on the timeline (``held``, kept)
@@ -696,7 +703,7 @@ class _Pass:
             if held is None:
                 gone = self._promised_window(request, promise, 0.0) is None
                 self.moved[request.gpr_id] = "capacity-lost" if gone else "taken"
-            elif held.start > max(0.0, self.seconds(promise.start)) + _JUST_AFTER_S:
+            elif held.start > max(0.0, self.seconds(_promised(promise)[0])) + _JUST_AFTER_S:
                 self.moved[request.gpr_id] = "late"
 
     def _without(self, holds: Iterable[Window]) -> Timeline:
@@ -710,7 +717,8 @@ class _Pass:
         """The request keeps its promised window (held on the timeline): its estimate is the
         promise itself when nothing about it changed, as most are on most passes."""
         promise = self.snapshot.previous[request.gpr_id]
-        same = self.seconds(promise.start) == held.start and promise.end - promise.start == request.spec.duration
+        start, end = _promised(promise)
+        same = self.seconds(start) == held.start and end - start == request.spec.duration
         if same and held.start > 0.0 and promise.position == position:  # starting now, it needs exact GPUs
             self.estimates[request.gpr_id] = promise
         else:
@@ -789,7 +797,7 @@ class _Pass:
             key=lambda er: (er[0].start, er[1].gpr_id),
         )
         holds = self._hold(promised, 0.0)
-        late = self.late = max(self.late, max((-self.seconds(e.start) for e, _ in promised), default=0.0))
+        late = self.late = max(self.late, max((-self.seconds(_promised(e)[0]) for e, _ in promised), default=0.0))
         if late <= 0.0 or len(holds) == len(promised):
             return holds
         self._put(holds, -1)

@@ -40,7 +40,7 @@ class Fit(NamedTuple):
 
 
 # ``tail``, ``hole``, ``first`` (levels x nodes) and ``free_now`` (nodes) of some nodes.
-Summary = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Summary = tuple[np.ndarray, ...]  # the four arrays summaries() makes
 
 
 class Pool:

@@ -31,7 +31,7 @@ def failure(sample: GpuSample | None, alerts: frozenset[str]) -> str | None:
     if "ecc" in alerts:
         count = sample.ecc_errors if sample is not None else None
         return "uncorrected ECC errors" + (f" ({count})" if count is not None else "")
-    if "xid" in alerts and sample is not None and sample.xid in FATAL_XIDS:
+    if "xid" in alerts and sample is not None and sample.xid is not None and sample.xid in FATAL_XIDS:
         return f"XID {sample.xid} ({FATAL_XIDS[sample.xid]})"
     return None
 

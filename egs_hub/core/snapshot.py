@@ -32,6 +32,8 @@ class Booking:
     @classmethod
     def of(cls, gpr: GPR) -> Booking:
         """The booking of a GPR that holds GPUs."""
+        if gpr.window_start is None or gpr.window_end is None:
+            raise ValueError(f"GPR {gpr.id} holds no window")
         return cls(
             gpr_id=gpr.id,
             slice=gpr.spec.slice,

@@ -230,8 +230,10 @@ class Rewind:
         from there on move one place later), or, with ``place`` -1, a higher band's."""
         window = self.timeline.translate(window)
         if place >= 0:
-            for rewound in (*self._slices.values(), *self._pools.values()):
-                rewound.shift(place)
+            for rewind in self._slices.values():
+                rewind.shift(place)
+            for pool_rewind in self._pools.values():
+                pool_rewind.shift(place)
             self._slices.setdefault(window.slice, _SliceRewind([])).insert(place, window)
         rewound = self._pools.get(id(window.pool))
         if rewound is None and place >= 0:

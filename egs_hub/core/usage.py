@@ -130,11 +130,11 @@ def usage_rows(
     for (gpr_id, day), (total, count) in readings.items():
         if gpr_id not in keys or day + DAY <= since or day >= now:
             continue
-        start = start_of.get(period_start(day, period))
-        into = sums.get((start, keys[gpr_id])) if start is not None else None
-        if into is not None:
-            into.readings += total
-            into.count += count
+        read_in = start_of.get(period_start(day, period))
+        sum_of = sums.get((read_in, keys[gpr_id])) if read_in is not None else None
+        if sum_of is not None:
+            sum_of.readings += total
+            sum_of.count += count
     return [
         UsageRow(
             period_start=start,

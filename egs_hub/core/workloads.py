@@ -50,7 +50,7 @@ def slice_workloads(
     samples: Mapping[str, GpuSample],
 ) -> list[Workload]:
     """The slice's workloads: its servers first (in the given order), then pods, then stray processes."""
-    by_server: dict[tuple[str, str], Workload] = {}
+    by_server: dict[tuple[str, str | None], Workload] = {}
     for server in servers:
         workload = Workload("server", f"{server.user}/{server.name}" if server.name else server.user, server.user)
         for uuid in server.gpus:

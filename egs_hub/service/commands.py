@@ -193,7 +193,7 @@ class Commands:
         nothing written. The GPRs are placed on the last plan, or on a fresh one (made in a worker
         thread) when something other than arrivals was written since it was made."""
         now = self.clock()
-        answers: list[Submitted | Exception | None] = [None] * len(group)
+        answers: dict[int, Submitted | Exception] = {}  # by place in the group
         try:
             with transaction(self.sessions) as session:
                 checked: dict[int, tuple[core.GPR, core.Event]] = {}
@@ -204,11 +204,11 @@ class Commands:
                         answers[i] = e
                 gprs = dict(zip(checked, queries.add_gprs(session, list(checked.values())), strict=True))
                 for i, gpr in gprs.items():
-                    if group[i].also is not None:
-                        group[i].also(session, gpr)
+                    if (also := group[i].also) is not None:
+                        also(session, gpr)
                 self.planning.mark_arrivals(session)
         except Exception as e:
-            return [e if answer is None else answer for answer in answers]
+            return [answers.get(i, e) for i in range(len(group))]
         try:
             await self.planning.current(self.sessions, now, any_age=True)
             with self.sessions() as session:
@@ -229,7 +229,7 @@ class Commands:
             self.wake()
         for i, gpr in gprs.items():
             answers[i] = Submitted(gpr, estimates.get(gpr.id))
-        return answers
+        return [answers[i] for i in range(len(group))]
 
     def _check(self, session: Session, asked: _Asked, now: datetime) -> tuple[core.GPR, core.Event]:
         """The GPR a submit makes (id 0 until written) and its event; raises what refuses it. The
