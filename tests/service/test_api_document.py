@@ -1,0 +1,57 @@
+"""The API document only grows (issue 47): what the recorded document of REST API v1 says is still
+said, the same, by the one the service serves; what is new may be added.
+
+``recorded/api_v1.json`` is the document as it was when recorded. Operations, parameters, bodies,
+answers, statuses, schemas and their fields may be added; nothing there may go or change, because
+clients generated from it (the Python client, the labextension's types, users' scripts) rely on it.
+After adding to the API, record the document again so that the additions are kept too:
+``python -m tests.service.test_api_document``.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from egs_hub.service.openapi import openapi_document
+
+RECORDED = pathlib.Path(__file__).with_name("recorded") / "api_v1.json"
+PREFIX = "/services/egs/api/v1/"
+VERSION = "recorded"  # info.version is the package's, which releases change
+
+
+def served() -> dict:
+    return openapi_document(PREFIX, VERSION)
+
+
+def changes(was: object, now: object, where: str = "") -> list[str]:
+    """What of ``was`` is not in ``now`` as it was, by JSON pointer: an object may gain members,
+    anything else must be equal."""
+    if isinstance(was, dict) and isinstance(now, dict):
+        found = []
+        for key, value in was.items():
+            at = f"{where}/{key.replace('~', '~0').replace('/', '~1')}"
+            found += [f"{at}: gone"] if key not in now else changes(value, now[key], at)
+        return found
+    return [] if was == now else [f"{where or '/'}: was {json.dumps(was)[:200]}, is {json.dumps(now)[:200]}"]
+
+
+def test_the_served_document_keeps_all_the_recorded_one_says():
+    recorded = json.loads(RECORDED.read_text())
+    changed = changes(recorded, served())
+    assert not changed, "the API document lost or changed what clients rely on:\n" + "\n".join(changed)
+
+
+def test_a_change_is_found_and_an_addition_is_not():
+    recorded = {"paths": {"/gprs": {"get": {"responses": {"200": {}}}}}, "required": ["a"]}
+    grown = {"paths": {"/gprs": {"get": {"responses": {"200": {}, "404": {}}}, "post": {}}}, "required": ["a"]}
+    assert changes(recorded, grown) == []
+    assert changes(recorded, {"paths": {}, "required": ["a", "b"]}) == [
+        "/paths/~1gprs: gone",
+        '/required: was ["a"], is ["a", "b"]',
+    ]
+
+
+if __name__ == "__main__":
+    RECORDED.write_text(json.dumps(served(), indent=1, sort_keys=True) + "\n")
+    print(f"recorded {RECORDED}")
