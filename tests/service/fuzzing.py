@@ -188,8 +188,9 @@ def prepare(hub: Hub, emulated: pathlib.Path | None = None) -> Prepared:
         admin.post("slices", {"name": name, "members": [MEMBER], "policy": policy}, expect=201)
     gprs = [admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h"}, expect=201) for _ in range(2)]
     later = datetime.now(UTC) + timedelta(days=300)
-    queued = admin.post(
-        "gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h", "start_after": later.isoformat()}, expect=201
+    queued, doomed = (
+        admin.post("gprs", {"slice": "fuzz", "gpus": 1, "duration": "1h", "start_after": later.isoformat()}, expect=201)
+        for _ in range(2)
     )
     asking = [member.post("gprs", {"slice": "fuzz-ask", "gpus": 2, "duration": "1h"}, expect=201) for _ in range(4)]
     assert {gpr["status"] for gpr in asking} == {"pending-approval"}, asking
@@ -240,7 +241,7 @@ def prepare(hub: Hub, emulated: pathlib.Path | None = None) -> Prepared:
             "clusters/checks": [{"name": node["cluster"]}],
             "nodes": [{"cluster": node["cluster"], "name": node["name"]}],
             "gprs": [{"id": str(gpr["id"])} for gpr in (gprs[-1], queued)],
-            "DELETE gprs": [{"id": str(queued["id"])}],
+            "DELETE gprs": [{"id": str(doomed["id"])}],  # its own: a PATCH may start the queued one now
             "gprs/release": [{"id": str(gprs[0]["id"])}],  # one of its own: a PATCH may end the others
             "gprs/approve": [{"id": str(gpr["id"])} for gpr in asking[:2]],
             "gprs/deny": [{"id": str(gpr["id"])} for gpr in asking[2:]],
