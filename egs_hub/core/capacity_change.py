@@ -18,8 +18,12 @@ WHAT_IF_CLUSTER = "what-if"  # where added nodes of a shape no cluster has go
 
 
 class ChangeError(Exception):
-    """A change that cannot be made; the message names the option (``--add-nodes``,
-    ``--remove-nodes``) and is shown as is."""
+    """A change that cannot be made: ``side`` is the list at fault ("add", "remove"; None when it is
+    the two together), ``detail`` why. The CLI and the API each name the list their own way."""
+
+    def __init__(self, side: str | None, detail: str):
+        super().__init__(detail)
+        self.side, self.detail = side, detail
 
 
 @dataclass(frozen=True)
@@ -58,12 +62,12 @@ def changed_groups(
     for wanted, n in remove:
         k = _matching(out, wanted)
         if k is None:
-            raise ChangeError(f"--remove-nodes {wanted}:{n}: no node of that shape")
+            raise ChangeError("remove", f"{wanted}:{n}: no node of that shape")
         if out[k].count < n:
-            raise ChangeError(f"--remove-nodes {wanted}:{n}: {out[k].cluster} has {out[k].count}")
+            raise ChangeError("remove", f"{wanted}:{n}: {out[k].cluster} has {out[k].count}")
         out[k] = replace(out[k], count=out[k].count - n)
     if not any(g.count for g in out):
-        raise ChangeError("no node would be left to plan on")
+        raise ChangeError(None, "no node would be left to plan on")
     return tuple(out)
 
 
@@ -81,7 +85,7 @@ def _full_shape(wanted: str) -> Shape:
         shape = None
     if shape is None or not model or shape.memory_gb < 1 or shape.gpus_per_node < 1:
         raise ChangeError(
-            f"--add-nodes {wanted!r}: no node has that shape; name a new one in full, as MODEL-MEMGB xG "
-            "(e.g. 'H100-80GB x8')"
+            "add",
+            f"{wanted!r}: no node has that shape; name a new one in full, as MODEL-MEMGB xG (e.g. 'H100-80GB x8')",
         )
     return shape

@@ -97,8 +97,7 @@ class CapacityPlans:
             try:
                 changed_groups(groups, adding, removing)
             except ChangeError as e:
-                message = str(e).removeprefix("--add-nodes ").removeprefix("--remove-nodes ")
-                raise InvalidRequest(name, f"{name}: {message}") from None
+                raise InvalidRequest(name, f"{name}: {e.detail}") from None
 
     async def _run(self, run: Run) -> None:
         asked = {

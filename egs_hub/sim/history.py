@@ -100,7 +100,7 @@ def changed(inventory: Inventory, add: list[tuple[str, int]], remove: list[tuple
     try:
         return replace(inventory, groups=changed_groups(inventory.groups, add, remove))
     except ChangeError as e:
-        raise SimInputError(str(e)) from None
+        raise SimInputError(f"--{e.side}-nodes {e.detail}" if e.side else e.detail) from None
 
 
 def priced(
