@@ -88,6 +88,8 @@ from .layouts import Layouts
 from .leadership import Leadership
 from .maintenance import MaintenanceStarts
 from .notify import SlackNotifier
+from .openapi import openapi_document
+from .operations import operations_of, routes
 from .planning import Planning
 from .pools import PoolScaler
 from .reconcile import Reconciler
@@ -100,65 +102,32 @@ LOCAL_CLUSTER = "local"
 GIL_SWITCH_SECONDS = 0.0005
 
 
-# The API's paths under api/v1/ and their handlers; service/openapi.py documents each (the tests check both agree).
-API_ROUTES = [
-    (r"health", inventory.HealthHandler),
-    (r"openapi\.json", inventory.OpenAPIHandler),
-    (r"projects", projects.ProjectsHandler),
-    (r"projects/([^/]+)", projects.ProjectHandler),
-    (r"projects/([^/]+)/admins/([^/]+)", projects.ProjectAdminHandler),
-    (r"workspace-requests", workspace_requests.WorkspaceRequestsHandler),
-    (r"workspace-requests/([^/]+)", workspace_requests.WorkspaceRequestHandler),
-    (r"workspace-requests/([^/]+)/(approve|deny)", workspace_requests.WorkspaceDecisionHandler),
-    (r"slices", slices.SlicesHandler),
-    (r"slices/([^/]+)", slices.SliceHandler),
-    (r"slices/([^/]+)/members/([^/]+)", slices.MemberHandler),
-    (r"slices/([^/]+)/kubeconfig", slices.KubeconfigHandler),
-    (r"slices/([^/]+)/volumes", slices.VolumesHandler),
-    (r"inventory", inventory.InventoryHandler),
-    (r"inventory/schedule", inventory.ScheduleHandler),
-    (r"clusters", clusters.ClustersHandler),
-    (r"clusters/([^/]+)", clusters.ClusterHandler),
-    (r"nodes", nodes.NodesHandler),
-    (r"nodes/([^/]+)/([^/]+)", nodes.NodeHandler),
-    (r"nodes/([^/]+)/([^/]+)/maintenance", maintenance.MaintenanceHandler),
-    (r"nodes/([^/]+)/([^/]+)/quarantine", nodes.NodeQuarantineHandler),
-    (r"nodes/([^/]+)/([^/]+)/clear", nodes.NodeClearHandler),
-    (r"nodes/([^/]+)/([^/]+)/checks", nodes.NodeChecksHandler),
-    (r"nodes/([^/]+)/([^/]+)/layout", nodes.NodeLayoutHandler),
-    (r"clusters/([^/]+)/prices", clusters.ClusterPricesHandler),
-    (r"clusters/([^/]+)/checks", clusters.ClusterChecksHandler),
-    (r"clusters/([^/]+)/pools", pools.PoolsHandler),
-    (r"clusters/([^/]+)/pools/([^/]+)", pools.PoolHandler),
-    (r"role-templates", clusters.RoleTemplatesHandler),
-    (r"capacity-plans", capacity.CapacityPlansHandler),
-    (r"capacity-plans/([^/]+)", capacity.CapacityPlanHandler),
-    (r"templates", gpr_templates.TemplatesHandler),
-    (r"templates/([^/]+)", gpr_templates.TemplateHandler),
-    (r"usage", usage.UsageHandler),
-    (r"wait-times", gprs.WaitTimesHandler),
-    (r"gprs", gprs.GPRsHandler),
-    (r"gprs/([^/]+)", gprs.GPRHandler),
-    (r"gprs/([^/]+)/release", gprs.ReleaseHandler),
-    (r"gprs/([^/]+)/checks", gprs.GPRChecksHandler),
-    (r"gprs/([^/]+)/(approve|deny)", gprs.DecisionHandler),
-    (r"queue", queue.QueueHandler),
-    (r"queue/evictions", queue.EvictionsHandler),
-    (r"events", inventory.EventsHandler),
-    (r"gpus", gpus.GPUsHandler),
-    (r"gpus/utilization", gpus.UsedUtilizationHandler),
-    (r"gpus/([^/]+)/metrics", gpus.GPUMetricsHandler),
-    (r"workloads", gpus.WorkloadsHandler),
-    (r"alerts", gpus.AlertsHandler),
-    (r"endpoints", endpoints.EndpointsHandler),
-    (r"endpoints/([^/]+)/([^/]+)", endpoints.EndpointHandler),
-    (r"endpoints/([^/]+)/([^/]+)/scale", endpoints.EndpointScaleHandler),
-    (r"servers", servers.ServersHandler),
-    (r"servers/([^/]+)", servers.ServerHandler),
-    (r"servers/([^/]+)/([^/]+)", servers.ServerHandler),
-    (r"server-restarts/([^/]+)", servers.ServerRestartHandler),
-    (r"server-restarts/([^/]+)/([^/]+)", servers.ServerRestartHandler),
-]
+# The modules whose handlers serve the API under api/v1/; each handler method declares its operation.
+API_MODULES = (
+    inventory,
+    projects,
+    workspace_requests,
+    slices,
+    clusters,
+    nodes,
+    maintenance,
+    pools,
+    capacity,
+    gpr_templates,
+    usage,
+    gprs,
+    queue,
+    gpus,
+    endpoints,
+    servers,
+)
+API_OPERATIONS = operations_of(API_MODULES)
+API_ROUTES = routes(API_OPERATIONS)
+
+
+def api_document(api_prefix: str, version: str, hub_prefix: str = "/hub/") -> dict:
+    """The OpenAPI document of the API served at ``api_prefix``."""
+    return openapi_document([op for op, _ in API_OPERATIONS], api_prefix, version, hub_prefix)
 
 
 class EGSService(Application):
@@ -742,6 +711,9 @@ class EGSService(Application):
     @property
     def hub_prefix(self) -> str:
         return os.environ.get("JUPYTERHUB_BASE_URL", "/") + "hub/"
+
+    def openapi_document(self) -> dict:
+        return api_document(self.api_prefix, self.version, self.hub_prefix)
 
     def initialize(self, argv=None) -> None:
         super().initialize(argv)

@@ -36,7 +36,7 @@ from sqlalchemy import bindparam, create_engine, text
 
 from egs_hub.core.errors import InvalidRequest
 from egs_hub.core.requests import BODIES, parse_body
-from egs_hub.service.openapi import openapi_document
+from egs_hub.service.app import api_document
 
 from ..k8s.kubeconfig import write_kubeconfig
 from .hub import Hub, wait_for
@@ -225,6 +225,10 @@ def prepare(hub: Hub, emulated: pathlib.Path | None = None) -> Prepared:
     user = {"user": MEMBER, "server": "fuzz-server"}
     earlier = later - timedelta(days=100)
     kubernetes = prepare_kubernetes(hub, emulated) if emulated is not None else Prepared({}, {})
+    # Clear takes a node of its own, quarantined here: the run may send it before any quarantine.
+    nodes = admin.get("nodes", expect=200)["nodes"]
+    cleared = next(n for n in nodes if n["cluster"] == node["cluster"] and n["name"] != node["name"])
+    admin.post(f"nodes/{cleared['cluster']}/{cleared['name']}/quarantine", {"reason": "fuzz"}, expect=200)
     return Prepared(
         paths={
             "slices": [{"name": "fuzz", "user": MEMBER}, {"name": "fuzz-ask", "user": MEMBER}],
@@ -240,6 +244,7 @@ def prepare(hub: Hub, emulated: pathlib.Path | None = None) -> Prepared:
             "DELETE clusters/checks": [{"name": node["cluster"]}],
             "clusters/checks": [{"name": node["cluster"]}],
             "nodes": [{"cluster": node["cluster"], "name": node["name"]}],
+            "nodes/clear": [{"cluster": cleared["cluster"], "name": cleared["name"]}],
             "gprs": [{"id": str(gpr["id"])} for gpr in (gprs[-1], queued)],
             "DELETE gprs": [{"id": str(doomed["id"])}],  # its own: a PATCH may start the queued one now
             "gprs/release": [{"id": str(gprs[0]["id"])}],  # one of its own: a PATCH may end the others
@@ -427,7 +432,7 @@ def schema_valid_bodies(examples: int, at: int) -> dict[str, dict]:
     mode) through the API's parser, ``parse_body`` with the operation's model, as its handler
     parses them, without a server; how many it took, and its commonest refusals (each a rule of
     the API that the document does not say)."""
-    schema = schemathesis.openapi.from_dict(openapi_document("/api/", "bodies"))
+    schema = schemathesis.openapi.from_dict(api_document("/api/", "bodies"))
     taken: collections.Counter = collections.Counter()
     refused: collections.defaultdict = collections.defaultdict(collections.Counter)
 

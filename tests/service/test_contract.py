@@ -8,13 +8,12 @@ import pytest
 from openapi_spec_validator import validate
 from tornado import web
 
-from egs_hub.service.app import API_ROUTES
-from egs_hub.service.openapi import openapi_document
+from egs_hub.service.app import API_ROUTES, api_document
 
 from .contract import Contract, ContractError
 from .fuzzing import schema_valid_bodies
 
-CONTRACT = Contract(openapi_document("/services/egs/api/v1/", "test"))
+CONTRACT = Contract(api_document("/services/egs/api/v1/", "test"))
 GPR = {
     "id": 7,
     "name": "",

@@ -16,7 +16,7 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from sqlalchemy.exc import SQLAlchemyError
@@ -36,7 +36,10 @@ from ...core.requests import MISSING, check_slice_name
 from ...core.resources import Error, Resource
 from ...roles import ADMIN_SCOPE
 from ...store import queries
+from .. import idempotency
 from ..hub import HubAPIError
+from ..idempotency import Create
+from ..operations import LOGGED_IN, PUBLIC, Operation, declared
 from ..parameters import whole_id
 from ..visibility import EVERYTHING, Viewer
 
@@ -85,6 +88,32 @@ def needs_scope(scope: str) -> Callable[[Callable], Callable]:
                 raise web.HTTPError(403, f"this needs the JupyterHub scope {scope}; ask a hub admin for it")
             return method(self, *args, **kwargs)
 
+        return wrapper
+
+    return decorate
+
+
+def operation(
+    key: str, summary: str, *, ok: str, idempotent: Create | None = None, **fields: Any
+) -> Callable[[Callable], Callable]:
+    """Declare the operation ``key`` ("POST /gprs") that the decorated method serves (operations.Operation
+    names the rest) and apply what it declares: who may call it (``auth``: the caller is identified first,
+    then holds the scope), and for a create that takes an Idempotency-Key, ``idempotent``'s claim on it.
+    A method that serves two paths is declared once for each."""
+    verb, path = key.split(" ")
+    op = Operation(verb.lower(), path, summary, ok, idempotent=idempotent is not None, **fields)
+
+    def decorate(served: Callable) -> Callable:
+        before = declared(served)
+        if before:
+            if (before[0].auth, before[0].idempotent) != (op.auth, op.idempotent):
+                raise ValueError(f"{op.key} and {before[0].key} are one method: declare one auth and one create")
+            wrapper = served
+        else:
+            wrapper = served if idempotent is None else idempotency.idempotent(idempotent)(served)
+            wrapper = authenticated(wrapper) if op.auth == LOGGED_IN else wrapper
+            wrapper = needs_scope(op.auth)(wrapper) if op.auth not in (LOGGED_IN, PUBLIC) else wrapper
+        wrapper.__operations__ = (op, *before)  # type: ignore[attr-defined]
         return wrapper
 
     return decorate

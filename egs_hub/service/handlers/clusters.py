@@ -15,12 +15,12 @@ from ...core import model as core
 from ...core.checks import DEFAULT_CHECKLIST
 from ...core.errors import Conflict, PolicyViolation
 from ...core.requests import ClusterChecks, ClusterCreate, ClusterUpdate, PriceTable, parse_body
-from ...core.resources import ClusterChecklist, ClusterPrices, Clusters, RoleTemplate, RoleTemplates
-from ...roles import ADMIN_SCOPE
+from ...core.resources import Cluster, ClusterChecklist, ClusterPrices, Clusters, RoleTemplate, RoleTemplates
 from ...store import queries
 from ...store.db import transaction
+from ..operations import ADMIN, Named, body_at
 from ..serialize import check_item, cluster_resource
-from .base import APIHandler, authenticated, needs_scope
+from .base import APIHandler, operation
 
 
 def inventory_by_name(egs) -> dict:
@@ -30,13 +30,30 @@ def inventory_by_name(egs) -> dict:
 
 
 class ClustersHandler(APIHandler):
-    @authenticated
+    @operation(
+        "GET /clusters",
+        "Clusters: the local host and Kubernetes clusters, whether each answers, and its size",
+        ok="clusters",
+        answer=Clusters,
+        errors=(401,),
+        names=(Named("/clusters/{name}", body_at("/clusters/0", name="name")),),
+    )
     def get(self) -> None:
         rows = inventory_by_name(self.egs)
         states = sorted(self.egs.registry.states.values(), key=lambda s: s.name)
         self.write_json(Clusters(clusters=[cluster_resource(state, rows.get(state.name)) for state in states]))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /clusters",
+        "Register a Kubernetes cluster by kubeconfig file and context, or in-cluster (admin)",
+        ok="registered (health says whether it answers)",
+        answer=Cluster,
+        status=201,
+        errors=(401, 403, 409, 422),
+        body=ClusterCreate,
+        auth=ADMIN,
+        names=(Named("/clusters/{name}", body_at("", name="name")),),
+    )
     async def post(self) -> None:
         spec = parse_body(ClusterCreate, self.json_body())
         state = await self.egs.registry.register(spec)
@@ -44,7 +61,16 @@ class ClustersHandler(APIHandler):
 
 
 class ClusterHandler(APIHandler):
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "PATCH /clusters/{name}",
+        "Move a cluster to another project (admin); not a config cluster, nor one that slices or GPRs of other "
+        "projects use (409)",
+        ok="moved",
+        answer=Cluster,
+        errors=(401, 403, 404, 409, 422),
+        body=ClusterUpdate,
+        auth=ADMIN,
+    )
     def patch(self, name: str) -> None:
         """Move the cluster to another project (409 for a config cluster, whose project the config says,
         and while slices or GPRs of other projects use it)."""
@@ -75,7 +101,14 @@ class ClusterHandler(APIHandler):
         self.egs.reconciler.wake()
         self.write_json(cluster_resource(state, inventory_by_name(self.egs).get(name)))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "DELETE /clusters/{name}",
+        "Remove a cluster registered through the API, unless GPRs hold or wait for it (admin)",
+        ok="removed",
+        status=204,
+        errors=(401, 403, 404, 409),
+        auth=ADMIN,
+    )
     async def delete(self, name: str) -> None:
         await self.egs.registry.unregister(self.registered_cluster(name))
         self.set_status(204)
@@ -83,14 +116,28 @@ class ClusterHandler(APIHandler):
 
 
 class ClusterPricesHandler(APIHandler):
-    @authenticated
+    @operation(
+        "GET /clusters/{name}/prices",
+        "A cluster's prices per GPU-hour, per shape",
+        ok="its prices",
+        answer=ClusterPrices,
+        errors=(401, 404),
+    )
     def get(self, name: str) -> None:
         name = self.registered_cluster(name)
         with self.egs.sessions() as session:
             prices = queries.prices(session, [name])
         self.write_json(ClusterPrices(cluster=name, prices={shape: p for (_, shape), p in sorted(prices.items())}))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "PUT /clusters/{name}/prices",
+        "Replace a cluster's prices per GPU-hour, per shape as /inventory names it (admin)",
+        ok="its prices now",
+        answer=ClusterPrices,
+        errors=(401, 403, 404, 422),
+        body=PriceTable,
+        auth=ADMIN,
+    )
     def put(self, name: str) -> None:
         """Replace every price of the cluster: each shape one its nodes have now (422 naming it otherwise)."""
         name = self.registered_cluster(name)
@@ -120,7 +167,14 @@ class ClusterPricesHandler(APIHandler):
 
 
 class RoleTemplatesHandler(APIHandler):
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "GET /role-templates",
+        "The role templates each slice namespace on Kubernetes gets as Role and RoleBinding (admin)",
+        ok="templates",
+        answer=RoleTemplates,
+        errors=(401, 403),
+        auth=ADMIN,
+    )
     def get(self) -> None:
         templates = self.egs.all_role_templates
         self.write_json(
@@ -158,11 +212,25 @@ class ClusterChecksHandler(APIHandler):
             )
         )
 
-    @authenticated
+    @operation(
+        "GET /clusters/{name}/checks",
+        "The checklist a cluster's nodes pass at a GPR's entry and exit",
+        ok="its checklist",
+        answer=ClusterChecklist,
+        errors=(401, 404),
+    )
     def get(self, name: str) -> None:
         self.answer(name, self.runs_here(name))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "PUT /clusters/{name}/checks",
+        "Replace a cluster's checklist (admin)",
+        ok="its checklist now",
+        answer=ClusterChecklist,
+        errors=(401, 403, 404, 422),
+        body=ClusterChecks,
+        auth=ADMIN,
+    )
     def put(self, name: str) -> None:
         """Replace the checklist: each check of a kind the cluster runs (422 naming it otherwise)."""
         kinds = self.runs_here(name)
@@ -184,7 +252,14 @@ class ClusterChecksHandler(APIHandler):
         self.set_checklist(name, checklist)
         self.answer(name, kinds)
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "DELETE /clusters/{name}/checks",
+        "Give a cluster egs-hub's default checklist again (admin)",
+        ok="its checklist now",
+        answer=ClusterChecklist,
+        errors=(401, 403, 404),
+        auth=ADMIN,
+    )
     def delete(self, name: str) -> None:
         kinds = self.runs_here(name)
         self.set_checklist(name, None)

@@ -14,14 +14,15 @@ from tornado import web
 from ...core import model as core
 from ...core.errors import Conflict, PolicyViolation
 from ...core.requests import TemplateCreate, TemplateUpdate, check_slice_name, parse_body
-from ...core.resources import Templates
+from ...core.resources import Template, Templates
 from ...core.templates import GPRTemplate, usable_in
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import GPRTemplateRow, Slice
+from ..operations import Named, body_at
 from ..parameters import TemplatesQuery, read
 from ..serialize import template_resource
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 
 class TemplateBase(APIHandler):
@@ -78,7 +79,15 @@ class TemplateBase(APIHandler):
 
 
 class TemplatesHandler(TemplateBase):
-    @authenticated
+    @operation(
+        "GET /templates",
+        "GPR templates the caller's slices may use (admins: all)",
+        ok="templates",
+        answer=Templates,
+        errors=(401, 403, 404),
+        query=TemplatesQuery,
+        names=(Named("/templates/{name}", body_at("/templates/0", name="name")),),
+    )
     async def get(self) -> None:
         """The templates the caller's slices may use (``slice``: that slice's); admins: all of them."""
         query = read(TemplatesQuery, self)
@@ -86,7 +95,16 @@ class TemplatesHandler(TemplateBase):
             found = queries.templates(session, self.listed_slices(session, query.slice))
         self.write_json(Templates(templates=[template_resource(t) for t in found]))
 
-    @authenticated
+    @operation(
+        "POST /templates",
+        "Add a GPR template: global (admin), for a project or slice (admin, its project's admins)",
+        ok="added",
+        answer=Template,
+        status=201,
+        errors=(401, 403, 409, 422),
+        body=TemplateCreate,
+        names=(Named("/templates/{name}", body_at("", name="name")),),
+    )
     async def post(self) -> None:
         body = parse_body(TemplateCreate, self.json_body())
         now = self.now()
@@ -106,14 +124,27 @@ class TemplatesHandler(TemplateBase):
 
 
 class TemplateHandler(TemplateBase):
-    @authenticated
+    @operation(
+        "GET /templates/{name}",
+        "One GPR template (admins, members of a slice that may use it)",
+        ok="the template",
+        answer=Template,
+        errors=(401, 404),
+    )
     async def get(self, name: str) -> None:
         """One template: admins, members of a slice that may use it, and the admins of its project."""
         with self.egs.sessions() as session:
             template = queries.to_template(self.load(session, name))
         self.write_json(template_resource(template))
 
-    @authenticated
+    @operation(
+        "PATCH /templates/{name}",
+        "Change a GPR template (as POST); GPRs made from it keep their fields",
+        ok="changed",
+        answer=Template,
+        errors=(401, 403, 404, 422),
+        body=TemplateUpdate,
+    )
     async def patch(self, name: str) -> None:
         update = parse_body(TemplateUpdate, self.json_body())
         with transaction(self.egs.sessions) as session:
@@ -127,7 +158,13 @@ class TemplateHandler(TemplateBase):
             changed = queries.to_template(row)
         self.write_json(template_resource(changed))
 
-    @authenticated
+    @operation(
+        "DELETE /templates/{name}",
+        "Delete a GPR template (as POST); not one a slice's auto_gpr names (409)",
+        ok="deleted",
+        status=204,
+        errors=(401, 403, 404, 409),
+    )
     async def delete(self, name: str) -> None:
         """GPRs made from it keep their fields (and its name, for the record). One a slice's policy files
         GPRs from (``auto_gpr``) is a 409 naming the slices."""

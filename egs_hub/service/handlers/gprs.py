@@ -18,10 +18,11 @@ from ...store import queries
 from ...store.models import GPRRow
 from .. import cursors
 from ..commands import no_slice, slice_of, template_for
-from ..idempotency import GPRS, Claim, idempotent
+from ..idempotency import GPRS, Claim
+from ..operations import Named, body_at
 from ..parameters import GPRsQuery, read
 from ..serialize import check_run_resource, gpr_resource, option_resource
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,15 @@ def estimate_of(gpr: core.GPR, plan: Plan) -> Estimate | None:
 
 
 class GPRsHandler(GPRBase):
-    @authenticated
+    @operation(
+        "GET /gprs",
+        "GPRs of the caller's slices",
+        ok="a page of GPRs",
+        answer=GPRPage,
+        errors=(401, 403, 404),
+        query=GPRsQuery,
+        names=(Named("/gprs/{id}", body_at("/gprs/0", id="id")),),
+    )
     async def get(self) -> None:
         """A page of the caller's GPRs in id order (cursors.py)."""
         query = read(GPRsQuery, self)
@@ -108,8 +117,17 @@ class GPRsHandler(GPRBase):
             views = [self.view(gpr, plan) for gpr in gprs]
         self.write_json(GPRPage(gprs=views, next_cursor=next_cursor))
 
-    @authenticated
-    @idempotent(GPRS)
+    @operation(
+        "POST /gprs",
+        "Ask for GPUs",
+        ok="submitted",
+        idempotent=GPRS,
+        answer=GPR,
+        status=201,
+        errors=(401, 403, 409, 422),
+        body=GPRCreate,
+        names=(Named("/gprs/{id}", body_at("", id="id")),),
+    )
     async def post(self, key: Claim) -> None:
         spec = self.spec_of(parse_body(GPRCreate, self.json_body()))
         submitted = await self.egs.commands.submit(
@@ -120,7 +138,7 @@ class GPRsHandler(GPRBase):
 
 
 class GPRHandler(GPRBase):
-    @authenticated
+    @operation("GET /gprs/{id}", "One GPR", ok="the GPR", answer=GPR, errors=(401, 403, 404))
     async def get(self, gpr_id: str) -> None:
         """A GPR waiting or holding GPUs comes from the planning state in memory, with its slice's
         group; one that ended, or whose slice the state does not know, from the store."""
@@ -136,7 +154,14 @@ class GPRHandler(GPRBase):
                 self.require_member_of(gpr.spec.slice, group, f"GPR with id {gpr_id}")
         self.write_json(self.view(gpr, plan))
 
-    @authenticated
+    @operation(
+        "PATCH /gprs/{id}",
+        "Edit before provisioning (owner); change priority any time (admin)",
+        ok="changed",
+        answer=GPR,
+        errors=(401, 403, 404, 409, 422),
+        body=GPRUpdate,
+    )
     async def patch(self, gpr_id: str) -> None:
         update = parse_body(GPRUpdate, self.json_body())
         gpr = self.egs.commands.edit(
@@ -148,7 +173,14 @@ class GPRHandler(GPRBase):
         )
         await self.answer(gpr)
 
-    @authenticated
+    @operation(
+        "DELETE /gprs/{id}",
+        "Cancel before provisioning",
+        ok="cancelled",
+        answer=GPR,
+        errors=(401, 403, 404, 409),
+        body=Reason,
+    )
     async def delete(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.cancel(
@@ -158,7 +190,9 @@ class GPRHandler(GPRBase):
 
 
 class ReleaseHandler(GPRBase):
-    @authenticated
+    @operation(
+        "POST /gprs/{id}/release", "Release early", ok="releasing", answer=GPR, errors=(401, 403, 404, 409), body=Reason
+    )
     async def post(self, gpr_id: str) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         gpr = self.egs.commands.release(
@@ -170,19 +204,51 @@ class ReleaseHandler(GPRBase):
 class DecisionHandler(GPRBase):
     """POST gprs/{id}/approve and gprs/{id}/deny: admins, and the admins of the GPR's project."""
 
-    @authenticated
-    async def post(self, gpr_id: str, decision: str) -> None:
+    async def decide(self, gpr_id: str, approve: bool) -> None:
         reason = parse_body(Reason, self.json_body()).reason
         if not self.is_admin:
             with self.egs.sessions() as session:
                 slice_name = self.visible_gpr(session, gpr_id).slice
             self.require_manager(self.planning_state().projects.get(slice_name, core.DEFAULT_PROJECT))
-        gpr = self.egs.commands.decide(self.int_argument("id", gpr_id), decision == "approve", self.user_name, reason)
+        gpr = self.egs.commands.decide(self.int_argument("id", gpr_id), approve, self.user_name, reason)
         await self.answer(gpr)
 
 
+class ApproveHandler(DecisionHandler):
+    @operation(
+        "POST /gprs/{id}/approve",
+        "Approve (admin, or an admin of its project)",
+        ok="approved",
+        answer=GPR,
+        errors=(401, 403, 404, 409),
+        body=Reason,
+    )
+    async def post(self, gpr_id: str) -> None:
+        await self.decide(gpr_id, approve=True)
+
+
+class DenyHandler(DecisionHandler):
+    @operation(
+        "POST /gprs/{id}/deny",
+        "Deny (admin, or an admin of its project)",
+        ok="rejected",
+        answer=GPR,
+        errors=(401, 403, 404, 409),
+        body=Reason,
+    )
+    async def post(self, gpr_id: str) -> None:
+        await self.decide(gpr_id, approve=False)
+
+
 class WaitTimesHandler(GPRBase):
-    @authenticated
+    @operation(
+        "POST /wait-times",
+        "Estimated start on every shape and cluster that could serve a GPR",
+        ok="options",
+        answer=WaitTimes,
+        errors=(401, 403, 422),
+        body=WaitTimeQuery,
+    )
     async def post(self) -> None:
         spec = self.spec_of(parse_body(WaitTimeQuery, self.json_body()))
         now = self.now()
@@ -198,7 +264,13 @@ class WaitTimesHandler(GPRBase):
 
 
 class GPRChecksHandler(GPRBase):
-    @authenticated
+    @operation(
+        "GET /gprs/{id}/checks",
+        "The checks of the GPR's nodes at entry and exit, with status, values and log",
+        ok="its checklist",
+        answer=GPRChecks,
+        errors=(401, 403, 404),
+    )
     def get(self, gpr_id: str) -> None:
         """The GPR's checklist: every check of its nodes at entry and exit (members of its slice)."""
         with self.egs.sessions() as session:

@@ -14,11 +14,13 @@ from datetime import timedelta
 
 from ...core import resources as api
 from ...core.errors import InvalidRequest
+from ...core.resources import Alerts, GPUMetrics, GPUs, UsedUtilization, Workloads
 from ...core.units import format_duration
 from ...core.workloads import ServerInSlice, hotspots, slice_workloads
 from ...store import queries
 from ...store.models import GPU, Binding
 from .. import cursors
+from ..operations import Named, body_at
 from ..parameters import (
     SORT_KEYS,
     AlertsQuery,
@@ -29,7 +31,7 @@ from ..parameters import (
     read,
 )
 from ..serialize import alert_resource, sample_resource
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 SERIES_MAX_STEP = timedelta(hours=1)
 USED_MAX_STEP = timedelta(hours=24)
@@ -63,7 +65,15 @@ class MetricsBase(APIHandler):
 
 
 class GPUsHandler(MetricsBase):
-    @authenticated
+    @operation(
+        "GET /gpus",
+        "Every GPU the caller sees (admins: all; members: their slices') with its latest readings",
+        ok="GPUs",
+        answer=GPUs,
+        errors=(401,),
+        query=GPUsQuery,
+        names=(Named("/gpus/{uuid}", body_at("/gpus/0", uuid="uuid")),),
+    )
     def get(self) -> None:
         sort = read(GPUsQuery, self).sort
         latest = self.egs.telemetry.history.latest()
@@ -108,7 +118,19 @@ class UsedUtilizationHandler(MetricsBase):
     multiple of 5 minutes, at most a day.
     """
 
-    @authenticated
+    @operation(
+        "GET /gpus/utilization",
+        "The used utilisation over the last 24 h, per step, of the GPUs the caller sees",
+        ok="used utilisation per step, up to now",
+        answer=UsedUtilization,
+        errors=(401,),
+        query=UtilizationQuery,
+        description=(
+            "Admins: every GPU the metric source reported; members: their slices' GPUs as /gpus shows them. From "
+            "5-minute buckets kept in memory since the service started. A point's utilization is the mean of the "
+            "GPUs' readings in the step, null without any."
+        ),
+    )
     def get(self) -> None:
         query = read(UtilizationQuery, self)
         now = self.now()
@@ -144,7 +166,14 @@ def _hours(duration: timedelta) -> str:
 class GPUMetricsHandler(MetricsBase):
     """GET /gpus/{uuid}/metrics?since=&step=: the GPU's readings, averaged per step."""
 
-    @authenticated
+    @operation(
+        "GET /gpus/{uuid}/metrics",
+        "A GPU's readings over the last hour at most, averaged per step",
+        ok="time series",
+        answer=GPUMetrics,
+        errors=(401, 404),
+        query=MetricsQuery,
+    )
     def get(self, uuid: str) -> None:
         query = read(MetricsQuery, self)
         now = self.now()
@@ -172,7 +201,14 @@ class WorkloadsHandler(MetricsBase):
     and hotspots, a page at a time. Workloads are made from live telemetry, not stored: the slices
     (by name) before the cursor's are skipped, and those of a page are made and ordered in memory."""
 
-    @authenticated
+    @operation(
+        "GET /workloads",
+        "Servers, pods and processes on the caller's slices' GPUs, with hotspots",
+        ok="a page of workloads",
+        answer=Workloads,
+        errors=(401, 403, 404),
+        query=WorkloadsQuery,
+    )
     def get(self) -> None:
         query = read(WorkloadsQuery, self)
         wanted, limit, after = query.slice, query.limit, query.cursor
@@ -234,7 +270,14 @@ class AlertsHandler(MetricsBase):
     """GET /alerts?slice=&since=&active=&limit=&cursor=: newest first, a page at a time (keyset on
     (raised_at, id), the index ix_alerts_raised_at_id)."""
 
-    @authenticated
+    @operation(
+        "GET /alerts",
+        "GPU alerts of the caller's slices (admins: all), newest first",
+        ok="a page of alerts, newest first",
+        answer=Alerts,
+        errors=(401, 403, 404),
+        query=AlertsQuery,
+    )
     def get(self) -> None:
         query = read(AlertsQuery, self)
         wanted, since, limit, before = query.slice, query.since, query.limit, query.cursor

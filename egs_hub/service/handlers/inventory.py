@@ -13,17 +13,17 @@ from sqlalchemy import and_, or_, select, text
 
 from ...core.errors import InvalidRequest
 from ...core.gpu_groups import physical_gpus, split_gpus
-from ...core.resources import EventPage, Health, MaintenanceSpan, NodeSchedule, Schedule, Window
+from ...core.resources import EventPage, Health, Inventory, MaintenanceSpan, NodeSchedule, Schedule, Window
 from ...core.sharing import host_of, unit_kind
 from ...core.snapshot import Placement
 from ...store import queries
 from ...store.models import GPU, Allocation, EventRow, GPRRow, MaintenanceWindow, Node
 from .. import cursors
-from ..openapi import openapi_document
+from ..operations import PUBLIC
 from ..parameters import EventsQuery, ScheduleQuery, read
 from ..serialize import event_resource, inventory_resource, maintenance_span, window_resource
 from ..visibility import Viewer
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 SCHEDULE_DEFAULT_PAST = timedelta(days=1)
 SCHEDULE_DEFAULT_FUTURE = timedelta(days=7)
@@ -31,6 +31,17 @@ SCHEDULE_MAX_RANGE = timedelta(days=366)
 
 
 class HealthHandler(APIHandler):
+    @operation(
+        "GET /health",
+        "Liveness and database check; which replica this is (leader or standby)",
+        ok="healthy",
+        answer=Health,
+        auth=PUBLIC,
+        description=(
+            "A standby replica answers this itself and forwards every other request to the leader; 503 when the "
+            "database does not answer."
+        ),
+    )
     def get(self) -> None:
         try:
             with self.egs.sessions() as session:
@@ -42,12 +53,19 @@ class HealthHandler(APIHandler):
 
 
 class OpenAPIHandler(APIHandler):
+    @operation("GET /openapi.json", "This document", ok="the document", answer=dict, auth=PUBLIC)
     def get(self) -> None:
-        self.finish(json.dumps(openapi_document(self.egs.api_prefix, self.egs.version, self.egs.hub_prefix)))
+        self.finish(json.dumps(self.egs.openapi_document()))
 
 
 class InventoryHandler(APIHandler):
-    @authenticated
+    @operation(
+        "GET /inventory",
+        "Clusters, nodes, GPUs, shapes and what is free now",
+        ok="inventory",
+        answer=Inventory,
+        errors=(401,),
+    )
     def get(self) -> None:
         with self.egs.sessions() as session:
             bound = queries.gpu_holders(session)
@@ -78,7 +96,14 @@ def planned_per_node(placement: Placement, node_of: dict[str, str]) -> list[tupl
 class ScheduleHandler(APIHandler):
     """Every node's windows in [start, end): past, current and planned."""
 
-    @authenticated
+    @operation(
+        "GET /inventory/schedule",
+        "Every node's windows in [start, end): past, current and planned",
+        ok="schedule",
+        answer=Schedule,
+        errors=(401,),
+        query=ScheduleQuery,
+    )
     async def get(self) -> None:
         query = read(ScheduleQuery, self)
         now = self.now()
@@ -178,7 +203,15 @@ class EventsHandler(APIHandler):
     events, ``next_cursor`` the ones before them; each page lists its events newest last. Keyset
     on (time, id), the index ix_events_time_id."""
 
-    @authenticated
+    @operation(
+        "GET /events",
+        "The audit log: the newest events first, each page newest last",
+        ok="a page of events",
+        answer=EventPage,
+        errors=(401, 403, 404),
+        query=EventsQuery,
+        description="Pages go back in time: next_cursor gives the events before the oldest of this page.",
+    )
     def get(self) -> None:
         arguments = read(EventsQuery, self)
         gpr_id, slice_name, since = arguments.gpr, arguments.slice, arguments.since

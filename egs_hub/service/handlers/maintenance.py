@@ -17,14 +17,14 @@ from ...core import lifecycle
 from ...core import model as core
 from ...core.errors import Conflict
 from ...core.requests import MaintenanceCreate, parse_body
-from ...core.resources import MaintenanceWindows
+from ...core.resources import MaintenanceWindow, MaintenanceWindows
 from ...core.units import format_time
-from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import MaintenanceWindow as MaintenanceRow
+from ..operations import ADMIN, Named, request_path
 from ..serialize import maintenance_resource
-from .base import APIHandler, needs_scope
+from .base import APIHandler, operation
 
 
 def crossing(held: list[core.GPR], start: datetime) -> list[int]:
@@ -37,7 +37,15 @@ class MaintenanceHandler(APIHandler):
         if queries.find_node(session, cluster, node) is None:
             raise self.not_found(f"node {node!r} in cluster {cluster!r}")
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "GET /nodes/{cluster}/{name}/maintenance",
+        "A node's maintenance windows that have not ended (admin)",
+        ok="its windows",
+        answer=MaintenanceWindows,
+        errors=(401, 403, 404),
+        auth=ADMIN,
+        params={"name": str},
+    )
     def get(self, cluster: str, node: str) -> None:
         now = self.now()
         with self.egs.sessions() as session:
@@ -47,7 +55,19 @@ class MaintenanceHandler(APIHandler):
             views = [maintenance_resource(row, crossing(held, row.start)) for row in rows]
         self.write_json(MaintenanceWindows(maintenance=views))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /nodes/{cluster}/{name}/maintenance",
+        "Take a node out of service from start to end: nothing is planned across it; holders of windows running "
+        "past the start are told (admin)",
+        ok="planned",
+        answer=MaintenanceWindow,
+        status=201,
+        errors=(401, 403, 404, 409),
+        body=MaintenanceCreate,
+        auth=ADMIN,
+        params={"name": str},
+        names=(Named("/nodes/{cluster}/{name}", request_path("cluster", "name")),),
+    )
     def post(self, cluster: str, node: str) -> None:
         body = parse_body(MaintenanceCreate, self.json_body())
         now = self.now()
@@ -121,7 +141,15 @@ class MaintenanceHandler(APIHandler):
                 change = lifecycle.shorten(queries.to_gpr(gpr_row), row.start, self.user_name, reason, now)
                 queries.apply(session, gpr_row, change)
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "DELETE /nodes/{cluster}/{name}/maintenance",
+        "Cancel a node's maintenance windows that have not ended (admin)",
+        ok="cancelled",
+        status=204,
+        errors=(401, 403, 404),
+        auth=ADMIN,
+        params={"name": str},
+    )
     def delete(self, cluster: str, node: str) -> None:
         now = self.now()
         with transaction(self.egs.sessions) as session:

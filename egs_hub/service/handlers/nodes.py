@@ -14,17 +14,26 @@ from __future__ import annotations
 from ...core import layouts, sharing
 from ...core.errors import Conflict
 from ...core.requests import LayoutChangeCreate, Reason, parse_body
-from ...core.resources import NodeLayout, Nodes
-from ...roles import ADMIN_SCOPE
+from ...core.resources import LayoutChange, Node, NodeLayout, Nodes
 from ...store import queries
+from ..operations import ADMIN, Named, body_at, request_path
 from ..parameters import NodesQuery, read
 from ..serialize import layout_change_resource, node_health, node_resource
 from ..visibility import EVERYTHING
-from .base import APIHandler, authenticated, needs_scope
+from .base import APIHandler, operation
 
 
 class NodesHandler(APIHandler):
-    @authenticated
+    @operation(
+        "GET /nodes",
+        "Nodes with their health, holders, maintenance and last checks: every node for admins, the nodes their "
+        "slices hold for members",
+        ok="the nodes",
+        answer=Nodes,
+        errors=(401,),
+        query=NodesQuery,
+        names=(Named("/nodes/{cluster}/{name}", body_at("/nodes/0", cluster="cluster", name="name")),),
+    )
     def get(self) -> None:
         query = read(NodesQuery, self)
         mine = None if self.is_admin else self.slices_of_caller(self.planning_state().groups)
@@ -75,13 +84,30 @@ class NodeBase(APIHandler):
 
 
 class NodeHandler(NodeBase):
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "GET /nodes/{cluster}/{name}",
+        "A node with its GPUs, health, holders, maintenance and the last run of each check (admin)",
+        ok="the node",
+        answer=Node,
+        errors=(401, 403, 404),
+        auth=ADMIN,
+        params={"name": str},
+    )
     def get(self, cluster: str, name: str) -> None:
         self.write_json(self.view(cluster, name))
 
 
 class NodeQuarantineHandler(NodeBase):
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /nodes/{cluster}/{name}/quarantine",
+        "Quarantine a node: nothing is planned on it, its cluster's scheduler is kept off (admin)",
+        ok="quarantined",
+        answer=Node,
+        errors=(401, 403, 404, 409),
+        body=Reason,
+        auth=ADMIN,
+        params={"name": str},
+    )
     async def post(self, cluster: str, name: str) -> None:
         reason = self.reason()
         node = self.view(cluster, name)
@@ -93,7 +119,16 @@ class NodeQuarantineHandler(NodeBase):
 
 
 class NodeClearHandler(NodeBase):
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /nodes/{cluster}/{name}/clear",
+        "Take a node out of quarantine (admin)",
+        ok="cleared",
+        answer=Node,
+        errors=(401, 403, 404, 409),
+        body=Reason,
+        auth=ADMIN,
+        params={"name": str},
+    )
     async def post(self, cluster: str, name: str) -> None:
         reason = self.reason()
         if self.view(cluster, name).quarantined_at is None:
@@ -104,7 +139,17 @@ class NodeClearHandler(NodeBase):
 
 
 class NodeChecksHandler(NodeBase):
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /nodes/{cluster}/{name}/checks",
+        "Run the cluster's entry checks on a node no GPR holds, in the background; a quarantined node whose "
+        "checks all pass is cleared (admin)",
+        ok="checks pending",
+        answer=Node,
+        status=202,
+        errors=(401, 403, 404, 409),
+        auth=ADMIN,
+        params={"name": str},
+    )
     async def post(self, cluster: str, name: str) -> None:
         node = self.view(cluster, name)
         if node.held_by:
@@ -135,11 +180,32 @@ class NodeLayoutHandler(APIHandler):
             changes=changes,
         )
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "GET /nodes/{cluster}/{name}/layout",
+        "A machine's MIG layout (name: the machine or one of its planning nodes) and its changes, the latest "
+        "first (admin)",
+        ok="its layout",
+        answer=NodeLayout,
+        errors=(401, 403, 404),
+        auth=ADMIN,
+        params={"name": str},
+    )
     def get(self, cluster: str, name: str) -> None:
         self.write_json(self.layout(cluster, sharing.host_of(name)))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /nodes/{cluster}/{name}/layout",
+        "Re-partition a free machine's GPUs into a MIG layout (null: whole GPUs): it is out of service until "
+        "ready_by, and its new instances are planned from then (admin)",
+        ok="started",
+        answer=LayoutChange,
+        status=202,
+        errors=(401, 403, 404, 409, 422, 503),
+        body=LayoutChangeCreate,
+        auth=ADMIN,
+        params={"name": str},
+        names=(Named("/nodes/{cluster}/{name}", request_path("cluster", "name")),),
+    )
     async def post(self, cluster: str, name: str) -> None:
         body = parse_body(LayoutChangeCreate, self.json_body())
         row = await self.egs.layouts.change(cluster, sharing.host_of(name), body, self.user_name)

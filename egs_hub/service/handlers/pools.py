@@ -16,12 +16,12 @@ from ...core.errors import Conflict, Unavailable
 from ...core.requests import PoolCreate, parse_body
 from ...core.resources import NodePool, NodePools
 from ...core.units import format_duration
-from ...roles import ADMIN_SCOPE
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import NodePoolRow
+from ..operations import ADMIN, Named, request_path
 from ..serialize import pool_resource
-from .base import APIHandler, authenticated, needs_scope
+from .base import APIHandler, operation
 
 
 class _PoolHandler(APIHandler):
@@ -30,14 +30,33 @@ class _PoolHandler(APIHandler):
 
 
 class PoolsHandler(_PoolHandler):
-    @authenticated
+    @operation(
+        "GET /clusters/{name}/pools",
+        "A cluster's dynamic node pools, with their nodes and what was asked of them",
+        ok="its pools",
+        answer=NodePools,
+        errors=(401, 404),
+        names=(
+            Named("/clusters/{name}/pools/{pool}", {**request_path("name"), "pool": "$response.body#/pools/0/name"}),
+        ),
+    )
     def get(self, name: str) -> None:
         cluster = self.registered_cluster(name)
         with self.egs.sessions() as session:
             views = [self.view(session, row) for row in queries.pool_rows(session, cluster)]
         self.write_json(NodePools(pools=views))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /clusters/{name}/pools",
+        "Add a dynamic node pool that the cluster's autoscaler grows and egs-hub shrinks (admin)",
+        ok="added",
+        answer=NodePool,
+        status=201,
+        errors=(401, 403, 404, 409, 422),
+        body=PoolCreate,
+        auth=ADMIN,
+        names=(Named("/clusters/{name}/pools/{pool}", {**request_path("name"), "pool": "$response.body#/name"}),),
+    )
     def post(self, name: str) -> None:
         cluster = self.registered_cluster(name)
         body = parse_body(PoolCreate, self.json_body())
@@ -80,14 +99,23 @@ class PoolHandler(_PoolHandler):
             raise self.not_found(f"pool {name!r} in cluster {cluster!r}")
         return row
 
-    @authenticated
+    @operation(
+        "GET /clusters/{name}/pools/{pool}", "One dynamic node pool", ok="the pool", answer=NodePool, errors=(401, 404)
+    )
     def get(self, name: str, pool: str) -> None:
         cluster = self.registered_cluster(name)
         with self.egs.sessions() as session:
             view = self.view(session, self.find(session, cluster, pool))
         self.write_json(view)
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "DELETE /clusters/{name}/pools/{pool}",
+        "Delete a node pool and its requests to the autoscaler; its nodes stay (admin)",
+        ok="deleted",
+        status=204,
+        errors=(401, 403, 404, 503),
+        auth=ADMIN,
+    )
     async def delete(self, name: str, pool: str) -> None:
         cluster = self.registered_cluster(name)
         with self.egs.sessions() as session:

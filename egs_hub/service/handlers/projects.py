@@ -16,14 +16,15 @@ from ...core.errors import Conflict, PolicyViolation
 from ...core.requests import ProjectCreate, ProjectUpdate, check_slice_name, parse_body
 from ...core.resources import Project, Projects
 from ...core.user_names import normalize_user_name
-from ...roles import ADMIN_GROUP, ADMIN_SCOPE
+from ...roles import ADMIN_GROUP
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import Project as ProjectRow
 from .. import workspaces
 from ..hub import HubAPIError
+from ..operations import ADMIN, Named, body_at, request_path
 from ..serialize import project_resource
-from .base import APIHandler, authenticated, needs_scope
+from .base import APIHandler, operation
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,17 @@ class ProjectBase(APIHandler):
 
 
 class ProjectsHandler(ProjectBase):
-    @authenticated
+    @operation(
+        "GET /projects",
+        "Projects (admins: all; project admins: the ones they manage)",
+        ok="projects",
+        answer=Projects,
+        errors=(401,),
+        names=(
+            Named("/projects/{name}", body_at("/projects/0", name="name")),
+            Named("/projects/{name}/admins/{user}", body_at("/projects/0", name="name", user="admins/0")),
+        ),
+    )
     async def get(self) -> None:
         """Every project (admins), or the ones the caller manages."""
         groups = await self.egs.hub.groups()
@@ -85,7 +96,17 @@ class ProjectsHandler(ProjectBase):
             ]
         self.write_json(Projects(projects=views))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /projects",
+        "Create a project and the hub group of its admins (admin)",
+        ok="created",
+        answer=Project,
+        status=201,
+        errors=(401, 403, 409, 422),
+        body=ProjectCreate,
+        auth=ADMIN,
+        names=(Named("/projects/{name}", body_at("", name="name")),),
+    )
     async def post(self) -> None:
         body = parse_body(ProjectCreate, self.json_body())
         project = body.to_project()
@@ -115,7 +136,13 @@ class ProjectsHandler(ProjectBase):
 
 
 class ProjectHandler(ProjectBase):
-    @authenticated
+    @operation(
+        "GET /projects/{name}",
+        "One project (admins and its admins)",
+        ok="the project",
+        answer=Project,
+        errors=(401, 403, 404),
+    )
     async def get(self, name: str) -> None:
         with self.egs.sessions() as session:
             row = self.load(session, name)
@@ -124,7 +151,15 @@ class ProjectHandler(ProjectBase):
             view = await self.view(session, row)
         self.write_json(view)
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "PATCH /projects/{name}",
+        "Change a project's display name, quota or share (admin)",
+        ok="changed",
+        answer=Project,
+        errors=(401, 403, 404),
+        body=ProjectUpdate,
+        auth=ADMIN,
+    )
     async def patch(self, name: str) -> None:
         update = parse_body(ProjectUpdate, self.json_body())
         with transaction(self.egs.sessions) as session:
@@ -136,7 +171,14 @@ class ProjectHandler(ProjectBase):
             view = await self.view(session, self.load(session, name))
         self.write_json(view)
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "DELETE /projects/{name}",
+        "Delete a project that holds no slice or cluster, not default (admin)",
+        ok="deleted",
+        status=204,
+        errors=(401, 403, 404, 409),
+        auth=ADMIN,
+    )
     async def delete(self, name: str) -> None:
         with transaction(self.egs.sessions) as session:
             row = self.load(session, name)
@@ -160,14 +202,29 @@ class ProjectHandler(ProjectBase):
 class ProjectAdminHandler(ProjectBase):
     """PUT and DELETE /projects/{name}/admins/{user} (admins): a member of the project's admin group."""
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "PUT /projects/{name}/admins/{user}",
+        "Make a user an admin of the project: a member of its admin group (admin)",
+        ok="the project",
+        answer=Project,
+        errors=(401, 403, 404, 422),
+        auth=ADMIN,
+        names=(Named("/projects/{name}/admins/{user}", request_path("name", "user")),),
+    )
     async def put(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
         group, admins = await self._group(name, create=True)
         await self.egs.hub.add_members(group, [user], field="user")
         await self._changed("project-admin-added", name, user, sorted({*admins, user}))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "DELETE /projects/{name}/admins/{user}",
+        "Unmake a project admin (admin)",
+        ok="the project",
+        answer=Project,
+        errors=(401, 403, 404),
+        auth=ADMIN,
+    )
     async def delete(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
         group, admins = await self._group(name, create=False)

@@ -14,18 +14,26 @@ from ...core import fairshare
 from ...core.queue import band
 from ...core.requests import EvictionConfirm, parse_body
 from ...core.resources import BANDS, Eviction, Evictions, QueuedGPR, QueuePage
-from ...roles import ADMIN_SCOPE
 from ...store import queries
 from .. import cursors
+from ..operations import ADMIN, Named, body_at
 from ..parameters import QueueQuery, read
 from ..planning import eviction_proposals, factors
 from ..serialize import eviction_resource, gpr_resource
-from .base import authenticated, needs_scope
+from .base import operation
 from .gprs import GPRBase, estimate_of
 
 
 class QueueHandler(GPRBase):
-    @authenticated
+    @operation(
+        "GET /queue",
+        "Queued GPRs in order, with position, estimated start, band and fair share",
+        ok="a page of the queue",
+        answer=QueuePage,
+        errors=(401,),
+        query=QueueQuery,
+        names=(Named("/gprs/{id}", body_at("/queue/0", id="id")),),
+    )
     async def get(self) -> None:
         """A page of the queue in the planner's order: by queue position, then GPRs without one, by id.
 
@@ -61,7 +69,14 @@ class QueueHandler(GPRBase):
 class EvictionsHandler(GPRBase):
     """GET and POST queue/evictions (admins)."""
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "GET /queue/evictions",
+        "Evictions the planner proposes now (admin)",
+        ok="proposals",
+        answer=Evictions,
+        errors=(401, 403),
+        auth=ADMIN,
+    )
     async def get(self) -> None:
         # Planned afresh: a GPR that just arrived is only placed on the last plan, which proposes
         # no eviction for it (the reconcile pass, woken by it, evicts where the policy is auto).
@@ -71,7 +86,15 @@ class EvictionsHandler(GPRBase):
             views = [self._resource(session, e) for e in eviction_proposals(snapshot, plan, planned_at, evicting)]
         self.write_json(Evictions(evictions=views))
 
-    @needs_scope(ADMIN_SCOPE)
+    @operation(
+        "POST /queue/evictions",
+        "Evict exactly the victims the planner proposes for a GPR (admin)",
+        ok="evicted",
+        answer=Eviction,
+        errors=(401, 403, 409),
+        body=EvictionConfirm,
+        auth=ADMIN,
+    )
     async def post(self) -> None:
         body = parse_body(EvictionConfirm, self.json_body())
         proposal, victims = await self.egs.commands.confirm_eviction(body.gpr_id, set(body.victims), self.user_name)

@@ -36,10 +36,17 @@ from ...store.db import transaction
 from ...store.models import Server
 from ..auto_gpr import Outcome
 from ..hub import HubAPIError
+from ..operations import Named, body_at, request_path
 from ..parameters import ServersQuery, read
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 log = logging.getLogger(__name__)
+
+# What the default server's operations and the named server's share: each is declared for both paths.
+_REGISTER = {"ok": "GPUs", "answer": ServerRegistration, "errors": (401, 403, 404), "body": ServerStart}
+_FORGET = {"ok": "forgotten", "status": 204, "errors": (401, 403)}
+_RESTART = {"ok": "restart started", "answer": ServerRestart, "status": 202, "errors": (401, 403, 404, 409)}
+_WHAT = "answers the GPUs it may use, and with GPUs asked and none held the GPR it waits for (the slice's auto_gpr)"
 
 # Restarts under way; held here so that the loop does not drop them (it keeps only weak references).
 _restarts: set[asyncio.Task] = set()
@@ -50,7 +57,18 @@ class ServerHandler(APIHandler):
         if not (self.is_admin or self.user_name == user):
             raise web.HTTPError(403, f"only {user}, the hub or an admin can register {user}'s servers")
 
-    @authenticated
+    @operation(
+        "PUT /servers/{user}",
+        f"Register a starting default server; {_WHAT} (spawner)",
+        names=(Named("/servers/{user}", request_path("user")),),
+        **_REGISTER,
+    )
+    @operation(
+        "PUT /servers/{user}/{server}",
+        f"Register a starting named server; {_WHAT} (spawner)",
+        names=(Named("/servers/{user}/{server}", request_path("user", "server")),),
+        **_REGISTER,
+    )
     async def put(self, user: str, server: str = "") -> None:
         user = normalize_user_name(user, "user")
         self.check_caller(user)
@@ -100,7 +118,8 @@ class ServerHandler(APIHandler):
             raise InvalidRequest("cluster", f"no cluster named {cluster!r}; the registered ones are {known}")
         return cluster
 
-    @authenticated
+    @operation("DELETE /servers/{user}", "Forget a stopped default server (spawner)", **_FORGET)
+    @operation("DELETE /servers/{user}/{server}", "Forget a stopped named server (spawner)", **_FORGET)
     def delete(self, user: str, server: str = "") -> None:
         user = normalize_user_name(user, "user")
         self.check_caller(user)
@@ -124,7 +143,19 @@ def auto_gpr_resource(outcome: Outcome) -> AutoGPR:
 
 
 class ServersHandler(APIHandler):
-    @authenticated
+    @operation(
+        "GET /servers",
+        "Servers started in the caller's slices",
+        ok="servers",
+        answer=Servers,
+        errors=(401, 404),
+        query=ServersQuery,
+        names=(
+            Named("/servers/{user}", body_at("/servers/0", user="user")),
+            Named("/servers/{user}/{server}", body_at("/servers/0", user="user", server="server")),
+            Named("/server-restarts/{user}", body_at("/servers/0", user="user", server="server")),
+        ),
+    )
     def get(self) -> None:
         slice_name = read(ServersQuery, self).slice
         with self.egs.sessions() as session:
@@ -141,7 +172,16 @@ class ServersHandler(APIHandler):
 
 
 class ServerRestartHandler(APIHandler):
-    @authenticated
+    @operation(
+        "POST /server-restarts/{user}",
+        "Restart a running default server, e.g. to see newly bound GPUs (its owner or an admin)",
+        **_RESTART,
+    )
+    @operation(
+        "POST /server-restarts/{user}/{server}",
+        "Restart a running named server, e.g. to see newly bound GPUs (its owner or an admin)",
+        **_RESTART,
+    )
     async def post(self, user: str, server: str = "") -> None:
         user = normalize_user_name(user, "user")
         if not (self.is_admin or self.user_name == user):

@@ -44,12 +44,13 @@ from ...store.models import GPRRow
 from ...store.models import Slice as SliceRow
 from .. import workspaces
 from ..hub import HubAPIError
-from ..idempotency import SLICES, Claim, idempotent
+from ..idempotency import SLICES, Claim
+from ..operations import Named, body_at, request_path
 from ..parameters import KubeconfigQuery, read
 from ..planning import slice_usage
 from ..serialize import slice_resource
 from ..slice_setup import SliceHost
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,17 @@ class SliceBase(APIHandler):
 
 
 class SlicesHandler(SliceBase):
-    @authenticated
+    @operation(
+        "GET /slices",
+        "Slices the caller belongs to or manages as a project admin (admins: all)",
+        ok="slices",
+        answer=Slices,
+        errors=(401,),
+        names=(
+            Named("/slices/{name}", body_at("/slices/0", name="name")),
+            Named("/slices/{name}/members/{user}", body_at("/slices/0", name="name", user="members/0")),
+        ),
+    )
     async def get(self) -> None:
         groups = await self.egs.hub.groups()
         with self.egs.sessions() as session:
@@ -98,8 +109,17 @@ class SlicesHandler(SliceBase):
             ]
         self.write_json(Slices(slices=views))
 
-    @authenticated
-    @idempotent(SLICES)
+    @operation(
+        "POST /slices",
+        "Create a slice in a project (admin, or an admin of that project)",
+        ok="created (and set up on its Kubernetes clusters)",
+        idempotent=SLICES,
+        answer=Slice,
+        status=201,
+        errors=(401, 403, 409, 422, 502, 503),
+        body=SliceCreate,
+        names=(Named("/slices/{name}", body_at("", name="name")),),
+    )
     async def post(self, key: Claim) -> None:
         """Admins, and project admins in their project."""
         body = parse_body(SliceCreate, self.json_body())
@@ -119,7 +139,7 @@ class SlicesHandler(SliceBase):
 
 
 class SliceHandler(SliceBase):
-    @authenticated
+    @operation("GET /slices/{name}", "One slice", ok="the slice", answer=Slice, errors=(401, 403, 404))
     async def get(self, name: str) -> None:
         with self.egs.sessions() as session:
             row = self.load_slice(session, name)
@@ -127,7 +147,14 @@ class SliceHandler(SliceBase):
             view = await self.slice_view(session, row)
         self.write_json(view)
 
-    @authenticated
+    @operation(
+        "PATCH /slices/{name}",
+        "Change a slice (admin, or an admin of its project)",
+        ok="changed",
+        answer=Slice,
+        errors=(401, 403, 404, 409, 422, 503),
+        body=SliceUpdate,
+    )
     async def patch(self, name: str) -> None:
         """Admins, and the admins of its project."""
         body = parse_body(SliceUpdate, self.json_body())
@@ -182,7 +209,14 @@ class SliceHandler(SliceBase):
             view = await self.slice_view(session, self.load_slice(session, name), members)
         self.write_json(view)
 
-    @authenticated
+    @operation(
+        "DELETE /slices/{name}",
+        "Delete a slice with no unfinished GPRs (admin, or an admin of its project); the namespaces egs-hub "
+        "created go too",
+        ok="deleted",
+        status=204,
+        errors=(401, 403, 404, 409, 503),
+    )
     async def delete(self, name: str) -> None:
         """Admins, and the admins of its project."""
         now = self.now()
@@ -232,7 +266,14 @@ class SliceHandler(SliceBase):
 
 
 class MemberHandler(SliceBase):
-    @authenticated
+    @operation(
+        "PUT /slices/{name}/members/{user}",
+        "Add a member (admin, or an admin of its project); the hub group changes too",
+        ok="the slice",
+        answer=Slice,
+        errors=(401, 403, 404),
+        names=(Named("/slices/{name}/members/{user}", request_path("name", "user")),),
+    )
     async def put(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
         group = self.managed_slice_group(name)
@@ -241,7 +282,13 @@ class MemberHandler(SliceBase):
         self._record("member-added", name, user)
         await self._answer(name, sorted({*members, user}))
 
-    @authenticated
+    @operation(
+        "DELETE /slices/{name}/members/{user}",
+        "Remove a member (admin, or an admin of its project)",
+        ok="the slice",
+        answer=Slice,
+        errors=(401, 403, 404),
+    )
     async def delete(self, name: str, user: str) -> None:
         user = normalize_user_name(user, "user")
         group = self.managed_slice_group(name)
@@ -288,7 +335,14 @@ class MemberHandler(SliceBase):
 class KubeconfigHandler(SliceBase):
     """GET /slices/{name}/kubeconfig?cluster=NAME[&expiration=SECONDS]: members and admins."""
 
-    @authenticated
+    @operation(
+        "GET /slices/{name}/kubeconfig",
+        "A kubeconfig for the slice's ServiceAccount on a Kubernetes cluster (members)",
+        ok="the kubeconfig",
+        answer=SliceKubeconfig,
+        errors=(401, 403, 404, 409, 503),
+        query=KubeconfigQuery,
+    )
     async def get(self, name: str) -> None:
         query = read(KubeconfigQuery, self)
         cluster, expiration = query.cluster, query.expiration
@@ -323,7 +377,13 @@ class VolumesHandler(SliceBase):
     """GET /slices/{name}/volumes: its members' home volumes on its Kubernetes clusters (members and
     admins). A cluster that does not answer is named in ``unavailable``; the others' volumes are listed."""
 
-    @authenticated
+    @operation(
+        "GET /slices/{name}/volumes",
+        "Its members' home volumes on its Kubernetes clusters (members)",
+        ok="the volumes",
+        answer=HomeVolumes,
+        errors=(401, 403, 404),
+    )
     async def get(self, name: str) -> None:
         with self.egs.sessions() as session:
             row = self.member_slice(session, check_slice_name(name))

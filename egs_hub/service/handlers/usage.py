@@ -15,13 +15,22 @@ from ...core.resources import UsageRow as UsageRowResource
 from ...core.usage import UsageRow, period_start, usage_rows
 from ...store import queries
 from ..parameters import UsageQuery, read
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 CSV_COLUMNS = tuple(UsageRowResource.model_fields)
 
 
 class UsageHandler(APIHandler):
-    @authenticated
+    @operation(
+        "GET /usage",
+        "GPU-hours reserved and used, cost and mean utilisation per project, slice or user, per week or month "
+        "(admins: all; members: their slices'); format=csv for chargeback",
+        ok="the usage (as CSV with format=csv: a header, then one line per row)",
+        answer=UsageReport,
+        errors=(401,),
+        query=UsageQuery,
+        csv=True,
+    )
     def get(self) -> None:
         query = read(UsageQuery, self)
         now = self.now()

@@ -24,16 +24,17 @@ from ...core.requests import (
     WorkspaceRequestCreate,
     parse_body,
 )
-from ...core.resources import WorkspaceRequests
+from ...core.resources import WorkspaceRequest, WorkspaceRequests
 from ...store import queries
 from ...store.db import transaction
 from ...store.models import WorkspaceRequestRow
 from .. import workspaces
-from ..idempotency import WORKSPACE_REQUESTS, Claim, idempotent
+from ..idempotency import WORKSPACE_REQUESTS, Claim
 from ..notify import NotifyError
+from ..operations import Named, body_at
 from ..parameters import WorkspaceRequestsQuery, read
 from ..serialize import workspace_request_resource
-from .base import APIHandler, authenticated
+from .base import APIHandler, operation
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,15 @@ class WorkspaceRequestBase(APIHandler):
 
 
 class WorkspaceRequestsHandler(WorkspaceRequestBase):
-    @authenticated
+    @operation(
+        "GET /workspace-requests",
+        "Workspace requests of the projects the caller manages, and their own",
+        ok="requests, newest first",
+        answer=WorkspaceRequests,
+        errors=(401,),
+        query=WorkspaceRequestsQuery,
+        names=(Named("/workspace-requests/{id}", body_at("/workspace_requests/0", id="id")),),
+    )
     async def get(self) -> None:
         """The requests of the projects the caller manages, and their own (``status``: only those)."""
         query = read(WorkspaceRequestsQuery, self)
@@ -90,8 +99,17 @@ class WorkspaceRequestsHandler(WorkspaceRequestBase):
             views = [workspace_request_resource(r) for r in rows]
         self.write_json(WorkspaceRequests(workspace_requests=views))
 
-    @authenticated
-    @idempotent(WORKSPACE_REQUESTS)
+    @operation(
+        "POST /workspace-requests",
+        "Ask a project's admins for a new workspace",
+        ok="asked",
+        idempotent=WORKSPACE_REQUESTS,
+        answer=WorkspaceRequest,
+        status=201,
+        errors=(401, 409, 422),
+        body=WorkspaceRequestCreate,
+        names=(Named("/workspace-requests/{id}", body_at("", id="id")),),
+    )
     async def post(self, key: Claim) -> None:
         body = parse_body(WorkspaceRequestCreate, self.json_body())
         self.check_clusters(body.clusters)
@@ -136,7 +154,13 @@ class WorkspaceRequestsHandler(WorkspaceRequestBase):
 
 
 class WorkspaceRequestHandler(WorkspaceRequestBase):
-    @authenticated
+    @operation(
+        "GET /workspace-requests/{id}",
+        "One workspace request (its requester, the project's admins)",
+        ok="the request",
+        answer=WorkspaceRequest,
+        errors=(401, 404),
+    )
     async def get(self, request_id: str) -> None:
         with self.egs.sessions() as session:
             view = workspace_request_resource(self.load(session, request_id))
@@ -146,17 +170,12 @@ class WorkspaceRequestHandler(WorkspaceRequestBase):
 class WorkspaceDecisionHandler(WorkspaceRequestBase):
     """POST /workspace-requests/{id}/approve and /deny: the project's admins and egs-hub admins."""
 
-    @authenticated
-    async def post(self, request_id: str, decision: str) -> None:
+    def pending(self, request_id: str) -> None:
         with self.egs.sessions() as session:
             row = self.load(session, request_id)
             self.require_manager(row.project)
             if row.status != "pending":
                 raise Conflict(f"workspace request {row.id} is {row.status} already")
-        if decision == "deny":
-            await self.deny(request_id, parse_body(Reason, self.json_body()).reason)
-        else:
-            await self.approve(request_id, parse_body(WorkspaceApproval, self.json_body()))
 
     async def deny(self, request_id: str, reason: str) -> None:
         with transaction(self.egs.sessions) as session:
@@ -210,3 +229,32 @@ class WorkspaceDecisionHandler(WorkspaceRequestBase):
             raise Conflict(f"workspace request {row.id} is {row.status} already")
         row.status, row.reason, row.decided_by, row.decided_at = status, reason, self.user_name, self.now()
         return row
+
+
+class WorkspaceApproveHandler(WorkspaceDecisionHandler):
+    @operation(
+        "POST /workspace-requests/{id}/approve",
+        "Approve, optionally with another quota, policy or clusters: the workspace is made (the project's admins, "
+        "not the requester)",
+        ok="approved",
+        answer=WorkspaceRequest,
+        errors=(401, 403, 404, 409, 422, 503),
+        body=WorkspaceApproval,
+    )
+    async def post(self, request_id: str) -> None:
+        self.pending(request_id)
+        await self.approve(request_id, parse_body(WorkspaceApproval, self.json_body()))
+
+
+class WorkspaceDenyHandler(WorkspaceDecisionHandler):
+    @operation(
+        "POST /workspace-requests/{id}/deny",
+        "Deny with a reason (the project's admins)",
+        ok="denied",
+        answer=WorkspaceRequest,
+        errors=(401, 403, 404, 409),
+        body=Reason,
+    )
+    async def post(self, request_id: str) -> None:
+        self.pending(request_id)
+        await self.deny(request_id, parse_body(Reason, self.json_body()).reason)
