@@ -52,8 +52,17 @@ labextension/node_modules/.yarn-state.yml: labextension/package.json labextensio
 	cd labextension && $(BIN)/jlpm install
 	touch $@
 
-egs_hub/labextension/package.json: $(LABEXT_SOURCES) labextension/node_modules/.yarn-state.yml
+egs_hub/labextension/package.json: $(LABEXT_SOURCES) labextension/src/api-types.ts labextension/node_modules/.yarn-state.yml
 	cd labextension && $(BIN)/jlpm build:prod
+
+# The sidebar's types of the API's answers and bodies, from the OpenAPI document the service's operations make
+# (tests/service/test_api_types.py fails when they are stale).
+API_SOURCES := $(shell find egs_hub/core egs_hub/service -name '*.py')
+labextension/src/api-types.ts: $(API_SOURCES) labextension/node_modules/.yarn-state.yml | $(VENV)/bin/python
+	$(BIN)/egs-hub openapi > labextension/.openapi.json
+	cd labextension && EGS_OPENAPI=.openapi.json OUT=.api-types.ts $(BIN)/jlpm build:types
+	cmp -s labextension/.api-types.ts $@ || mv labextension/.api-types.ts $@
+	rm -f labextension/.openapi.json labextension/.api-types.ts
 
 labextension: egs_hub/labextension/package.json
 

@@ -18,6 +18,7 @@ $EGS_API_TOKEN).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from datetime import UTC, datetime
@@ -62,6 +63,14 @@ def cmd_db(args: argparse.Namespace) -> int:
         # Unreachable server, unwritable SQLite path, a revision this egs-hub does not know.
         raise DatabaseError(f"cannot use the database {url.split('@')[-1]}: {e}") from None
     print(f"schema revision {current or 'none'} (this egs-hub expects {head_revision()})")
+    return 0
+
+
+def cmd_openapi(args: argparse.Namespace) -> int:
+    """The document as this egs-hub serves it under the hub's default prefixes (no service is asked)."""
+    from .service.app import api_document  # the service's modules load only for this command
+
+    print(json.dumps(api_document(args.api_prefix, __version__), indent=2, sort_keys=True))
     return 0
 
 
@@ -249,6 +258,16 @@ def parser() -> argparse.ArgumentParser:
     db.add_argument("action", choices=["upgrade", "current"])
     data_options(db)
     db.set_defaults(run=cmd_db)
+
+    openapi = commands.add_parser(
+        "openapi", help="print the OpenAPI 3.1 document of REST API v1, to generate clients from"
+    )
+    openapi.add_argument(
+        "--api-prefix",
+        default="/services/egs/api/v1/",
+        help="the API's path on the hub, which the document's server URL names (default: /services/egs/api/v1/)",
+    )
+    openapi.set_defaults(run=cmd_openapi)
 
     sim = commands.add_parser(
         "simulate",

@@ -7,6 +7,7 @@ printed and that the proxy on PATH (a fake that leaves a mark) never ran.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from egs_hub import ports
+from egs_hub import __version__, ports
 from egs_hub.cli import main
 from egs_hub.embedded import HUB_CONFIG_FILE, SetupError, configure_hub, free_port, service_token
 from egs_hub.hub_settings import configure_roles
@@ -217,6 +218,15 @@ def test_db_upgrade_then_current_print_the_head_revision(tmp_path, capsys):
     assert main(["db", "upgrade", "--db-url", url]) == 0
     assert main(["db", "current", "--db-url", url]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"schema revision {head} (this egs-hub expects {head})"
+
+
+def test_openapi_prints_the_served_document_under_the_prefix_given(capsys):
+    """The document the service serves (its paths from the operations' declarations), with no service asked."""
+    assert main(["openapi", "--api-prefix", "/hub-x/services/egs/api/v1/"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["servers"] == [{"url": "/hub-x/services/egs/api/v1"}]
+    assert document["paths"]["/gprs"]["post"]["operationId"] == "post_gprs"
+    assert document["info"]["version"] == __version__
 
 
 def test_db_defaults_to_sqlite_in_the_data_dir_unless_egs_db_url(tmp_path, capsys, monkeypatch):

@@ -29,6 +29,7 @@ from .model import (
     PRIORITY_MAX,
     PRIORITY_MIN,
     REMEDIATIONS,
+    EndReason,
     Status,
 )
 from .units import format_time
@@ -56,10 +57,12 @@ FractionalSeconds = Annotated[
     WithJsonSchema({"type": "number", "description": "seconds"}),
 ]
 Names = tuple[str, ...]
-if TYPE_CHECKING:  # a Literal of the statuses' values, which type checkers cannot read from the enum
+if TYPE_CHECKING:  # Literals of the enums' values, which type checkers cannot read from the enums
     StatusName = str
+    EndReasonName = str
 else:
     StatusName = Literal[tuple(s.value for s in Status)]
+    EndReasonName = Literal[tuple(r.value for r in EndReason)]
 ClusterHealth = Literal["ok", "unavailable"]
 CLUSTER_ORIGINS = ("local", "config", "api")
 BANDS = ("low", "medium", "high")
@@ -594,7 +597,7 @@ class GPR(Resource):
     replaced: tuple[NodeReplacement, ...] = Field(
         description="failed nodes replaced by healthy ones during its window, oldest first"
     )
-    end_reason: str | None
+    end_reason: EndReasonName | None
     created_at: Time
     updated_at: Time
     ended_at: Time | None

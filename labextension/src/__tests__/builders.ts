@@ -20,8 +20,10 @@ export function gpr(change: Partial<IGpr> = {}): IGpr {
     start_after: null,
     idle_timeout: null,
     preemptible: true,
+    template: null,
+    gpu_share: null,
     status: 'queued',
-    status_reason: null,
+    status_reason: '',
     estimated_start: null,
     queue_position: null,
     planned_gpus: [],
@@ -31,10 +33,16 @@ export function gpr(change: Partial<IGpr> = {}): IGpr {
     window_end: null,
     bound_gpus: [],
     bound_nodes: [],
+    avoid_nodes: [],
+    replaced: [],
     end_reason: null,
     created_at: iso(-3600),
     updated_at: iso(-60),
     ended_at: null,
+    price_per_gpu_hour: null,
+    cost_per_hour: null,
+    reserved_cost: null,
+    used_cost: null,
     ...change
   };
 }
@@ -57,7 +65,7 @@ export function slice(change: Partial<ISlice> = {}): ISlice {
     project: 'default',
     group: 'ml',
     members: ['ann'],
-    quota: { max_gpus: 8, max_gpu_hours: null },
+    quota: { max_gpus: 8, max_gpu_hours: null, max_cost_month: null },
     policy: {
       max_duration: 86400,
       max_priority: 300,
@@ -65,10 +73,24 @@ export function slice(change: Partial<ISlice> = {}): ISlice {
       max_active_gprs: 1,
       idle_timeout: null,
       max_idle_timeout: null,
-      gpu_sharing: false
+      gpu_sharing: false,
+      auto_gpr: null,
+      bind_failure: 'fail',
+      eviction: 'auto',
+      home_volume_class: null,
+      home_volume_size: null,
+      maintenance_crossing: 'ask',
+      reject_over_limits: false,
+      remediation: 'replace',
+      requeue_evicted: true,
+      restart_servers: true,
+      share: null
     },
-    usage: { gpu_hours_week: 3, decayed_gpu_hours: 2, fair_share_factor: 1 },
+    usage: { gpu_hours_week: 3, decayed_gpu_hours: 2, fair_share_factor: 1, project_fair_share_factor: 1 },
+    namespaces: {},
     gpus: [],
+    created_at: iso(-86400),
+    updated_at: iso(-3600),
     ...change
   };
 }
@@ -83,6 +105,13 @@ export function sample(change: Partial<IGpuSample> = {}): IGpuSample {
     temperature_c: 60,
     power_w: 300,
     power_limit_w: 700,
+    ecc_errors: null,
+    xid: null,
+    sm_clock_mhz: null,
+    throttle_reasons: [],
+    processes: null,
+    pod: null,
+    namespace: null,
     ...change
   };
 }
@@ -117,6 +146,7 @@ export function checkRun(change: Partial<ICheckRun> = {}): ICheckRun {
     phase: 'entry',
     status: 'passed',
     started_at: iso(-600),
+    finished_at: iso(-599),
     duration: 0.42,
     values: { max_temperature_c: 61 },
     log: '',

@@ -31,7 +31,7 @@ class FakeApi extends EgsApi {
     return this.answer(this.gpuList);
   }
   inventory() {
-    return this.answer({ shapes: [], gpus: 1, free: 0 });
+    return this.answer({ clusters: [], shapes: [], gpus: 1, free: 0 });
   }
   events() {
     return this.answer([]);
@@ -44,7 +44,7 @@ class FakeApi extends EgsApi {
   }
   gpuMetrics(uuid: string, since: string, step: number) {
     this.metricsAsked.push(`${uuid} ${since} ${step}`);
-    return this.answer({ uuid, step, source: this.gpuList.source, points: [] });
+    return this.answer({ uuid, since, step, source: this.gpuList.source, points: [] });
   }
   gprChecks(id: number) {
     this.checksAsked.push(id);

@@ -22,8 +22,8 @@ const form = (change: Partial<IRequestForm> = {}): IRequestForm => ({ ...EMPTY_F
 function option(cluster: string, name: string): IWaitTimeOption {
   return {
     cluster,
-    shape: { name, model: name.split('-')[0], memory_gb: 80, gpus_per_node: 8, mig_profile: null, gpu_equivalents: 1 },
-    estimated_start: null,
+    shape: { name, model: name.split('-')[0], memory_gb: 80, gpus_per_node: 8, mig_profile: null, gpu_equivalents: 1, replicas: 1 },
+    estimated_start: new Date(NOW).toISOString(),
     wait_seconds: 0,
     nodes: [],
     gpus: 2,
@@ -47,6 +47,9 @@ function template(change: Partial<ITemplate> = {}): ITemplate {
     priority: null,
     idle_timeout: null,
     preemptible: null,
+    created_at: new Date(NOW).toISOString(),
+    created_by: 'admin',
+    updated_at: new Date(NOW).toISOString(),
     ...change
   };
 }

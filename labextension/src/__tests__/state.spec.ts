@@ -8,7 +8,7 @@ import {
   statusText,
   whenText
 } from '../state';
-import { IEndpoint } from '../tokens';
+import { IEndpoint, IEndpointReplica } from '../tokens';
 import { gpr, gpu, iso, NOW, provisioned, sample, slice } from './builders';
 
 describe('sliceViews', () => {
@@ -205,6 +205,41 @@ function endpoint(change: Partial<IEndpoint> = {}): IEndpoint {
     latency_p50: null,
     latency_p95: null,
     errors: 0,
+    gpus: 1,
+    template: null,
+    cluster: null,
+    command: ['srv'],
+    image: null,
+    args: [],
+    env: {},
+    min_replicas: 0,
+    idle_timeout: 600,
+    duration: 3600,
+    target_concurrency: 4,
+    health_path: '/health',
+    metrics_path: null,
+    gprs: [],
+    in_flight: 0,
+    queued: 0,
+    gpu_utilization: null,
+    last_request: null,
+    created_by: 'ann',
+    created_at: iso(-3600),
+    ...change
+  };
+}
+
+function replica(change: Partial<IEndpointReplica> = {}): IEndpointReplica {
+  return {
+    gpr: 3,
+    gpr_status: 'queued',
+    state: 'waiting',
+    estimated_start: null,
+    window_end: null,
+    in_flight: 0,
+    message: '',
+    renewing: false,
+    restarts: 0,
     ...change
   };
 }
@@ -219,8 +254,8 @@ describe('endpointText', () => {
       status: 'pending',
       replicas: 0,
       replica_states: [
-        { gpr: 3, state: 'waiting', estimated_start: iso(5400) },
-        { gpr: 4, state: 'waiting', estimated_start: iso(3900) }
+        replica({ gpr: 3, estimated_start: iso(5400) }),
+        replica({ gpr: 4, estimated_start: iso(3900) })
       ]
     });
     expect(endpointText(waiting, NOW)).toMatch(/^pending · GPUs ~\d\d:\d\d \(in 1h5m\)$/);
