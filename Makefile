@@ -4,6 +4,8 @@
 #   make labextension  build the JupyterLab extension (labextension/, TypeScript) into egs_hub/labextension,
 #                      which the wheel installs as share/jupyter/labextensions/egs-hub; `install` does it first,
 #                      and again only when its sources changed. Needs Node.js >= 20 and the npm registry.
+#   make api-types     write the extension's API types from the installed egs-hub's OpenAPI document
+#                      (labextension/src/api-types.ts; `labextension` does it first once egs-hub is installed)
 #   make jest          the extension's jest tests (labextension/src/__tests__)
 #   make wheel         the wheel of this checkout, with the labextension, into dist/
 #   make images        the container images of the Helm chart, from docker/ with that wheel:
@@ -26,7 +28,7 @@ NODE_PREFIX := .cache/node
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(CURDIR)/$(NODE_PREFIX)/node_modules/.bin:$(PATH)
 
-.PHONY: install install-test up test lint labextension jest wheel images
+.PHONY: install install-test up test lint labextension api-types jest wheel images
 
 # The extension's build tools: jlpm and jupyter-builder (the wheel's build requirement), node_modules.
 LABEXT_BUILD_REQ := 'jupyter-builder>=1.3,<2'
@@ -52,19 +54,20 @@ labextension/node_modules/.yarn-state.yml: labextension/package.json labextensio
 	cd labextension && $(BIN)/jlpm install
 	touch $@
 
-egs_hub/labextension/package.json: $(LABEXT_SOURCES) labextension/src/api-types.ts labextension/node_modules/.yarn-state.yml
+egs_hub/labextension/package.json: $(LABEXT_SOURCES) labextension/node_modules/.yarn-state.yml
 	cd labextension && $(BIN)/jlpm build:prod
 
-# The sidebar's types of the API's answers and bodies, from the OpenAPI document the service's operations make
-# (tests/service/test_api_types.py fails when they are stale).
-API_SOURCES := $(shell find egs_hub/core egs_hub/service -name '*.py')
-labextension/src/api-types.ts: $(API_SOURCES) labextension/node_modules/.yarn-state.yml | $(VENV)/bin/python
+# The sidebar's types of the API's answers and bodies (labextension/src/api-types.ts, committed) from the OpenAPI
+# document of the installed egs-hub's operations; tests/service/test_api_types.py fails when they are stale.
+# `make labextension` writes them first once egs-hub is installed (a fresh machine builds with the committed ones).
+api-types: labextension/node_modules/.yarn-state.yml
+	@test -x $(BIN)/egs-hub || { echo "make api-types needs egs-hub installed: run make install first"; exit 1; }
 	$(BIN)/egs-hub openapi > labextension/.openapi.json
 	cd labextension && EGS_OPENAPI=.openapi.json OUT=.api-types.ts $(BIN)/jlpm build:types
-	cmp -s labextension/.api-types.ts $@ || mv labextension/.api-types.ts $@
+	cmp -s labextension/.api-types.ts labextension/src/api-types.ts || mv labextension/.api-types.ts labextension/src/api-types.ts
 	rm -f labextension/.openapi.json labextension/.api-types.ts
 
-labextension: egs_hub/labextension/package.json
+labextension: $(if $(wildcard $(BIN)/egs-hub),api-types) egs_hub/labextension/package.json
 
 # The version of pyproject.toml names the wheel and tags the images; the chart's appVersion is the same.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

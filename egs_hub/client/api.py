@@ -1,6 +1,7 @@
 """Every operation of the REST API v1, built once for the sync and the async client.
 
-Vocabulary: a *call* is one request to make (method, path under the API URL,
+Vocabulary: a *route* is an operation's method and path as the service declares it (routes.py,
+written from the declarations); a *call* is one request to make (method, path under the API URL,
 query, JSON body, and for a create a new Idempotency-Key, which its tries share)
 with the function that turns its JSON answer into models; ``Operations`` has one
 method per API operation, each building a call and handing it to the client's
@@ -14,6 +15,7 @@ times as ISO-8601 (a naive ``datetime`` is taken to be local time).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -24,6 +26,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from ..core import resources
 from ..core.resources import (
     GPR,
     Alerts,
@@ -59,6 +62,7 @@ from ..core.resources import (
     WorkspaceRequest,
 )
 from .errors import EGSError
+from .routes import ROUTES
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 Result = TypeVar("Result")
@@ -89,9 +93,22 @@ class Call(Generic[Result]):
         return {IDEMPOTENCY_KEY: self.key} if self.key is not None else {}
 
 
-def _create(path: str, parse: Callable[[Any], Result], body: dict) -> Call[Result]:
+def _route(operation: str, **path: str | int) -> tuple[str, str]:
+    """The method of ``operation`` (its operationId: routes.py) and its path with ``path``'s parameters."""
+    route = ROUTES[operation]
+    return route.method, route.path.format(**{name: _segment(value) for name, value in path.items()})
+
+
+def _server_route(method: str, noun: str, user: str, server: str) -> tuple[str, str]:
+    """The route of a user's default server (``server`` empty) or of a named one."""
+    if server:
+        return _route(f"{method}_{noun}_user_server", user=user, server=server)
+    return _route(f"{method}_{noun}_user", user=user)
+
+
+def _create(operation: str, parse: Callable[[Any], Result], body: dict) -> Call[Result]:
     """A POST that creates something, with a new Idempotency-Key."""
-    return Call("POST", path, parse, body=body, key=str(uuid.uuid4()))
+    return Call(*_route(operation), parse, body=body, key=str(uuid.uuid4()))
 
 
 # Items asked for per page when following cursors: within every list endpoint's maximum.
@@ -214,6 +231,15 @@ def _list_of(cls: type[Model], key: str) -> Callable[[Any], list[Model]]:
     return lambda data: [_read(cls, item) for item in data[key]]
 
 
+def _answer(name: str | None) -> Callable[[Any], Any]:
+    """How an answer of the resource model named ``name`` (routes.Route.answer) is read."""
+    if name is None:
+        return _nothing
+    if name == "dict":
+        return dict
+    return _one(getattr(resources, name))
+
+
 def _one(cls: type[Model]) -> Callable[[Any], Model]:
     return lambda data: _read(cls, data)
 
@@ -248,23 +274,40 @@ class Operations(ABC):
         """Make the list call page by page until ``pages.done`` and return ``pages.join`` of the
         answers (the async client: an awaitable of it)."""
 
+    def call(self, operation: str, body: Mapping | None = None, **arguments: Any) -> Any:
+        """Any operation by its operationId (the document's; ``routes.ROUTES``), such as one this client
+        has no method for yet: its path parameters and query arguments by name, ``body`` its JSON body; the
+        answer read into the operation's resource model (None without a body, a dict for any JSON object)."""
+        if operation not in ROUTES:
+            raise ValueError(f"no operation {operation!r}; the document's operationIds are in egs_hub.client.routes")
+        route = ROUTES[operation]
+        names = re.findall(r"\{(\w+)\}", route.path)
+        missing = [name for name in names if arguments.get(name) is None]
+        if missing:
+            raise ValueError(f"{operation} needs its path parameters {', '.join(missing)}")
+        path = {name: arguments.pop(name) for name in names}
+        parse = _answer(route.answer)
+        key = str(uuid.uuid4()) if route.idempotent else None
+        encoded = None if body is None else _encode(body)
+        return self._send(Call(*_route(operation, **path), parse, _query(**arguments), encoded, key))
+
     # health and the document
 
     def health(self) -> Health:
-        return self._send(Call("GET", "health", _one(Health)))
+        return self._send(Call(*_route("get_health"), _one(Health)))
 
     def openapi(self) -> dict:
         """The OpenAPI 3.1 document of the API, as JSON."""
-        return self._send(Call("GET", "openapi.json", dict))
+        return self._send(Call(*_route("get_openapi_json"), dict))
 
     # projects and workspace requests
 
     def projects(self) -> list[Project]:
         """Every project (admins), or those the caller is a project admin of."""
-        return self._send(Call("GET", "projects", _list_of(Project, "projects")))
+        return self._send(Call(*_route("get_projects"), _list_of(Project, "projects")))
 
     def project(self, name: str) -> Project:
-        return self._send(Call("GET", f"projects/{_segment(name)}", _one(Project)))
+        return self._send(Call(*_route("get_projects_name", name=name), _one(Project)))
 
     def create_project(
         self,
@@ -277,20 +320,20 @@ class Operations(ABC):
     ) -> Project:
         """Admins: a project; its admins are the hub group ``admin_group`` (default NAME-admins)."""
         body = _body(name=name, display_name=display_name, admin_group=admin_group, quota=quota, share=share)
-        return self._send(Call("POST", "projects", _one(Project), body=body))
+        return self._send(Call(*_route("post_projects"), _one(Project), body=body))
 
     def update_project(self, name: str, **changes: Any) -> Project:
         """Admins: change ``display_name``, ``quota`` (per key) or ``share``."""
-        return self._send(Call("PATCH", f"projects/{_segment(name)}", _one(Project), body=_encode(changes)))
+        return self._send(Call(*_route("patch_projects_name", name=name), _one(Project), body=_encode(changes)))
 
     def delete_project(self, name: str) -> None:
-        return self._send(Call("DELETE", f"projects/{_segment(name)}", _nothing))
+        return self._send(Call(*_route("delete_projects_name", name=name), _nothing))
 
     def add_project_admin(self, name: str, user: str) -> Project:
-        return self._send(Call("PUT", f"projects/{_segment(name)}/admins/{_segment(user)}", _one(Project)))
+        return self._send(Call(*_route("put_projects_name_admins_user", name=name, user=user), _one(Project)))
 
     def remove_project_admin(self, name: str, user: str) -> Project:
-        return self._send(Call("DELETE", f"projects/{_segment(name)}/admins/{_segment(user)}", _one(Project)))
+        return self._send(Call(*_route("delete_projects_name_admins_user", name=name, user=user), _one(Project)))
 
     def workspace_requests(self, status: str | None = None) -> list[WorkspaceRequest]:
         """The caller's own workspace requests and those of the projects they manage, newest first."""
@@ -300,7 +343,7 @@ class Operations(ABC):
         return self._send(call)
 
     def workspace_request(self, request_id: int) -> WorkspaceRequest:
-        return self._send(Call("GET", f"workspace-requests/{_segment(request_id)}", _one(WorkspaceRequest)))
+        return self._send(Call(*_route("get_workspace_requests_id", id=request_id), _one(WorkspaceRequest)))
 
     def request_workspace(
         self,
@@ -323,25 +366,35 @@ class Operations(ABC):
             quota=quota,
             clusters=clusters,
         )
-        return self._send(_create("workspace-requests", _one(WorkspaceRequest), body))
+        return self._send(_create("post_workspace_requests", _one(WorkspaceRequest), body))
 
     def approve_workspace_request(self, request_id: int, reason: str = "", **edits: Any) -> WorkspaceRequest:
         """A project's admins: make the workspace, with ``quota``, ``policy`` or ``clusters`` changed if given."""
-        path = f"workspace-requests/{_segment(request_id)}/approve"
-        return self._send(Call("POST", path, _one(WorkspaceRequest), body={"reason": reason, **_encode(edits)}))
+        return self._send(
+            Call(
+                *_route("post_workspace_requests_id_approve", id=request_id),
+                _one(WorkspaceRequest),
+                body={"reason": reason, **_encode(edits)},
+            )
+        )
 
     def deny_workspace_request(self, request_id: int, reason: str = "") -> WorkspaceRequest:
-        path = f"workspace-requests/{_segment(request_id)}/deny"
-        return self._send(Call("POST", path, _one(WorkspaceRequest), body={"reason": reason}))
+        return self._send(
+            Call(
+                *_route("post_workspace_requests_id_deny", id=request_id),
+                _one(WorkspaceRequest),
+                body={"reason": reason},
+            )
+        )
 
     # slices
 
     def slices(self) -> list[Slice]:
         """The slices the caller is a member of (every slice, for admins)."""
-        return self._send(Call("GET", "slices", _list_of(Slice, "slices")))
+        return self._send(Call(*_route("get_slices"), _list_of(Slice, "slices")))
 
     def slice(self, name: str) -> Slice:
-        return self._send(Call("GET", f"slices/{_segment(name)}", _one(Slice)))
+        return self._send(Call(*_route("get_slices_name", name=name), _one(Slice)))
 
     def create_slice(
         self,
@@ -364,31 +417,31 @@ class Operations(ABC):
             namespaces=namespaces,
             members=members,
         )
-        return self._send(_create("slices", _one(Slice), body))
+        return self._send(_create("post_slices", _one(Slice), body))
 
     def update_slice(self, name: str, **changes: Any) -> Slice:
         """Admins: change ``display_name``, ``quota``, ``policy`` (per key) or ``namespaces``."""
-        return self._send(Call("PATCH", f"slices/{_segment(name)}", _one(Slice), body=_encode(changes)))
+        return self._send(Call(*_route("patch_slices_name", name=name), _one(Slice), body=_encode(changes)))
 
     def delete_slice(self, name: str) -> None:
-        return self._send(Call("DELETE", f"slices/{_segment(name)}", _nothing))
+        return self._send(Call(*_route("delete_slices_name", name=name), _nothing))
 
     def add_member(self, slice_name: str, user: str) -> Slice:
-        return self._send(Call("PUT", f"slices/{_segment(slice_name)}/members/{_segment(user)}", _one(Slice)))
+        return self._send(Call(*_route("put_slices_name_members_user", name=slice_name, user=user), _one(Slice)))
 
     def remove_member(self, slice_name: str, user: str) -> Slice:
-        return self._send(Call("DELETE", f"slices/{_segment(slice_name)}/members/{_segment(user)}", _one(Slice)))
+        return self._send(Call(*_route("delete_slices_name_members_user", name=slice_name, user=user), _one(Slice)))
 
     def slice_kubeconfig(self, name: str, cluster: str, expiration: int | timedelta | None = None) -> SliceKubeconfig:
         """Members: a kubeconfig for the slice's namespaces on a Kubernetes cluster, its token valid ``expiration``
         (whole seconds or a timedelta, 10 minutes to 7 days; default a day)."""
         params = _query(cluster=cluster, expiration=expiration)
-        return self._send(Call("GET", f"slices/{_segment(name)}/kubeconfig", _one(SliceKubeconfig), params=params))
+        return self._send(Call(*_route("get_slices_name_kubeconfig", name=name), _one(SliceKubeconfig), params=params))
 
     # clusters
 
     def clusters(self) -> list[Cluster]:
-        return self._send(Call("GET", "clusters", _list_of(Cluster, "clusters")))
+        return self._send(Call(*_route("get_clusters"), _list_of(Cluster, "clusters")))
 
     def register_cluster(
         self,
@@ -406,23 +459,23 @@ class Operations(ABC):
         to the default project (whose clusters serve every project)."""
         where = {"in_cluster": True} if in_cluster else _body(kubeconfig=kubeconfig, context=context)
         body = {"name": name, **where, **_body(node_selector=node_selector, exit_grace=exit_grace, project=project)}
-        return self._send(Call("POST", "clusters", _one(Cluster), body=body))
+        return self._send(Call(*_route("post_clusters"), _one(Cluster), body=body))
 
     def move_cluster(self, name: str, project: str) -> Cluster:
         """Admins: put a cluster in ``project``: only that project's slices are planned there (the default
         project's clusters serve every project)."""
-        return self._send(Call("PATCH", f"clusters/{_segment(name)}", _one(Cluster), body={"project": project}))
+        return self._send(Call(*_route("patch_clusters_name", name=name), _one(Cluster), body={"project": project}))
 
     def remove_cluster(self, name: str) -> None:
-        return self._send(Call("DELETE", f"clusters/{_segment(name)}", _nothing))
+        return self._send(Call(*_route("delete_clusters_name", name=name), _nothing))
 
     def prices(self, cluster: str) -> ClusterPrices:
         """A cluster's prices per GPU-hour, per shape as ``inventory()`` names it."""
-        return self._send(Call("GET", f"clusters/{_segment(cluster)}/prices", _one(ClusterPrices)))
+        return self._send(Call(*_route("get_clusters_name_prices", name=cluster), _one(ClusterPrices)))
 
     def set_prices(self, cluster: str, prices: Mapping[str, float]) -> ClusterPrices:
         """Admins: replace a cluster's prices per GPU-hour (``{}``: no prices)."""
-        call = Call("PUT", f"clusters/{_segment(cluster)}/prices", _one(ClusterPrices), body=dict(prices))
+        call = Call(*_route("put_clusters_name_prices", name=cluster), _one(ClusterPrices), body=dict(prices))
         return self._send(call)
 
     # usage and cost
@@ -431,16 +484,16 @@ class Operations(ABC):
         """GPU-hours reserved and used, cost and mean utilisation per ``group_by`` (project, slice or user)
         and ``period`` (week or month) from the period ``since`` is in (default: the current one)."""
         params = _query(group_by=group_by, period=period, since=since)
-        return self._send(Call("GET", "usage", _one(UsageReport), params))
+        return self._send(Call(*_route("get_usage"), _one(UsageReport), params))
 
     # GPR templates
 
     def templates(self, slice: str | None = None) -> list[Template]:
         """The GPR templates the caller's slices (or ``slice``) may use; admins: all of them."""
-        return self._send(Call("GET", "templates", _list_of(Template, "templates"), _query(slice=slice)))
+        return self._send(Call(*_route("get_templates"), _list_of(Template, "templates"), _query(slice=slice)))
 
     def template(self, name: str) -> Template:
-        return self._send(Call("GET", f"templates/{_segment(name)}", _one(Template)))
+        return self._send(Call(*_route("get_templates_name", name=name), _one(Template)))
 
     def create_template(
         self,
@@ -473,37 +526,41 @@ class Operations(ABC):
             project=project,
             slice=slice,
         )
-        return self._send(Call("POST", "templates", _one(Template), body=body))
+        return self._send(Call(*_route("post_templates"), _one(Template), body=body))
 
     def update_template(self, name: str, **changes: Any) -> Template:
         """Admins: change a template's fields (the ``create_template`` keys); None clears one that may be empty."""
-        return self._send(Call("PATCH", f"templates/{_segment(name)}", _one(Template), body=_encode(changes)))
+        return self._send(Call(*_route("patch_templates_name", name=name), _one(Template), body=_encode(changes)))
 
     def delete_template(self, name: str) -> None:
-        return self._send(Call("DELETE", f"templates/{_segment(name)}", _nothing))
+        return self._send(Call(*_route("delete_templates_name", name=name), _nothing))
 
     # inventory
 
     def inventory(self) -> Inventory:
-        return self._send(Call("GET", "inventory", _one(Inventory)))
+        return self._send(Call(*_route("get_inventory"), _one(Inventory)))
 
     def schedule(self, start: Time | None = None, end: Time | None = None) -> Schedule:
         """Every node's windows in [start, end) (default: a day ago to a week ahead)."""
-        return self._send(Call("GET", "inventory/schedule", _one(Schedule), _query(start=start, end=end)))
+        return self._send(Call(*_route("get_inventory_schedule"), _one(Schedule), _query(start=start, end=end)))
 
     def maintenance(self, cluster: str, node: str) -> list[MaintenanceWindow]:
         """Admins: the node's maintenance windows that have not ended."""
-        path = f"nodes/{_segment(cluster)}/{_segment(node)}/maintenance"
-        return self._send(Call("GET", path, _list_of(MaintenanceWindow, "maintenance")))
+        return self._send(
+            Call(
+                *_route("get_nodes_cluster_name_maintenance", cluster=cluster, name=node),
+                _list_of(MaintenanceWindow, "maintenance"),
+            )
+        )
 
     # dynamic node pools
 
     def pools(self, cluster: str) -> list[NodePool]:
         """The cluster's dynamic node pools, with their nodes and what was asked of them."""
-        return self._send(Call("GET", f"clusters/{_segment(cluster)}/pools", _list_of(NodePool, "pools")))
+        return self._send(Call(*_route("get_clusters_name_pools", name=cluster), _list_of(NodePool, "pools")))
 
     def pool(self, cluster: str, name: str) -> NodePool:
-        return self._send(Call("GET", f"clusters/{_segment(cluster)}/pools/{_segment(name)}", _one(NodePool)))
+        return self._send(Call(*_route("get_clusters_name_pools_pool", name=cluster, pool=name), _one(NodePool)))
 
     def add_pool(
         self,
@@ -527,11 +584,11 @@ class Operations(ABC):
         }
         body = {"name": name, "shape": shape, "min_nodes": min_nodes, "max_nodes": max_nodes}
         body.update({key: value for key, value in fields.items() if value is not None})
-        return self._send(Call("POST", f"clusters/{_segment(cluster)}/pools", _one(NodePool), body=_encode(body)))
+        return self._send(Call(*_route("post_clusters_name_pools", name=cluster), _one(NodePool), body=_encode(body)))
 
     def delete_pool(self, cluster: str, name: str) -> None:
         """Admins: delete the pool and its requests to the autoscaler; its nodes stay."""
-        return self._send(Call("DELETE", f"clusters/{_segment(cluster)}/pools/{_segment(name)}", _nothing))
+        return self._send(Call(*_route("delete_clusters_name_pools_pool", name=cluster, pool=name), _nothing))
 
     # what-if capacity plans
 
@@ -551,25 +608,25 @@ class Operations(ABC):
         }
         if since is not None:
             body["since"] = since
-        return self._send(Call("POST", "capacity-plans", _one(CapacityPlan), body=_encode(body)))
+        return self._send(Call(*_route("post_capacity_plans"), _one(CapacityPlan), body=_encode(body)))
 
     def capacity_plans(self) -> list[CapacityPlan]:
         """Admins: the last ten what-if capacity plans, the latest first."""
-        return self._send(Call("GET", "capacity-plans", _list_of(CapacityPlan, "plans")))
+        return self._send(Call(*_route("get_capacity_plans"), _list_of(CapacityPlan, "plans")))
 
     def capacity_plan(self, plan_id: int) -> CapacityPlan:
         """Admins: a capacity plan's progress, then its result (recorded and replayed waits, GPUs bound)."""
-        return self._send(Call("GET", f"capacity-plans/{int(plan_id)}", _one(CapacityPlan)))
+        return self._send(Call(*_route("get_capacity_plans_id", id=int(plan_id)), _one(CapacityPlan)))
 
     # inference endpoints
 
     def endpoints(self, slice: str | None = None) -> list[Endpoint]:
         """The inference endpoints of the caller's slices (or of ``slice``); admins: all of them."""
-        return self._send(Call("GET", "endpoints", _list_of(Endpoint, "endpoints"), _query(slice=slice)))
+        return self._send(Call(*_route("get_endpoints"), _list_of(Endpoint, "endpoints"), _query(slice=slice)))
 
     def endpoint(self, slice: str, name: str) -> Endpoint:
         """One endpoint: status, url (its path at the hub), replicas and their GPRs, requests/s, latency."""
-        return self._send(Call("GET", f"endpoints/{_segment(slice)}/{_segment(name)}", _one(Endpoint)))
+        return self._send(Call(*_route("get_endpoints_slice_name", slice=slice, name=name), _one(Endpoint)))
 
     def create_endpoint(
         self,
@@ -613,21 +670,27 @@ class Operations(ABC):
             target_concurrency=target_concurrency,
             health_path=health_path,
         )
-        return self._send(_create("endpoints", _one(Endpoint), body))
+        return self._send(_create("post_endpoints", _one(Endpoint), body))
 
     def update_endpoint(self, slice: str, name: str, **changes: Any) -> Endpoint:
         """Change an endpoint's fields (the ``create_endpoint`` keys but slice, name and runtime)."""
-        path = f"endpoints/{_segment(slice)}/{_segment(name)}"
-        return self._send(Call("PATCH", path, _one(Endpoint), body=_encode(changes)))
+        return self._send(
+            Call(*_route("patch_endpoints_slice_name", slice=slice, name=name), _one(Endpoint), body=_encode(changes))
+        )
 
     def scale_endpoint(self, slice: str, name: str, replicas: int) -> Endpoint:
         """This many replicas now, kept for the endpoint's idle_timeout at least, then following the load."""
-        path = f"endpoints/{_segment(slice)}/{_segment(name)}/scale"
-        return self._send(Call("POST", path, _one(Endpoint), body={"replicas": replicas}))
+        return self._send(
+            Call(
+                *_route("post_endpoints_slice_name_scale", slice=slice, name=name),
+                _one(Endpoint),
+                body={"replicas": replicas},
+            )
+        )
 
     def delete_endpoint(self, slice: str, name: str) -> None:
         """Delete an endpoint: its replicas' GPRs are given back."""
-        return self._send(Call("DELETE", f"endpoints/{_segment(slice)}/{_segment(name)}", _nothing))
+        return self._send(Call(*_route("delete_endpoints_slice_name", slice=slice, name=name), _nothing))
 
     # nodes: health, checks, quarantine
 
@@ -635,41 +698,51 @@ class Operations(ABC):
         """Nodes with their health, holders, maintenance and last checks: every node for admins, those their
         slices hold for members; only ``cluster``'s, or those of ``health`` (healthy, unhealthy, quarantined,
         unknown), when given."""
-        return self._send(Call("GET", "nodes", _list_of(Node, "nodes"), _query(cluster=cluster, health=health)))
+        return self._send(Call(*_route("get_nodes"), _list_of(Node, "nodes"), _query(cluster=cluster, health=health)))
 
     def node(self, cluster: str, name: str) -> Node:
         """Admins: one node with its GPUs, holders, maintenance and the last run of each check."""
-        return self._send(Call("GET", f"nodes/{_segment(cluster)}/{_segment(name)}", _one(Node)))
+        return self._send(Call(*_route("get_nodes_cluster_name", cluster=cluster, name=name), _one(Node)))
 
     def quarantine_node(self, cluster: str, name: str, reason: str = "") -> Node:
         """Admins: take a node out of planning (and its cluster's scheduler off it) until it is cleared."""
-        path = f"nodes/{_segment(cluster)}/{_segment(name)}/quarantine"
-        return self._send(Call("POST", path, _one(Node), body={"reason": reason}))
+        return self._send(
+            Call(
+                *_route("post_nodes_cluster_name_quarantine", cluster=cluster, name=name),
+                _one(Node),
+                body={"reason": reason},
+            )
+        )
 
     def clear_node(self, cluster: str, name: str, reason: str = "") -> Node:
         """Admins: take a node out of quarantine."""
-        path = f"nodes/{_segment(cluster)}/{_segment(name)}/clear"
-        return self._send(Call("POST", path, _one(Node), body={"reason": reason}))
+        return self._send(
+            Call(
+                *_route("post_nodes_cluster_name_clear", cluster=cluster, name=name),
+                _one(Node),
+                body={"reason": reason},
+            )
+        )
 
     def check_node(self, cluster: str, name: str) -> Node:
         """Admins: run the cluster's entry checks on a node no GPR holds, in the background (the answer
         has them pending); a quarantined node whose checks all pass is cleared."""
-        return self._send(Call("POST", f"nodes/{_segment(cluster)}/{_segment(name)}/checks", _one(Node)))
+        return self._send(Call(*_route("post_nodes_cluster_name_checks", cluster=cluster, name=name), _one(Node)))
 
     def cluster_checks(self, cluster: str) -> ClusterChecklist:
         """The checklist a cluster's nodes pass at a GPR's entry and exit."""
-        return self._send(Call("GET", f"clusters/{_segment(cluster)}/checks", _one(ClusterChecklist)))
+        return self._send(Call(*_route("get_clusters_name_checks", name=cluster), _one(ClusterChecklist)))
 
     def set_cluster_checks(self, cluster: str, checks: list[Mapping[str, Any]]) -> ClusterChecklist:
         """Admins: replace a cluster's checklist (each check: name, kind, at, timeout, thresholds, command, image)."""
-        call = Call("PUT", f"clusters/{_segment(cluster)}/checks", _one(ClusterChecklist), body={"checks": checks})
+        call = Call(*_route("put_clusters_name_checks", name=cluster), _one(ClusterChecklist), body={"checks": checks})
         return self._send(call)
 
     # GPRs
 
     def gpr_checks(self, gpr_id: int) -> list[CheckRun]:
         """The checks of the GPR's nodes at entry and exit, with status, values and log."""
-        return self._send(Call("GET", f"gprs/{_segment(gpr_id)}/checks", _list_of(CheckRun, "checks")))
+        return self._send(Call(*_route("get_gprs_id_checks", id=gpr_id), _list_of(CheckRun, "checks")))
 
     def wait_times(
         self,
@@ -699,15 +772,15 @@ class Operations(ABC):
             start_after=start_after,
             gpu_share=gpu_share,
         )
-        return self._send(Call("POST", "wait-times", _one(WaitTimes), body=body))
+        return self._send(Call(*_route("post_wait_times"), _one(WaitTimes), body=body))
 
     def gprs(self, slice: str | None = None, status: str | None = None) -> list[GPR]:
         """Every GPR of the caller's slices (or of ``slice``) in id order, all pages."""
-        call = Call("GET", "gprs", _list_of(GPR, "gprs"), _query(slice=slice, status=status))
+        call = Call(*_route("get_gprs"), _list_of(GPR, "gprs"), _query(slice=slice, status=status))
         return self._send_pages(Pages(call, "gprs"))
 
     def gpr(self, gpr_id: int) -> GPR:
-        return self._send(Call("GET", f"gprs/{_segment(gpr_id)}", _one(GPR)))
+        return self._send(Call(*_route("get_gprs_id", id=gpr_id), _one(GPR)))
 
     def create_gpr(
         self,
@@ -743,7 +816,7 @@ class Operations(ABC):
             preemptible=preemptible,
             gpu_share=gpu_share,
         )
-        return self._send(_create("gprs", _one(GPR), body))
+        return self._send(_create("post_gprs", _one(GPR), body))
 
     def update_gpr(self, gpr_id: int, **changes: Any) -> GPR:
         """Edit a GPR before it is provisioned (owner), or change its priority (admins).
@@ -751,36 +824,36 @@ class Operations(ABC):
         Keys are the GPR's fields (``gpus``, ``nodes``, ``duration``, ``priority``, ``shape``, ...);
         None clears one that may be empty.
         """
-        return self._send(Call("PATCH", f"gprs/{_segment(gpr_id)}", _one(GPR), body=_encode(changes)))
+        return self._send(Call(*_route("patch_gprs_id", id=gpr_id), _one(GPR), body=_encode(changes)))
 
     def cancel_gpr(self, gpr_id: int, reason: str = "") -> GPR:
         """Cancel a GPR that holds no GPUs yet."""
-        return self._send(Call("DELETE", f"gprs/{_segment(gpr_id)}", _one(GPR), body={"reason": reason}))
+        return self._send(Call(*_route("delete_gprs_id", id=gpr_id), _one(GPR), body={"reason": reason}))
 
     def release_gpr(self, gpr_id: int, reason: str = "") -> GPR:
         """End a provisioned GPR before its window ends (early release)."""
-        return self._send(Call("POST", f"gprs/{_segment(gpr_id)}/release", _one(GPR), body={"reason": reason}))
+        return self._send(Call(*_route("post_gprs_id_release", id=gpr_id), _one(GPR), body={"reason": reason}))
 
     def approve_gpr(self, gpr_id: int, reason: str = "") -> GPR:
-        return self._send(Call("POST", f"gprs/{_segment(gpr_id)}/approve", _one(GPR), body={"reason": reason}))
+        return self._send(Call(*_route("post_gprs_id_approve", id=gpr_id), _one(GPR), body={"reason": reason}))
 
     def deny_gpr(self, gpr_id: int, reason: str = "") -> GPR:
-        return self._send(Call("POST", f"gprs/{_segment(gpr_id)}/deny", _one(GPR), body={"reason": reason}))
+        return self._send(Call(*_route("post_gprs_id_deny", id=gpr_id), _one(GPR), body={"reason": reason}))
 
     # queue and evictions
 
     def queue(self) -> list[QueuedGPR]:
         """Queued GPRs in the planner's order (others' names hidden)."""
-        return self._send_pages(Pages(Call("GET", "queue", _list_of(QueuedGPR, "queue")), "queue"))
+        return self._send_pages(Pages(Call(*_route("get_queue"), _list_of(QueuedGPR, "queue")), "queue"))
 
     def evictions(self) -> list[Eviction]:
         """Admins: the evictions the planner proposes now."""
-        return self._send(Call("GET", "queue/evictions", _list_of(Eviction, "evictions")))
+        return self._send(Call(*_route("get_queue_evictions"), _list_of(Eviction, "evictions")))
 
     def confirm_eviction(self, gpr_id: int, victims: list[int]) -> Eviction:
         """Admins: issue the planner's proposed eviction for ``gpr_id`` (its current victims)."""
         body = {"gpr_id": gpr_id, "victims": list(victims)}
-        return self._send(Call("POST", "queue/evictions", _one(Eviction), body=body))
+        return self._send(Call(*_route("post_queue_evictions"), _one(Eviction), body=body))
 
     # the audit log
 
@@ -788,51 +861,51 @@ class Operations(ABC):
         self, gpr: int | None = None, slice: str | None = None, since: Time | None = None, limit: int | None = None
     ) -> list[Event]:
         """Audit events, oldest first: every one that matches, or the newest ``limit``."""
-        call = Call("GET", "events", _list_of(Event, "events"), _query(gpr=gpr, slice=slice, since=since))
+        call = Call(*_route("get_events"), _list_of(Event, "events"), _query(gpr=gpr, slice=slice, since=since))
         return self._send_pages(Pages(call, "events", most=limit, backwards=True))
 
     # GPU metrics
 
     def gpus(self, sort: str = "node") -> GPUs:
         """Latest readings of the GPUs the caller sees; ``sort`` by node, temperature, power, utilization or memory."""
-        return self._send(Call("GET", "gpus", _one(GPUs), _query(sort=sort)))
+        return self._send(Call(*_route("get_gpus"), _one(GPUs), _query(sort=sort)))
 
     def gpu_utilization(self, since: Time | None = None, step: Duration | None = None) -> UsedUtilization:
         """Mean utilisation of the caller's GPUs (the last 24 h at most) from ``since`` per ``step`` (5m multiples)."""
         query = _query(since=since, step=step)
-        return self._send(Call("GET", "gpus/utilization", _one(UsedUtilization), query))
+        return self._send(Call(*_route("get_gpus_utilization"), _one(UsedUtilization), query))
 
     def gpu_metrics(self, uuid: str, since: Time | None = None, step: Duration | None = None) -> GPUMetrics:
         """A GPU's readings of the last hour (from ``since``), averaged per ``step``."""
         query = _query(since=since, step=step)
-        return self._send(Call("GET", f"gpus/{_segment(uuid)}/metrics", _one(GPUMetrics), query))
+        return self._send(Call(*_route("get_gpus_uuid_metrics", uuid=uuid), _one(GPUMetrics), query))
 
     def workloads(self, slice: str | None = None) -> Workloads:
         """Every workload on the caller's slices (or ``slice``), all pages."""
-        return self._send_pages(Pages(Call("GET", "workloads", _one(Workloads), _query(slice=slice)), "workloads"))
+        return self._send_pages(
+            Pages(Call(*_route("get_workloads"), _one(Workloads), _query(slice=slice)), "workloads")
+        )
 
     def alerts(
         self, slice: str | None = None, since: Time | None = None, active: bool | None = None, limit: int | None = None
     ) -> Alerts:
         """Alerts newest first: every one that matches, or the newest ``limit``."""
-        call = Call("GET", "alerts", _one(Alerts), _query(slice=slice, since=since, active=active))
+        call = Call(*_route("get_alerts"), _one(Alerts), _query(slice=slice, since=since, active=active))
         return self._send_pages(Pages(call, "alerts", most=limit))
 
     # servers (the spawner's side)
 
     def servers(self, slice: str | None = None) -> list[Server]:
-        return self._send(Call("GET", "servers", _list_of(Server, "servers"), _query(slice=slice)))
+        return self._send(Call(*_route("get_servers"), _list_of(Server, "servers"), _query(slice=slice)))
 
     def register_server(self, user: str, server: str = "", *, slice: str) -> ServerRegistration:
         """Record that ``user``'s server (named ``server``) starts in ``slice``; answers the GPUs it may use."""
-        path = f"servers/{_segment(user)}" + (f"/{_segment(server)}" if server else "")
-        return self._send(Call("PUT", path, _one(ServerRegistration), body={"slice": slice}))
+        route = _server_route("put", "servers", user, server)
+        return self._send(Call(*route, _one(ServerRegistration), body={"slice": slice}))
 
     def forget_server(self, user: str, server: str = "") -> None:
-        path = f"servers/{_segment(user)}" + (f"/{_segment(server)}" if server else "")
-        return self._send(Call("DELETE", path, _nothing))
+        return self._send(Call(*_server_route("delete", "servers", user, server), _nothing))
 
     def restart_server(self, user: str, server: str = "") -> ServerRestart:
         """Restart ``user``'s running server (so it comes back with its slice's GPUs now); answers at once."""
-        path = f"server-restarts/{_segment(user)}" + (f"/{_segment(server)}" if server else "")
-        return self._send(Call("POST", path, _one(ServerRestart)))
+        return self._send(Call(*_server_route("post", "server_restarts", user, server), _one(ServerRestart)))

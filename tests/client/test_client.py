@@ -366,3 +366,22 @@ def test_an_admin_plans_capacity_from_history(admin, member, make_slice):
     with pytest.raises(EGSError) as refused:
         admin.plan_capacity(add_nodes={"B200": 1})
     assert refused.value.status == 400 and refused.value.field == "add_nodes"
+
+
+def test_any_operation_is_called_by_its_operation_id(member, make_slice):
+    """call() reaches every operation the service declares, with no method of its own: path parameters and
+    query arguments by name, the body as JSON, the answer read into the declared model."""
+    bob, as_bob = member("bob")
+    team = make_slice(bob)
+    later = datetime.now(UTC) + timedelta(hours=2)  # queued until then
+    made = as_bob.call("post_gprs", {"slice": team, "gpus": 1, "duration": "10m", "start_after": later})
+    assert isinstance(made, GPR) and made.slice == team and made.status == "queued"
+    assert as_bob.call("get_gprs_id", id=made.id) == as_bob.gpr(made.id)
+    page = as_bob.call("get_gprs", slice=team, limit=1)
+    assert [g.id for g in page.gprs] == [made.id]
+    assert as_bob.call("delete_gprs_id", {"reason": "by id"}, id=made.id).status == "cancelled"
+    assert as_bob.call("get_openapi_json")["paths"]["/gprs"]["post"]["operationId"] == "post_gprs"
+    with pytest.raises(ValueError, match="get_gprs_id needs its path parameters id"):
+        as_bob.call("get_gprs_id")
+    with pytest.raises(ValueError, match="no operation 'get_gpr'"):
+        as_bob.call("get_gpr", id=1)

@@ -1,7 +1,7 @@
 """The sidebar's API types are the ones the service's OpenAPI document makes (issue 47): the committed
 labextension/src/api-types.ts is what openapi-typescript (the labextension's dev dependency) writes from
 the document the declared operations make now. After changing an operation or a model, `make
-labextension` writes it again."""
+api-types` writes it again."""
 
 from __future__ import annotations
 
@@ -29,5 +29,5 @@ def test_the_labextensions_api_types_are_generated_from_the_document_as_it_is(tm
         timeout=120,
     )
     assert generated.read_text() == COMMITTED.read_text(), (
-        "labextension/src/api-types.ts is stale: `make labextension` writes it from the operations' document"
+        "labextension/src/api-types.ts is stale: `make api-types` writes it from the operations' document"
     )
