@@ -3,7 +3,10 @@ the document, its links and who may call it; two declarations of one operation o
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+import textwrap
 import types
 
 import pytest
@@ -92,3 +95,37 @@ def test_each_route_is_the_one_its_paths_match_first():
         probe = re.sub(r"\{[^}]+\}", "x1", op.path.lstrip("/"))
         assert next(handler for route, handler in API_ROUTES if re.fullmatch(route, probe)) is cls, op.key
     assert route_pattern("/openapi.json") == r"openapi\.json"
+
+
+def _parsed_with(cls: type, method: object, seen: set | None = None) -> set[str]:
+    """The models ``method`` (and the methods of ``cls`` it calls on self) parse input with: the first
+    argument of each parse_body(...) and read(...)."""
+    seen = set() if seen is None else seen
+    while hasattr(method, "__wrapped__"):
+        method = method.__wrapped__
+    if method in seen or not callable(method):
+        return set()
+    seen.add(method)
+    names = set()
+    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(method)))):
+        if not isinstance(node, ast.Call):
+            continue
+        called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+        if called in ("parse_body", "read") and node.args and isinstance(node.args[0], ast.Name):
+            names.add(node.args[0].id)
+        if (
+            isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+        ):
+            names |= _parsed_with(cls, getattr(cls, node.func.attr, None), seen)
+    return names
+
+
+@pytest.mark.parametrize(("op", "cls"), API_OPERATIONS, ids=[op.key for op, _ in API_OPERATIONS])
+def test_each_handler_parses_its_input_with_the_models_it_declares(op, cls):
+    """The document says what the handler reads: its declared body and query models are the ones it parses."""
+    parsed = _parsed_with(cls, getattr(cls, op.method))
+    for declared in (op.body, op.query):
+        if declared is not None:
+            assert declared.__name__ in parsed, f"{op.key} declares {declared.__name__} but parses {sorted(parsed)}"
