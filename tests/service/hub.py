@@ -252,7 +252,7 @@ def restart_service(hub: Hub) -> None:
     def back() -> bool:
         try:
             return requests.get(hub.api + "health", timeout=2).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # a slow answer on a loaded machine: not yet
             return False
 
     def restarted() -> bool:
@@ -345,7 +345,7 @@ def start_hub_once(
             raise AssertionError(f"egs-hub up exited with {process.returncode}:\n{hub.log()[-3000:]}")
         try:
             return requests.get(ready_url, timeout=2).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # a slow answer on a loaded machine: not yet
             return False
 
     ready_url = f"{hub.url}/hub/api/" if config == UNMANAGED_SERVICE_CONFIG else hub.api + "health"
